@@ -1,0 +1,61 @@
+#pragma once
+//! \file device.hpp
+//! Devices, and the device-wide calls: synchronize and worker count.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace streamrt {
+
+//! The kinds of device streamrt knows about. Only CPU has a backend in this build.
+enum class DeviceType : std::uint8_t { CPU = 0, CUDA = 1 };
+
+//! Number of DeviceType values (for backend tables).
+inline constexpr int kNumDeviceTypes = 2;
+
+//! Lower-case name of a device type ("cpu", "cuda"). Never blocks; thread-safe.
+std::string_view to_string(DeviceType type) noexcept;
+
+//! A device: a type and an index. A plain value; thread-safe to copy.
+struct Device {
+  //! The device type; CPU by default.
+  DeviceType type = DeviceType::CPU;
+  //! The device index; 0 by default.
+  int index = 0;
+
+  //! Parses "cpu", "cpu:0", "cuda", "cuda:1". Throws Error naming the text on anything else.
+  //! Never blocks; thread-safe. Does not check that a backend exists for the device.
+  static Device parse(std::string_view text);
+
+  //! "cpu:0" style text. Never blocks; thread-safe.
+  std::string str() const;
+
+  //! Same type and index.
+  bool operator==(const Device&) const = default;
+};
+
+//! Blocks until all work submitted, before this call, to every stream of `device` has finished,
+//! then rethrows the first failure found among those streams (that failure counts as reported).
+//! Thread-safe. Throws Error when called from work running on a stream of the device.
+void synchronize(Device device = {});
+
+//! Sets the number of CPU worker threads (n >= 1). Blocks until the pool has been resized;
+//! queued work is kept. Thread-safe; throws Error when called from a worker thread or with n < 1.
+void set_num_threads(int n);
+
+//! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency.
+//! Never blocks; thread-safe.
+int num_threads();
+
+}  // namespace streamrt
+
+//! Hash of a device, so it can key unordered containers.
+template <>
+struct std::hash<streamrt::Device> {
+  //! Combines type and index. Never blocks; thread-safe.
+  std::size_t operator()(const streamrt::Device& d) const noexcept {
+    return (static_cast<std::size_t>(d.type) << 16) ^ static_cast<std::size_t>(d.index);
+  }
+};

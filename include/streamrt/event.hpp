@@ -1,0 +1,107 @@
+#pragma once
+//! \file event.hpp
+//! Events: markers recorded in streams that can be polled, waited on, timed and reset.
+
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "streamrt/device.hpp"
+
+namespace streamrt {
+
+class Stream;
+namespace impl {
+class EventImpl;
+}  // namespace impl
+
+//! How an event behaves.
+struct EventOptions {
+  //! Take a timestamp when the stream reaches the record, for elapsed_time().
+  bool enable_timing = false;
+  //! Host waits sleep at once instead of spinning briefly first.
+  bool blocking = false;
+};
+
+//! What an event is doing now (for debugging and reprs).
+enum class EventState { NotRecorded, Pending, Complete, Failed, Cancelled };
+
+//! Lower-case name of an EventState ("not_recorded", "pending", ...). Never blocks.
+std::string_view to_string(EventState state) noexcept;
+
+//! A handle to an event. Copies share the event. All methods are thread-safe; recording from one
+//! thread while another waits is allowed (the waiter tracks the record it saw when it started).
+class Event {
+ public:
+  //! A new, never-recorded event. Never blocks.
+  explicit Event(EventOptions options = {});
+
+  //! Records the event on current_stream() of its device (CPU if never recorded). Returns at once.
+  void record();
+  //! Records the event at the current end of `s`, replacing any earlier record. Returns at once.
+  //! Throws Error if the event was recorded on another device before (reset() first).
+  void record(const Stream& s);
+
+  //! True when recorded and all work before the record has finished (or failed). False when never
+  //! recorded. Never blocks.
+  bool query() const;
+  //! Same as query() (the seed's `completed`).
+  bool completed() const { return query(); }
+
+  //! Blocks until complete, then rethrows the failure of the work before it, if any. Throws
+  //! Error when never recorded, or when waiting would deadlock (work waiting on its own stream).
+  void synchronize() const;
+
+  //! As synchronize(), but returns false after `timeout` (nothing changes then), true when complete.
+  bool wait_for(std::chrono::nanoseconds timeout) const;
+
+  //! Work submitted to `s` later waits for this event (= s.wait_event(*this)). Returns at once.
+  void wait(const Stream& s) const;
+  //! The current stream of the event's device waits for this event. Returns at once.
+  void wait() const;
+
+  //! Milliseconds from this event to `end`, from a monotonic clock (ns resolution), timestamps taken
+  //! when each stream reached its record. Both need enable_timing, a record, and completion, else
+  //! Error. Never blocks.
+  double elapsed_time(const Event& end) const;
+
+  //! Back to never-recorded; pending work is not affected. Never blocks.
+  void reset();
+
+  //! The device of the record; nullopt when never recorded. Never blocks.
+  std::optional<Device> device() const;
+
+  //! The options given at creation. Never blocks.
+  EventOptions options() const noexcept;
+
+  //! Pending, complete, failed, ... Never blocks.
+  EventState state() const;
+
+  //! Runs `cb(failure or null)` exactly once after the record current now completes, on a runtime
+  //! thread; or at once on this thread if it already has. A throwing callback is reported on
+  //! stderr. Throws Error when never recorded. Returns at once.
+  void on_complete(std::function<void(std::exception_ptr)> cb) const;
+
+  //! The current record (for backend authors); null when never recorded. Never blocks.
+  std::shared_ptr<impl::EventImpl> impl() const;
+
+  //! Same event (copies of one handle).
+  friend bool operator==(const Event& a, const Event& b) noexcept { return a.state_ == b.state_; }
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+//! Blocks until every event completes, then rethrows the first failure (in the order given).
+//! Throws Error, before waiting, when any event was never recorded. Thread-safe.
+void wait_all(std::span<const Event> events);
+
+//! As wait_all, but returns false after `timeout` (nothing changes then).
+bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout);
+
+}  // namespace streamrt

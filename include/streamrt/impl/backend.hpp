@@ -1,0 +1,150 @@
+#pragma once
+//! \file backend.hpp
+//! The backend interface, for backend authors (no stability promise). Modelled on c10's
+//! DeviceGuardImplInterface: the device-agnostic Stream and Event handles call one Backend per
+//! DeviceType. A backend owns its stream objects (StreamImpl) and its recorded positions
+//! (EventImpl). See docs/design.md, "Backends".
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "streamrt/detail/work.hpp"
+#include "streamrt/device.hpp"
+#include "streamrt/event.hpp"
+
+namespace streamrt {
+class Stream;
+}  // namespace streamrt
+
+namespace streamrt::impl {
+
+class Backend;
+
+//! A backend's stream. Immutable identity; the backend derives its own queue state from it.
+class StreamImpl {
+ public:
+  //! Identity of the stream; `backend` outlives it.
+  StreamImpl(Backend& backend, Device device, int priority, std::uint64_t id) noexcept
+      : backend_(backend), device_(device), priority_(priority), id_(id) {}
+  //! Backends release their resources here. noexcept.
+  virtual ~StreamImpl() = default;
+  StreamImpl(const StreamImpl&) = delete;
+  StreamImpl& operator=(const StreamImpl&) = delete;
+
+  //! The backend that owns the stream.
+  Backend& backend() const noexcept { return backend_; }
+  //! The device.
+  Device device() const noexcept { return device_; }
+  //! The priority (lower = more urgent).
+  int priority() const noexcept { return priority_; }
+  //! Unique per device while alive; 0 = default stream.
+  std::uint64_t id() const noexcept { return id_; }
+
+ private:
+  Backend& backend_;
+  Device device_;
+  int priority_;
+  std::uint64_t id_;
+};
+
+//! One recorded position of an event in a stream: immutable once created, so a stream that
+//! waits on it keeps the version it saw (re-recording an Event makes a new EventImpl).
+class EventImpl {
+ public:
+  //! A record on `device` with `options`.
+  EventImpl(Device device, EventOptions options) noexcept : device_(device), options_(options) {}
+  //! noexcept (called when the last handle goes).
+  virtual ~EventImpl() = default;
+  EventImpl(const EventImpl&) = delete;
+  EventImpl& operator=(const EventImpl&) = delete;
+
+  //! The device recorded on.
+  Device device() const noexcept { return device_; }
+  //! The options of the event at record time.
+  EventOptions options() const noexcept { return options_; }
+
+ private:
+  Device device_;
+  EventOptions options_;
+};
+
+//! Per-device-type implementation. Every method must be thread-safe. Methods that are not
+//! supported throw Error("<backend> backend doesn't support <what>") by default.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  //! The device type served.
+  virtual DeviceType type() const noexcept = 0;
+  //! Number of devices; 0 when the driver fails. noexcept.
+  virtual int device_count() const noexcept = 0;
+  //! {least, greatest} priority accepted; lower = more urgent.
+  virtual std::pair<int, int> priority_range() const noexcept { return {0, 0}; }
+
+  //! A new stream on device `index`. Never blocks.
+  virtual std::shared_ptr<StreamImpl> new_stream(int index, int priority) = 0;
+  //! The default stream of device `index` (id 0). Never blocks.
+  virtual std::shared_ptr<StreamImpl> default_stream(int index) = 0;
+
+  //! Enqueues host work in stream order. Returns at once.
+  virtual void enqueue(StreamImpl& stream, detail::Work work, const char* label) = 0;
+  //! Records a new position at the current end of `stream`. Returns at once.
+  virtual std::shared_ptr<EventImpl> record(StreamImpl& stream, EventOptions options) = 0;
+  //! Work submitted to `stream` later waits for `position`. Returns at once.
+  virtual void block(const std::shared_ptr<EventImpl>& position, StreamImpl& stream) = 0;
+
+  //! True when all work submitted to `stream` so far finished. Never blocks.
+  virtual bool query_stream(const StreamImpl& stream) = 0;
+  //! Waits for the work submitted before the call (up to `timeout`; nullopt = forever), then
+  //! rethrows the first unreported failure. Returns false on time-out.
+  virtual bool synchronize_stream(StreamImpl& stream,
+                                  std::optional<std::chrono::nanoseconds> timeout) = 0;
+
+  //! True when the work before `position` finished. Never blocks.
+  virtual bool query_event(const EventImpl& position) = 0;
+  //! Pending / complete / failed / cancelled. Never blocks.
+  virtual EventState event_state(const EventImpl& position) = 0;
+  //! Waits for `position` (up to `timeout`), then rethrows its failure. False on time-out.
+  virtual bool synchronize_event(const EventImpl& position,
+                                 std::optional<std::chrono::nanoseconds> timeout) = 0;
+  //! Milliseconds between two completed timing positions of this backend.
+  virtual double elapsed_time(const EventImpl& start, const EventImpl& end) = 0;
+  //! Runs `cb` once after `position` completes (on a runtime thread), or now if it has.
+  virtual void on_complete(const std::shared_ptr<EventImpl>& position,
+                           std::function<void(std::exception_ptr)> cb) = 0;
+
+  //! Waits for all work submitted to every stream of device `index`, then rethrows the first
+  //! failure found.
+  virtual void synchronize_device(int index) = 0;
+
+  //! Items queued and not finished on `stream`.
+  virtual std::uint64_t pending(const StreamImpl& stream);
+  //! Drops queued work that has not started.
+  virtual void cancel(StreamImpl& stream);
+  //! Sets the host worker count (CPU only).
+  virtual void set_num_threads(int n);
+  //! Host worker count (CPU only).
+  virtual int num_threads() const;
+};
+
+//! Installs the backend for its device type, replacing any earlier one (which is kept alive, as
+//! streams may still refer to it). Thread-safe. Used by built-in backends and by tests (a fake
+//! backend for DeviceType::CUDA).
+void register_backend(std::unique_ptr<Backend> backend);
+
+//! The backend for `type`. Throws Error naming the type when none is registered. Thread-safe.
+Backend& backend(DeviceType type);
+
+//! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
+Backend& backend_for(const Device& device);
+
+//! Makes `s` this thread's current stream for its device and returns the previous one
+//! (c10's exchangeStream). For backends that run work on their own threads. Never blocks.
+Stream exchange_current_stream(const Stream& s);
+
+}  // namespace streamrt::impl

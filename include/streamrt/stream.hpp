@@ -1,0 +1,120 @@
+#pragma once
+//! \file stream.hpp
+//! Streams: in-order queues of work that run concurrently with other streams.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "streamrt/detail/work.hpp"
+#include "streamrt/device.hpp"
+
+namespace streamrt {
+
+class Event;
+namespace impl {
+class StreamImpl;
+}  // namespace impl
+
+//! A handle to a stream: an in-order queue of work on one device. Copies name the same stream;
+//! the stream lives while any handle or any queued work refers to it. All methods are thread-safe.
+class Stream {
+ public:
+  //! Creates a NEW stream on `device` with `priority` (see priority_range(); lower = more urgent).
+  //! Never blocks. Throws Error for a device without a backend or a priority out of range.
+  explicit Stream(Device device = {}, int priority = 0);
+
+  //! Wraps a backend stream (for backend authors; see impl/backend.hpp).
+  explicit Stream(std::shared_ptr<impl::StreamImpl> impl) noexcept;
+
+  //! The device's default stream (id 0), shared by everyone. Never blocks.
+  static Stream default_stream(Device device = {});
+
+  //! {least urgent, most urgent} priorities accepted by the CPU backend; lower = more urgent.
+  static std::pair<int, int> priority_range();
+
+  //! The device the stream runs on. Never blocks.
+  Device device() const noexcept;
+  //! The priority given at creation. Never blocks.
+  int priority() const noexcept;
+  //! Unique per device while the stream lives; 0 is the default stream. Never blocks.
+  std::uint64_t id() const noexcept;
+
+  //! Enqueues `fn()` after everything submitted so far; returns at once, never waits for
+  //! running work. `fn` and what it captures are destroyed after it runs (or is skipped).
+  template <class F>
+  void launch(F&& fn) {
+    launch_work(detail::Work(std::forward<F>(fn)), nullptr);
+  }
+
+  //! As launch(fn), with a label shown by the profiler. `label` must outlive the stream's work
+  //! (a string literal, typically).
+  template <class F>
+  void launch(const char* label, F&& fn) {
+    launch_work(detail::Work(std::forward<F>(fn)), label);
+  }
+
+  //! Type-erased launch (what the templates call). Returns at once.
+  void launch_work(detail::Work work, const char* label = nullptr);
+
+  //! True when all work submitted so far has finished (or failed, or was skipped). Never blocks.
+  bool query() const;
+
+  //! Blocks until the work submitted before this call has finished, then rethrows the first
+  //! failure not yet reported (the same exception object); after that report the stream runs new
+  //! work again. Throws Error when called from work running on this stream.
+  void synchronize() const;
+
+  //! As synchronize(), but gives up after `timeout` and returns false (nothing changes then).
+  bool synchronize_for(std::chrono::nanoseconds timeout) const;
+
+  //! Work submitted later waits until `e` completes, as `e` is recorded now (a later re-record of
+  //! `e` does not matter). Returns at once. Throws Error when `e` was never recorded.
+  void wait_event(const Event& e);
+
+  //! Work submitted later waits until all work submitted to `other` so far has finished.
+  //! Returns at once.
+  void wait_stream(const Stream& other);
+
+  //! Records a new event (no timing) at the current end of the stream and returns it.
+  Event record_event();
+
+  //! Records `e` at the current end of the stream and returns it.
+  Event record_event(Event& e);
+
+  //! The backend object (for backend authors). Never blocks.
+  const std::shared_ptr<impl::StreamImpl>& impl() const noexcept { return impl_; }
+
+  //! Same stream (same device and id).
+  friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.impl_ == b.impl_; }
+
+  //! "cpu:0 stream 3 (priority 0)" style text for messages and reprs. Never blocks.
+  std::string str() const;
+
+ private:
+  std::shared_ptr<impl::StreamImpl> impl_;
+};
+
+//! This thread's current stream for `device` (the device's default stream until set). Never
+//! blocks; thread-local, so thread-safe. Inside work running on a stream, that stream.
+Stream current_stream(Device device = {});
+
+//! Makes `s` this thread's current stream for s.device(). Never blocks; thread-local.
+void set_current_stream(const Stream& s);
+
+//! The device's default stream; same as Stream::default_stream(device).
+Stream default_stream(Device device = {});
+
+}  // namespace streamrt
+
+//! Hash of a stream handle, so it can key unordered containers.
+template <>
+struct std::hash<streamrt::Stream> {
+  //! Hashes the identity of the stream. Never blocks; thread-safe.
+  std::size_t operator()(const streamrt::Stream& s) const noexcept {
+    return std::hash<const void*>()(s.impl().get());
+  }
+};

@@ -1,0 +1,9 @@
+#pragma once
+//! \file streamrt.hpp
+//! Umbrella header: the whole public API of streamrt.
+
+#include "streamrt/device.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/event.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/stream_context.hpp"

@@ -1,0 +1,207 @@
+// Device-agnostic Event handle. The handle holds the current record (an immutable EventImpl);
+// re-recording swaps it, so waits that started earlier keep tracking the record they saw.
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "streamrt/error.hpp"
+#include "streamrt/event.hpp"
+#include "streamrt/impl/backend.hpp"
+#include "streamrt/stream.hpp"
+
+namespace streamrt {
+
+struct Event::State {
+  explicit State(EventOptions o) : options(o) {}
+  const EventOptions options;
+  mutable std::mutex mutex;
+  std::shared_ptr<impl::EventImpl> position;  // guarded by mutex; null = not recorded
+};
+
+namespace {
+
+std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* what) {
+  auto p = e.impl();
+  if (!p) {
+    throw Error(std::string(what) +
+                ": the event was never recorded (or was reset); call record() first. (CUDA would "
+                "treat this as complete; streamrt refuses, as it hides ordering bugs)");
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string_view to_string(EventState state) noexcept {
+  switch (state) {
+    case EventState::NotRecorded:
+      return "not_recorded";
+    case EventState::Pending:
+      return "pending";
+    case EventState::Complete:
+      return "complete";
+    case EventState::Failed:
+      return "failed";
+    case EventState::Cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+Event::Event(EventOptions options) : state_(std::make_shared<State>(options)) {}
+
+void Event::record() {
+  std::optional<Device> d = device();
+  record(current_stream(d.value_or(Device{})));
+}
+
+void Event::record(const Stream& s) {
+  auto& impl = s.impl();
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->position && state_->position->device() != s.device()) {
+      throw Error("Event::record: the event was recorded on " +
+                  state_->position->device().str() + " and cannot be recorded on " +
+                  s.device().str() + "; call reset() first or use another event");
+    }
+  }
+  // Recorded outside the lock: the backend may take its own stream lock, and a record must never
+  // wait for another thread's query.
+  auto position = impl->backend().record(*impl, state_->options);
+  std::lock_guard lock(state_->mutex);
+  state_->position = std::move(position);
+}
+
+std::shared_ptr<impl::EventImpl> Event::impl() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->position;
+}
+
+bool Event::query() const {
+  auto p = impl();
+  return p && impl::backend(p->device().type).query_event(*p);
+}
+
+EventState Event::state() const {
+  auto p = impl();
+  if (!p) return EventState::NotRecorded;
+  return impl::backend(p->device().type).event_state(*p);
+}
+
+void Event::synchronize() const {
+  auto p = recorded_or_throw(*this, "Event::synchronize");
+  impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
+}
+
+bool Event::wait_for(std::chrono::nanoseconds timeout) const {
+  auto p = recorded_or_throw(*this, "Event::wait_for");
+  return impl::backend(p->device().type).synchronize_event(*p, timeout);
+}
+
+void Event::wait(const Stream& s) const {
+  const_cast<Stream&>(s).wait_event(*this);
+}
+
+void Event::wait() const {
+  auto p = recorded_or_throw(*this, "Event::wait");
+  Stream s = current_stream(p->device());
+  s.wait_event(*this);
+}
+
+double Event::elapsed_time(const Event& end) const {
+  if (!options().enable_timing || !end.options().enable_timing) {
+    throw Error("Event::elapsed_time: Both events must be created with enable_timing=true "
+                "(EventOptions{.enable_timing = true})");
+  }
+  auto a = impl();
+  auto b = end.impl();
+  if (!a || !b) {
+    throw Error("Event::elapsed_time: Both events must be recorded before calculating elapsed "
+                "time");
+  }
+  if (a->device() != b->device()) {
+    throw Error("Event::elapsed_time: the events were recorded on different devices (" +
+                a->device().str() + " and " + b->device().str() + ")");
+  }
+  return impl::backend(a->device().type).elapsed_time(*a, *b);
+}
+
+void Event::reset() {
+  std::lock_guard lock(state_->mutex);
+  state_->position.reset();
+}
+
+std::optional<Device> Event::device() const {
+  auto p = impl();
+  if (!p) return std::nullopt;
+  return p->device();
+}
+
+EventOptions Event::options() const noexcept { return state_->options; }
+
+void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
+  if (!cb) throw Error("Event::on_complete: the callback is empty");
+  auto p = recorded_or_throw(*this, "Event::on_complete");
+  impl::backend(p->device().type).on_complete(p, std::move(cb));
+}
+
+namespace {
+
+std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event> events,
+                                                           const char* what) {
+  std::vector<std::shared_ptr<impl::EventImpl>> out;
+  out.reserve(events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    auto p = events[i].impl();
+    if (!p) {
+      throw Error(std::string(what) + ": event " + std::to_string(i) +
+                  " was never recorded (or was reset); record every event before waiting");
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positions,
+                    std::optional<std::chrono::nanoseconds> timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
+  // First wait for all without looking at failures, so "changes nothing on time-out" holds and the
+  // first failure in argument order is the one reported.
+  for (const auto& p : positions) {
+    auto& b = impl::backend(p->device().type);
+    if (b.query_event(*p)) continue;
+    if (!timeout) {
+      try {
+        b.synchronize_event(*p, std::nullopt);
+      } catch (...) {
+        // Reported below, in argument order.
+      }
+      continue;
+    }
+    const auto left = deadline - Clock::now();
+    bool done = false;
+    try {
+      done = b.synchronize_event(*p, std::max(left, Clock::duration::zero()));
+    } catch (...) {
+      done = true;
+    }
+    if (!done) return false;
+  }
+  for (const auto& p : positions) {
+    impl::backend(p->device().type).synchronize_event(*p, std::nullopt);  // rethrows the first
+  }
+  return true;
+}
+
+}  // namespace
+
+void wait_all(std::span<const Event> events) {
+  wait_positions(positions_of(events, "wait_all"), std::nullopt);
+}
+
+bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout) {
+  return wait_positions(positions_of(events, "wait_all_for"), timeout);
+}
+
+}  // namespace streamrt

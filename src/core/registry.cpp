@@ -1,0 +1,91 @@
+// The table of backends, indexed by device type (c10's device_guard_impl_registry).
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "streamrt/error.hpp"
+#include "streamrt/impl/backend.hpp"
+
+namespace streamrt {
+namespace cpu {
+// Defined in src/cpu: builds the CPU backend. Called here, not from a static initializer, so the
+// backend is there even when the library is linked statically and nothing else names cpu code.
+std::unique_ptr<impl::Backend> make_cpu_backend();
+}  // namespace cpu
+
+namespace impl {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  // Reads are lock-free: handles call backend() on every operation. Acquire pairs with the release
+  // in register_backend so a reader sees a fully constructed backend.
+  std::array<std::atomic<Backend*>, kNumDeviceTypes> table{};
+  // Replaced backends are kept alive: streams created by them may still be running.
+  std::vector<std::unique_ptr<Backend>> owned;
+};
+
+Registry& registry() {
+  // Leaked on purpose: handles held in static storage may call into backends during exit.
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    auto cpu_backend = cpu::make_cpu_backend();
+    reg->table[static_cast<int>(DeviceType::CPU)].store(cpu_backend.get(),
+                                                        std::memory_order_release);
+    reg->owned.push_back(std::move(cpu_backend));
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+std::uint64_t Backend::pending(const StreamImpl&) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::pending()");
+}
+void Backend::cancel(StreamImpl&) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::cancel()");
+}
+void Backend::set_num_threads(int) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support set_num_threads()");
+}
+int Backend::num_threads() const {
+  throw Error(std::string(to_string(type())) + " backend doesn't support num_threads()");
+}
+
+void register_backend(std::unique_ptr<Backend> backend) {
+  if (!backend) throw Error("register_backend: backend is null");
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.table[static_cast<int>(backend->type())].store(backend.get(), std::memory_order_release);
+  r.owned.push_back(std::move(backend));
+}
+
+Backend& backend(DeviceType type) {
+  const int t = static_cast<int>(type);
+  Backend* b = (t >= 0 && t < kNumDeviceTypes)
+                   ? registry().table[t].load(std::memory_order_acquire)
+                   : nullptr;
+  if (b == nullptr) {
+    throw Error("no backend for device type '" + std::string(to_string(type)) +
+                "': this build of streamrt has only the CPU backend; use Device{DeviceType::CPU} "
+                "(\"cpu\")");
+  }
+  return *b;
+}
+
+Backend& backend_for(const Device& device) {
+  Backend& b = backend(device.type);
+  const int count = b.device_count();
+  if (device.index < 0 || device.index >= count) {
+    throw Error("device index out of range: " + device.str() + " does not exist (" +
+                std::to_string(count) + " " + std::string(to_string(device.type)) +
+                " device(s); use index 0 to " + std::to_string(count - 1) + ")");
+  }
+  return b;
+}
+
+}  // namespace impl
+}  // namespace streamrt

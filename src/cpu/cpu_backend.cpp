@@ -1,0 +1,259 @@
+// The CPU backend: maps the backend interface onto CpuStream and the worker pool.
+#include "cpu_backend.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "streamrt/error.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+CpuBackend* g_backend = nullptr;  // set once, before any thread can see the backend
+
+CpuStream& cpu_stream(impl::StreamImpl& s) { return static_cast<CpuStream&>(s); }
+const CpuStream& cpu_stream(const impl::StreamImpl& s) { return static_cast<const CpuStream&>(s); }
+const CpuEvent& cpu_event(const impl::EventImpl& e) { return static_cast<const CpuEvent&>(e); }
+
+int default_threads(std::string& error) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  const int fallback = hw == 0 ? 1 : static_cast<int>(hw);
+  const char* env = std::getenv("STREAMRT_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096) {
+    error = std::string("STREAMRT_NUM_THREADS='") + env +
+            "' is not a worker count: set it to an integer from 1 to 4096, or unset it to use "
+            "all " + std::to_string(fallback) + " hardware threads";
+    return fallback;
+  }
+  return static_cast<int>(n);
+}
+
+std::string g_env_error;  // written once in the constructor
+
+void shutdown_at_exit() { g_backend->shutdown(); }
+
+}  // namespace
+
+void report_callback_exception(const std::exception_ptr& e) noexcept {
+  try {
+    std::fprintf(stderr,
+                 "streamrt: a completion callback threw; the exception was dropped so the runtime "
+                 "keeps working (catch it inside the callback): %s\n",
+                 describe(e).c_str());
+  } catch (...) {
+    std::fputs("streamrt: a completion callback threw\n", stderr);
+  }
+}
+
+void FunctionTask::run() noexcept {
+  try {
+    fn_();
+  } catch (...) {
+    report_callback_exception(std::current_exception());
+  }
+  fn_ = nullptr;  // release captured state on the worker, not wherever the task dies
+}
+
+CpuBackend::CpuBackend() : threads_(default_threads(g_env_error)) {
+  g_backend = this;
+  default_stream_ = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, 0}, 0, 0);
+}
+
+CpuBackend::~CpuBackend() = default;
+
+WorkerPool& CpuBackend::pool() {
+  // Acquire pairs with the release below: a thread that sees the pointer sees a built pool.
+  if (auto* p = pool_.load(std::memory_order_acquire)) return *p;
+  std::lock_guard lock(pool_mutex_);
+  auto* p = pool_.load(std::memory_order_relaxed);
+  if (p == nullptr) {
+    if (!g_env_error.empty()) throw Error(g_env_error);
+    // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
+    p = new WorkerPool(threads_.load(std::memory_order_relaxed));
+    pool_.store(p, std::memory_order_release);
+    std::atexit(shutdown_at_exit);
+  }
+  return *p;
+}
+
+std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
+  auto s = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, index}, priority,
+                                       next_id_.fetch_add(1, std::memory_order_relaxed));
+  std::lock_guard lock(streams_mutex_);
+  if (streams_.size() >= prune_at_) {
+    std::erase_if(streams_, [](const auto& w) { return w.expired(); });
+    prune_at_ = std::max<std::size_t>(64, 2 * streams_.size());
+  }
+  streams_.push_back(s);
+  return s;
+}
+
+std::shared_ptr<impl::StreamImpl> CpuBackend::default_stream(int) { return default_stream_; }
+
+std::vector<std::shared_ptr<CpuStream>> CpuBackend::live_streams() {
+  std::vector<std::shared_ptr<CpuStream>> out{default_stream_};
+  std::lock_guard lock(streams_mutex_);
+  out.reserve(streams_.size() + 1);
+  for (const auto& w : streams_) {
+    if (auto s = w.lock()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void CpuBackend::enqueue(impl::StreamImpl& stream, detail::Work work, const char* label) {
+  cpu_stream(stream).enqueue(std::move(work), label);
+}
+
+std::shared_ptr<impl::EventImpl> CpuBackend::record(impl::StreamImpl& stream,
+                                                    EventOptions options) {
+  return cpu_stream(stream).record(options);
+}
+
+void CpuBackend::block(const std::shared_ptr<impl::EventImpl>& position,
+                       impl::StreamImpl& stream) {
+  cpu_stream(stream).block(std::static_pointer_cast<CpuEvent>(position));
+}
+
+bool CpuBackend::query_stream(const impl::StreamImpl& stream) {
+  return cpu_stream(stream).query();
+}
+
+bool CpuBackend::synchronize_stream(impl::StreamImpl& stream,
+                                    std::optional<std::chrono::nanoseconds> timeout) {
+  return cpu_stream(stream).synchronize(timeout);
+}
+
+bool CpuBackend::query_event(const impl::EventImpl& position) {
+  const auto& e = cpu_event(position);
+  return e.stream->is_complete(e.seq);
+}
+
+EventState CpuBackend::event_state(const impl::EventImpl& position) {
+  const auto& e = cpu_event(position);
+  if (!e.stream->is_complete(e.seq)) return EventState::Pending;
+  auto f = e.stream->failure_at(e.seq);
+  if (!f) return EventState::Complete;
+  try {
+    std::rethrow_exception(f->error);
+  } catch (const Cancelled&) {
+    return EventState::Cancelled;
+  } catch (...) {
+    return EventState::Failed;
+  }
+}
+
+bool CpuBackend::synchronize_event(const impl::EventImpl& position,
+                                   std::optional<std::chrono::nanoseconds> timeout) {
+  const auto& e = cpu_event(position);
+  if (!e.stream->is_complete(e.seq) && e.stream->held_by_this_thread()) {
+    throw Error("waiting on an event from work running on " + e.stream->str() +
+                ", for a record that comes later on that same stream: it would wait for itself "
+                "forever (deadlock). Wait from another thread or another stream");
+  }
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + *timeout;
+  if (!e.stream->wait_complete(e.seq, deadline, e.options().blocking)) return false;
+  if (auto f = e.stream->failure_at(e.seq)) f->rethrow();
+  return true;
+}
+
+double CpuBackend::elapsed_time(const impl::EventImpl& start, const impl::EventImpl& end) {
+  const auto& a = cpu_event(start);
+  const auto& b = cpu_event(end);
+  if (!a.stream->is_complete(a.seq) || !b.stream->is_complete(b.seq)) {
+    throw Error("Event::elapsed_time: Both events must be completed before calculating elapsed "
+                "time (synchronize() the end event first)");
+  }
+  const auto t0 = a.timestamp_ns.load(std::memory_order_relaxed);
+  const auto t1 = b.timestamp_ns.load(std::memory_order_relaxed);
+  return static_cast<double>(t1 - t0) / 1e6;
+}
+
+void CpuBackend::on_complete(const std::shared_ptr<impl::EventImpl>& position,
+                             std::function<void(std::exception_ptr)> cb) {
+  auto ev = std::static_pointer_cast<CpuEvent>(position);
+  auto call = std::make_shared<std::function<void()>>([ev, cb = std::move(cb)] {
+    std::exception_ptr error;
+    if (auto f = ev->stream->failure_at(ev->seq)) {
+      f->observed.store(true, std::memory_order_relaxed);
+      error = f->error;
+    }
+    try {
+      cb(error);
+    } catch (...) {
+      report_callback_exception(std::current_exception());
+    }
+  });
+  if (!ev->stream->on_complete(ev->seq, [call] { (*call)(); })) (*call)();
+}
+
+void CpuBackend::synchronize_device(int) {
+  if (CpuStream::running_any_stream()) {
+    throw Error("streamrt::synchronize() called from work running on a stream: it would wait for "
+                "that stream's own work (deadlock). Synchronize from outside stream work");
+  }
+  auto streams = live_streams();
+  std::vector<std::uint64_t> targets;
+  targets.reserve(streams.size());
+  for (const auto& s : streams) targets.push_back(s->submitted());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    streams[i]->wait_complete(targets[i], std::nullopt, false);
+  }
+  for (const auto& s : streams) {
+    if (s->has_active_error()) s->synchronize(std::nullopt);  // reports (and clears) the first
+  }
+}
+
+std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {
+  return cpu_stream(stream).pending();
+}
+
+void CpuBackend::set_num_threads(int n) {
+  if (n < 1) {
+    throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be at least 1");
+  }
+  if (WorkerPool::on_worker_thread()) {
+    throw Error("set_num_threads() called from a worker thread (from stream work or a callback): "
+                "call it from the host");
+  }
+  std::lock_guard lock(pool_mutex_);
+  threads_.store(n, std::memory_order_relaxed);
+  if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(n);
+}
+
+int CpuBackend::num_threads() const {
+  if (!g_env_error.empty() && pool_.load(std::memory_order_acquire) == nullptr) {
+    throw Error(g_env_error);
+  }
+  return threads_.load(std::memory_order_relaxed);
+}
+
+void CpuBackend::shutdown() noexcept {
+  auto* p = pool_.load(std::memory_order_acquire);
+  if (p == nullptr || WorkerPool::on_worker_thread()) return;
+  try {
+    // Finish everything pending, including work that pending work launches.
+    for (bool busy = true; busy;) {
+      busy = false;
+      for (const auto& s : live_streams()) {
+        const auto target = s->submitted();
+        if (!s->is_complete(target)) {
+          busy = true;
+          s->wait_complete(target, std::nullopt, false);
+        }
+      }
+    }
+  } catch (...) {
+    std::fputs("streamrt: failed to finish pending work at exit\n", stderr);
+  }
+  p->shutdown();
+}
+
+std::unique_ptr<impl::Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace streamrt::cpu

@@ -1,0 +1,77 @@
+#pragma once
+// The CPU backend: streams on a shared worker pool.
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cpu_stream.hpp"
+#include "streamrt/impl/backend.hpp"
+#include "worker_pool.hpp"
+
+namespace streamrt::cpu {
+
+// A one-off task (completion callbacks) for the pool. Exceptions are reported, never propagated.
+class FunctionTask final : public Task {
+ public:
+  FunctionTask(std::function<void()> fn, int level) : fn_(std::move(fn)), level_(level) {}
+  void run() noexcept override;
+  int level() const noexcept override { return level_; }
+
+ private:
+  std::function<void()> fn_;
+  int level_;
+};
+
+// Reports an exception escaping a callback on stderr (it must not kill a worker or the process).
+void report_callback_exception(const std::exception_ptr& e) noexcept;
+
+class CpuBackend final : public impl::Backend {
+ public:
+  CpuBackend();
+  ~CpuBackend() override;
+
+  // The pool, started on first use with num_threads() workers.
+  WorkerPool& pool();
+
+  DeviceType type() const noexcept override { return DeviceType::CPU; }
+  int device_count() const noexcept override { return 1; }
+  std::pair<int, int> priority_range() const noexcept override { return {0, -(kNumLevels - 1)}; }
+
+  std::shared_ptr<impl::StreamImpl> new_stream(int index, int priority) override;
+  std::shared_ptr<impl::StreamImpl> default_stream(int index) override;
+  void enqueue(impl::StreamImpl& stream, detail::Work work, const char* label) override;
+  std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& stream, EventOptions options) override;
+  void block(const std::shared_ptr<impl::EventImpl>& position, impl::StreamImpl& stream) override;
+  bool query_stream(const impl::StreamImpl& stream) override;
+  bool synchronize_stream(impl::StreamImpl& stream,
+                          std::optional<std::chrono::nanoseconds> timeout) override;
+  bool query_event(const impl::EventImpl& position) override;
+  EventState event_state(const impl::EventImpl& position) override;
+  bool synchronize_event(const impl::EventImpl& position,
+                         std::optional<std::chrono::nanoseconds> timeout) override;
+  double elapsed_time(const impl::EventImpl& start, const impl::EventImpl& end) override;
+  void on_complete(const std::shared_ptr<impl::EventImpl>& position,
+                   std::function<void(std::exception_ptr)> cb) override;
+  void synchronize_device(int index) override;
+  std::uint64_t pending(const impl::StreamImpl& stream) override;
+  void set_num_threads(int n) override;
+  int num_threads() const override;
+
+  // Waits for all pending work and stops the workers (process exit). Later work runs inline.
+  void shutdown() noexcept;
+
+ private:
+  std::vector<std::shared_ptr<CpuStream>> live_streams();
+
+  std::mutex pool_mutex_;
+  std::atomic<WorkerPool*> pool_{nullptr};
+  std::atomic<int> threads_;
+  std::atomic<std::uint64_t> next_id_{1};
+  std::mutex streams_mutex_;
+  std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_
+  std::size_t prune_at_ = 64;                      // guarded by streams_mutex_
+  std::shared_ptr<CpuStream> default_stream_;
+};
+
+}  // namespace streamrt::cpu

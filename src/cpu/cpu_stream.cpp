@@ -1,0 +1,377 @@
+// CPU stream queues: submission, the drain loop, failures, continuations and waiting.
+#include "cpu_stream.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "cpu_backend.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/stream.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+// Streams whose work this thread is running now (more than one when a waiting worker helps).
+thread_local std::vector<const CpuStream*> tls_running;
+
+// How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
+// parked state costs 8-12 us here, so polling for short waits wins; beyond this it wastes a core.
+constexpr auto kHostSpin = std::chrono::microseconds(20);
+
+constexpr std::uint64_t kOpen = std::numeric_limits<std::uint64_t>::max();
+
+struct ContinuationLater {
+  template <class C>
+  bool operator()(const C& a, const C& b) const noexcept {
+    return a.seq > b.seq;
+  }
+};
+
+// While a stream's work runs: it is held by this thread, and it is the current stream, so ops
+// launched from inside work go to the same stream, after the running item.
+class RunningScope {
+ public:
+  explicit RunningScope(CpuStream* s)
+      : previous_(impl::exchange_current_stream(Stream(s->shared_from_this()))) {
+    tls_running.push_back(s);
+  }
+  ~RunningScope() {
+    tls_running.pop_back();
+    impl::exchange_current_stream(previous_);
+  }
+  RunningScope(const RunningScope&) = delete;
+  RunningScope& operator=(const RunningScope&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+}  // namespace
+
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+ErrorRecord::~ErrorRecord() {
+  if (!observed.load(std::memory_order_relaxed)) {
+    std::fprintf(stderr,
+                 "streamrt: a failure in work on %s was never reported (no synchronize, wait or "
+                 "callback saw it): %s\n",
+                 where.c_str(), describe(error).c_str());
+  }
+}
+
+CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts)
+    : impl::EventImpl(s->device(), o), stream(std::move(s)), seq(q), timestamp_ns(ts) {}
+
+CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id)
+    : impl::StreamImpl(backend, device, priority, id), cpu_(backend) {}
+
+CpuStream::~CpuStream() = default;
+
+void CpuStream::push_locked(Entry e, std::unique_lock<std::mutex>& lock) {
+  e.seq = submitted_.load(std::memory_order_relaxed) + 1;
+  submitted_.store(e.seq, std::memory_order_release);
+  queue_.push_back(std::move(e));
+  if (sched_ == Sched::kIdle) {
+    sched_ = Sched::kScheduled;
+    lock.unlock();
+    cpu_.pool().push(shared_from_this());
+  }
+}
+
+void CpuStream::enqueue(detail::Work work, const char* label) {
+  Entry e;
+  e.kind = Kind::kWork;
+  e.label = label;
+  e.work = std::move(work);
+  std::unique_lock lock(mutex_);
+  push_locked(std::move(e), lock);
+}
+
+std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
+  auto self = shared_from_this();
+  std::unique_lock lock(mutex_);
+  if (!options.enable_timing) {
+    // No queue entry: the record is the current end of the stream.
+    const auto seq = submitted_.load(std::memory_order_relaxed);
+    lock.unlock();
+    return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
+  }
+  if (sched_ == Sched::kIdle) {
+    // Nothing queued or running: the stream is at the record now.
+    const auto seq = submitted_.load(std::memory_order_relaxed);
+    lock.unlock();
+    return std::make_shared<CpuEvent>(std::move(self), seq, options, now_ns());
+  }
+  auto ev = std::make_shared<CpuEvent>(self, submitted_.load(std::memory_order_relaxed) + 1,
+                                       options, -1);
+  Entry e;
+  e.kind = Kind::kStamp;
+  e.event = ev;
+  push_locked(std::move(e), lock);
+  return ev;
+}
+
+void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
+  if (position->stream.get() == this) return;  // already in stream order
+  if (position->stream->is_complete(position->seq) &&
+      !position->stream->ever_failed_.load(std::memory_order_acquire)) {
+    return;  // nothing to wait for and no failure to inherit
+  }
+  Entry e;
+  e.kind = Kind::kWait;
+  e.event = position;
+  std::unique_lock lock(mutex_);
+  push_locked(std::move(e), lock);
+}
+
+std::shared_ptr<ErrorRecord> CpuStream::failure_at(std::uint64_t seq) const {
+  if (!ever_failed_.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(failure_mutex_);
+  for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
+    if (it->from <= seq && seq < it->to) return it->error;
+    if (it->to <= seq) break;  // spans are ordered and disjoint
+  }
+  return nullptr;
+}
+
+void CpuStream::set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
+  active_error_ = error;
+  std::lock_guard lock(failure_mutex_);
+  spans_.push_back(Span{from, kOpen, std::move(error)});
+  ever_failed_.store(true, std::memory_order_release);
+}
+
+void CpuStream::close_failure_locked(std::uint64_t to) {
+  std::lock_guard lock(failure_mutex_);
+  spans_.back().to = to;
+}
+
+bool CpuStream::has_active_error() const {
+  std::lock_guard lock(mutex_);
+  return active_error_ != nullptr;
+}
+
+bool CpuStream::held_by_this_thread() const noexcept {
+  return std::find(tls_running.begin(), tls_running.end(), this) != tls_running.end();
+}
+
+bool CpuStream::running_any_stream() noexcept { return !tls_running.empty(); }
+
+bool CpuStream::add_continuation(Continuation c) {
+  std::lock_guard lock(mutex_);
+  if (completed_.load(std::memory_order_relaxed) >= c.seq) return false;
+  continuations_.push_back(std::move(c));
+  std::push_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});
+  return true;
+}
+
+bool CpuStream::on_complete(std::uint64_t seq, std::function<void()> fn) {
+  Continuation c;
+  c.seq = seq;
+  c.callback = std::move(fn);
+  return add_continuation(std::move(c));
+}
+
+void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock) {
+  // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
+  // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.
+  completed_.store(seq, std::memory_order_release);
+  if (continuations_.empty() || continuations_.front().seq > seq) return;
+  std::vector<Continuation> ready;
+  while (!continuations_.empty() && continuations_.front().seq <= seq) {
+    std::pop_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});
+    ready.push_back(std::move(continuations_.back()));
+    continuations_.pop_back();
+  }
+  lock.unlock();  // continuations take other streams' locks and the pool's
+  fire(ready);
+  lock.lock();
+}
+
+void CpuStream::fire(std::vector<Continuation>& ready) {
+  for (auto& c : ready) {
+    if (c.parker) {
+      c.parker->unpark();
+    } else if (c.resume) {
+      c.resume->resume();
+    } else if (c.callback) {
+      cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
+    }
+  }
+}
+
+void CpuStream::resume() {
+  {
+    std::lock_guard lock(mutex_);
+    sched_ = Sched::kScheduled;
+  }
+  cpu_.pool().push(shared_from_this());
+}
+
+void CpuStream::run() noexcept {
+  RunningScope running(this);
+  WorkerPool& pool = cpu_.pool();
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (queue_.empty()) {
+      sched_ = Sched::kIdle;
+      return;
+    }
+    Entry& front = queue_.front();
+    if (front.kind == Kind::kWait && !active_error_ &&
+        !front.event->stream->is_complete(front.event->seq)) {
+      // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
+      auto target = front.event;
+      sched_ = Sched::kBlocked;
+      lock.unlock();
+      Continuation c;
+      c.seq = target->seq;
+      c.resume = shared_from_this();
+      if (target->stream->add_continuation(std::move(c))) return;
+      lock.lock();
+      sched_ = Sched::kScheduled;
+      continue;
+    }
+    Entry e = std::move(front);
+    queue_.pop_front();
+    switch (e.kind) {
+      case Kind::kWork: {
+        if (active_error_) {
+          // Skipped: nothing runs on the results of failed work. Its state is released now.
+          lock.unlock();
+          e.work.reset();
+          lock.lock();
+          break;
+        }
+        lock.unlock();
+        std::exception_ptr error;
+        try {
+          e.work();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        e.work.reset();
+        lock.lock();
+        if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e.seq);
+        break;
+      }
+      case Kind::kWait:
+        if (!active_error_) {
+          if (auto f = e.event->stream->failure_at(e.event->seq)) set_failure_locked(f, e.seq);
+        }
+        break;
+      case Kind::kStamp:
+        e.event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);  // published by completed_
+        break;
+      case Kind::kSync:
+        if (active_error_) {
+          e.sync->error = active_error_;
+          int expected = SyncPoint::kWaiting;
+          // acq_rel: the host that sees kConsumed must see `error`.
+          if (e.sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
+                                                    std::memory_order_acq_rel)) {
+            close_failure_locked(e.seq);
+            active_error_.reset();
+          }
+        }
+        break;
+    }
+    complete_locked(e.seq, lock);
+    if (!queue_.empty() && pool.should_yield(level())) {
+      // Let an equally or more urgent stream run; we stay scheduled and go to the back.
+      lock.unlock();
+      pool.push(shared_from_this());
+      return;
+    }
+  }
+}
+
+
+bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
+                              bool blocking) {
+  if (is_complete(seq)) return true;
+  const bool worker = WorkerPool::on_worker_thread();
+  WorkerPool& pool = cpu_.pool();
+  if (!blocking) {
+    auto spin_until = Clock::now() + kHostSpin;
+    if (deadline && *deadline < spin_until) spin_until = *deadline;
+    for (unsigned i = 1;; ++i) {
+      if (is_complete(seq)) return true;
+      if (worker && pool.try_run_one()) continue;
+      if (i % 64 == 0 && Clock::now() >= spin_until) break;
+      cpu_relax();
+    }
+  }
+  const auto& parker = this_thread_parker();
+  bool registered = false;
+  for (;;) {
+    if (is_complete(seq)) return true;
+    if (worker && pool.try_run_one()) continue;  // help while waiting
+    if (!registered) {
+      Continuation c;
+      c.seq = seq;
+      c.parker = parker;
+      if (!add_continuation(std::move(c))) return true;
+      registered = true;
+      continue;
+    }
+    if (deadline && Clock::now() >= *deadline) return is_complete(seq);
+    if (worker) {
+      pool.park_helper(parker, deadline);
+    } else if (deadline) {
+      parker->park_until(*deadline);
+    } else {
+      parker->park();
+    }
+  }
+}
+
+bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
+  if (held_by_this_thread()) {
+    throw Error("Stream::synchronize() called from work running on " + str() +
+                ": the stream cannot finish while its own work waits for it (deadlock). Record an "
+                "event and wait on it from another thread, or let the work return first");
+  }
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + *timeout;
+  std::unique_lock lock(mutex_);
+  if (sched_ == Sched::kIdle) {
+    if (!active_error_) return true;
+    // Idle with an unreported failure: report it here, at a new position, so that events recorded
+    // after this call are clean.
+    const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
+    submitted_.store(seq, std::memory_order_release);
+    close_failure_locked(seq);
+    auto error = std::move(active_error_);
+    complete_locked(seq, lock);
+    lock.unlock();
+    error->rethrow();
+  }
+  auto sp = std::make_shared<SyncPoint>();
+  Entry e;
+  e.kind = Kind::kSync;
+  e.sync = sp;
+  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
+  push_locked(std::move(e), lock);
+  if (lock.owns_lock()) lock.unlock();
+  if (!wait_complete(seq, deadline, false)) {
+    int expected = SyncPoint::kWaiting;
+    if (sp->state.compare_exchange_strong(expected, SyncPoint::kAbandoned,
+                                          std::memory_order_acq_rel)) {
+      return is_complete(seq);  // timed out: the failure, if any, stays for a later sync
+    }
+  }
+  if (sp->state.load(std::memory_order_acquire) == SyncPoint::kConsumed) sp->error->rethrow();
+  return true;
+}
+
+}  // namespace streamrt::cpu

@@ -1,0 +1,163 @@
+#pragma once
+// CPU streams: an in-order queue drained by at most one thread at a time, scheduled on the shared
+// WorkerPool. Every queue entry gets a sequence number; completed_ is the highest finished one, so
+// an event record is just (stream, sequence number) and needs no queue entry unless it is timed.
+// See docs/design.md for the full model.
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clock.hpp"
+#include "parker.hpp"
+#include "streamrt/impl/backend.hpp"
+#include "worker_pool.hpp"
+
+namespace streamrt::cpu {
+
+class CpuBackend;
+class CpuStream;
+
+// A failure of work on a stream, shared by every event and stream that inherits it. Reports itself
+// on stderr when the last reference goes and nobody ever observed it.
+struct ErrorRecord {
+  ErrorRecord(std::exception_ptr e, std::string where_) : error(std::move(e)), where(std::move(where_)) {}
+  ~ErrorRecord();
+  ErrorRecord(const ErrorRecord&) = delete;
+  ErrorRecord& operator=(const ErrorRecord&) = delete;
+  [[noreturn]] void rethrow() {
+    observed.store(true, std::memory_order_relaxed);
+    std::rethrow_exception(error);
+  }
+  std::exception_ptr error;
+  std::string where;
+  std::atomic<bool> observed{false};
+};
+
+// Text of an exception for messages: what() for std::exception, a placeholder otherwise.
+std::string describe(const std::exception_ptr& e);
+
+// One recorded position: work of `stream` up to and including sequence number `seq`.
+class CpuEvent final : public impl::EventImpl {
+ public:
+  CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts);
+  const std::shared_ptr<CpuStream> stream;
+  const std::uint64_t seq;
+  // Set when the stream reaches the record (timing events); -1 until then.
+  std::atomic<std::int64_t> timestamp_ns;
+};
+
+// A host's Stream::synchronize() in the queue: where the stream hands over its failure.
+struct SyncPoint {
+  enum State : int { kWaiting, kConsumed, kAbandoned };
+  std::atomic<int> state{kWaiting};
+  std::shared_ptr<ErrorRecord> error;  // written before `state` becomes kConsumed
+};
+
+class CpuStream final : public impl::StreamImpl,
+                        public Task,
+                        public std::enable_shared_from_this<CpuStream> {
+ public:
+  CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id);
+  ~CpuStream() override;
+
+  // Host-side API (any thread).
+  void enqueue(detail::Work work, const char* label);
+  std::shared_ptr<CpuEvent> record(EventOptions options);
+  void block(const std::shared_ptr<CpuEvent>& position);
+  bool query() const noexcept {
+    // Acquire: a true answer must make the finished work's effects visible to the caller.
+    const auto submitted = submitted_.load(std::memory_order_acquire);
+    return completed_.load(std::memory_order_acquire) >= submitted;
+  }
+  bool synchronize(std::optional<std::chrono::nanoseconds> timeout);
+  std::uint64_t pending() const noexcept {
+    const auto completed = completed_.load(std::memory_order_acquire);
+    const auto submitted = submitted_.load(std::memory_order_acquire);
+    return submitted > completed ? submitted - completed : 0;
+  }
+  std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
+
+  // Position queries.
+  bool is_complete(std::uint64_t seq) const noexcept {
+    return completed_.load(std::memory_order_acquire) >= seq;
+  }
+  // The failure covering `seq` (work before it failed, was skipped or cancelled), or null.
+  std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const;
+  // Blocks until `seq` completes (helping the pool when on a worker). False on time-out.
+  bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
+  // Runs `fn` (on a pool thread) once `seq` completes; false, registering nothing, if it already
+  // has.
+  bool on_complete(std::uint64_t seq, std::function<void()> fn);
+  // True when this thread is running work of this stream (waiting for it would self-deadlock).
+  bool held_by_this_thread() const noexcept;
+  // True when this thread is running work of any stream.
+  static bool running_any_stream() noexcept;
+  // The unreported failure, if any, without consuming it.
+  bool has_active_error() const;
+
+  // "cpu:0 stream 3" for messages.
+  std::string str() const { return device().str() + " stream " + std::to_string(id()); }
+
+  // Task: drains the queue on a worker.
+  void run() noexcept override;
+  int level() const noexcept override { return -priority(); }
+
+ private:
+  enum class Sched { kIdle, kScheduled, kBlocked };
+  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync };
+  struct Entry {
+    std::uint64_t seq = 0;
+    Kind kind = Kind::kWork;
+    const char* label = nullptr;
+    detail::Work work;
+    std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
+    std::shared_ptr<SyncPoint> sync;  // kSync
+  };
+  struct Continuation {
+    std::uint64_t seq;
+    std::shared_ptr<Parker> parker;      // unpark a waiting thread, or
+    std::shared_ptr<CpuStream> resume;   // reschedule a stream blocked on us, or
+    std::function<void()> callback;      // post a callback task
+  };
+
+  void push_locked(Entry e, std::unique_lock<std::mutex>& lock);
+  bool add_continuation(Continuation c);
+  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock);
+  void fire(std::vector<Continuation>& ready);
+  void resume();
+  void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
+  void close_failure_locked(std::uint64_t to);
+
+  CpuBackend& cpu_;
+  mutable std::mutex mutex_;
+  std::deque<Entry> queue_;                  // guarded by mutex_
+  Sched sched_ = Sched::kIdle;               // guarded by mutex_
+  std::shared_ptr<ErrorRecord> active_error_;  // guarded by mutex_
+  // Written under mutex_, read lock-free by query(). Release/acquire so that a reader that sees a
+  // sequence number also sees the entry's effects (completed_) or at least its existence.
+  std::atomic<std::uint64_t> submitted_{0};
+  std::atomic<std::uint64_t> completed_{0};
+
+  // Continuations: a min-heap on seq, guarded by mutex_. completed_ is only advanced under
+  // mutex_ too, so a registration and a completion never miss each other.
+  std::vector<Continuation> continuations_;
+
+  // Failure spans [from, to): positions covered by a failure. A leaf lock: taken last, by
+  // failure_at() from other streams' runners while they hold their own mutex_.
+  struct Span {
+    std::uint64_t from, to;
+    std::shared_ptr<ErrorRecord> error;
+  };
+  mutable std::mutex failure_mutex_;
+  std::vector<Span> spans_;  // guarded by failure_mutex_
+  std::atomic<bool> ever_failed_{false};
+};
+
+}  // namespace streamrt::cpu

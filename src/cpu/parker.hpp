@@ -1,0 +1,60 @@
+#pragma once
+// A per-thread sleep/wake slot. unpark() before park() is not lost: park() then returns at once.
+// Spurious returns are possible (stale unparks from earlier waits); callers always re-check.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+
+namespace streamrt::cpu {
+
+class Parker {
+ public:
+  // Wakes the owner, or makes its next park() return at once. Thread-safe; never blocks long.
+  void unpark() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      notified_ = true;
+    }
+    cv_.notify_one();
+  }
+
+  // Sleeps until unparked or `deadline`; true when unparked. Owner thread only.
+  template <class TimePoint>
+  bool park_until(const TimePoint& deadline) {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_until(lock, deadline, [&] { return notified_; })) return false;
+    notified_ = false;
+    return true;
+  }
+
+  // Sleeps until unparked. Owner thread only.
+  void park() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return notified_; });
+    notified_ = false;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool notified_ = false;
+};
+
+// This thread's parker. Shared so that a continuation registered by a wait that has since timed
+// out can still unpark it safely after the thread has gone.
+inline const std::shared_ptr<Parker>& this_thread_parker() {
+  thread_local const std::shared_ptr<Parker> parker = std::make_shared<Parker>();
+  return parker;
+}
+
+// A pause for spin loops: lets the sibling hyper-thread run and saves power.
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace streamrt::cpu

@@ -1,0 +1,90 @@
+#pragma once
+// The CPU backend's worker pool: a fixed set of threads shared by every stream (and later by
+// intra-op parallelism), with a ready queue per priority level. Streams are scheduled as tasks:
+// a stream with runnable work is in the ready queue at most once (see cpu_stream.hpp).
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "parker.hpp"
+
+namespace streamrt::cpu {
+
+// Number of priority levels; level 0 is the most urgent (priority 0 = level 0 would be the least
+// urgent, so levels are -priority: see CpuStream::level()).
+inline constexpr int kNumLevels = 4;
+
+// Something a worker runs: a stream drain or a one-off callback.
+class Task {
+ public:
+  virtual ~Task() = default;
+  // Runs on a worker (or a helping waiter). Must not throw.
+  virtual void run() noexcept = 0;
+  // 0 = most urgent.
+  virtual int level() const noexcept = 0;
+};
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(int num_threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
+  void push(std::shared_ptr<Task> task);
+
+  // Runs one ready task on this thread if there is one (help-while-waiting). True if it ran one.
+  bool try_run_one();
+
+  // True when a task at `level` or more urgent is waiting: a stream then yields after its item.
+  bool should_yield(int level) const noexcept;
+
+  // Sleeps a helping waiter until a task is pushed, it is unparked, or `deadline`.
+  void park_helper(const std::shared_ptr<Parker>& parker,
+                   std::optional<std::chrono::steady_clock::time_point> deadline);
+
+  // Resizes; blocks until removed workers have finished their current task and exited.
+  void resize(int num_threads);
+  int size() const noexcept { return target_.load(std::memory_order_relaxed); }
+
+  // Stops all workers after their current task; later pushes run inline. Idempotent.
+  void shutdown();
+
+  // True on one of this pool's worker threads.
+  static bool on_worker_thread() noexcept;
+  // Index of the calling worker, -1 elsewhere.
+  static int worker_index() noexcept;
+
+ private:
+  void worker_main(int index);
+  std::shared_ptr<Task> pop_locked();
+  std::shared_ptr<Task> next_task(int index);
+  void wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake);
+  bool should_exit(int index) const noexcept {
+    return index >= target_.load(std::memory_order_acquire);
+  }
+
+  mutable std::mutex mutex_;
+  std::array<std::deque<std::shared_ptr<Task>>, kNumLevels> ready_;  // guarded by mutex_
+  // Mirrors of the ready queue sizes for lock-free peeking. Writers hold mutex_; readers may see a
+  // stale value, which only delays a yield or a spin exit: the authoritative check is under mutex_.
+  std::atomic<int> ready_count_{0};
+  std::array<std::atomic<int>, kNumLevels> level_count_{};
+  std::vector<std::shared_ptr<Parker>> idle_;  // guarded by mutex_
+  std::atomic<int> spinning_{0};
+
+  std::mutex resize_mutex_;
+  std::atomic<int> target_{0};
+  std::vector<std::thread> threads_;  // guarded by resize_mutex_
+  std::atomic<bool> stopped_{false};
+};
+
+}  // namespace streamrt::cpu
