@@ -1,0 +1,74 @@
+# streamrt: `make demo` and `make test` set up a fresh Debian 12 machine (as root) and run.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+JOBS ?= $(shell nproc)
+PYTHON ?= /usr/bin/python3
+BUILD ?= build
+LAUNCHER := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache,)
+CMAKE_FLAGS ?=
+
+# Debian packages the build, tests, benchmarks and Python package use.
+APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
+  libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev
+
+.PHONY: help deps configure build demo test test-cpp test-tsan test-asan test-consumer test-python \
+  bench format clean
+
+help:
+	@echo "make demo   - install what is missing, build, run the streamrt demo"
+	@echo "make test   - install what is missing, build, run every test (also TSan and ASan+UBSan)"
+	@echo "make bench  - build and run the benchmarks"
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "== all packages present"; fi
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) $(LAUNCHER) $(CMAKE_FLAGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	cd $(BUILD) && ./tools/streamrt/streamrt demo
+
+test: build
+	$(MAKE) --no-print-directory test-cpp test-tsan test-asan
+	@echo "== all test stages passed"
+
+test-cpp:
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+# The runtime's tests under ThreadSanitizer. setarch -R: gcc 12's TSan cannot map its shadow
+# memory with the high ASLR entropy of recent kernels.
+test-tsan: deps
+	cmake -S . -B build-tsan -DSTREAMRT_SANITIZER=thread -DSTREAMRT_BUILD_BENCH=OFF \
+	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B build-asan -DSTREAMRT_SANITIZER=address -DSTREAMRT_BUILD_BENCH=OFF \
+	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
+	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
+
+bench: build
+	cd $(BUILD) && ./bench/streamrt_bench
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+
+clean:
+	rm -rf build build-tsan build-asan
