@@ -23,9 +23,20 @@ struct CurrentStreams {
   }
 };
 
+// Thread-local destructors run before atexit handlers; work that runs during exit (pending work
+// finished by the CPU backend) then gets a fresh, empty table instead of a destroyed one.
 CurrentStreams& current_streams() {
-  thread_local CurrentStreams tls;
-  return tls;
+  thread_local bool destroyed = false;  // trivially destructible: readable during exit
+  struct Holder {
+    CurrentStreams streams;
+    ~Holder() { destroyed = true; }
+  };
+  if (destroyed) {
+    thread_local CurrentStreams* late = new CurrentStreams;  // leaked: the thread is exiting
+    return *late;
+  }
+  thread_local Holder holder;
+  return holder.streams;
 }
 
 }  // namespace

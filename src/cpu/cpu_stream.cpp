@@ -13,7 +13,10 @@ namespace streamrt::cpu {
 namespace {
 
 // Streams whose work this thread is running now (more than one when a waiting worker helps).
-thread_local std::vector<const CpuStream*> tls_running;
+// A plain array: trivially destructible, so it stays usable while the thread or process exits.
+constexpr int kMaxHelpDepth = 32;
+thread_local const CpuStream* tls_running[2 * kMaxHelpDepth];  // helping stops at kMaxHelpDepth
+thread_local int tls_depth = 0;
 
 // How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
 // parked state costs 8-12 us here, so polling for short waits wins; beyond this it wastes a core.
@@ -34,10 +37,10 @@ class RunningScope {
  public:
   explicit RunningScope(CpuStream* s)
       : previous_(impl::exchange_current_stream(Stream(s->shared_from_this()))) {
-    tls_running.push_back(s);
+    tls_running[tls_depth++] = s;
   }
   ~RunningScope() {
-    tls_running.pop_back();
+    --tls_depth;
     impl::exchange_current_stream(previous_);
   }
   RunningScope(const RunningScope&) = delete;
@@ -161,10 +164,10 @@ bool CpuStream::has_active_error() const {
 }
 
 bool CpuStream::held_by_this_thread() const noexcept {
-  return std::find(tls_running.begin(), tls_running.end(), this) != tls_running.end();
+  return std::find(tls_running, tls_running + tls_depth, this) != tls_running + tls_depth;
 }
 
-bool CpuStream::running_any_stream() noexcept { return !tls_running.empty(); }
+bool CpuStream::running_any_stream() noexcept { return tls_depth > 0; }
 
 bool CpuStream::add_continuation(Continuation c) {
   std::lock_guard lock(mutex_);
@@ -299,7 +302,8 @@ void CpuStream::run() noexcept {
 bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
                               bool blocking) {
   if (is_complete(seq)) return true;
-  const bool worker = WorkerPool::on_worker_thread();
+  // Help while waiting only on workers, and not so deep that helping could overflow the stack.
+  const bool worker = WorkerPool::on_worker_thread() && tls_depth < kMaxHelpDepth;
   WorkerPool& pool = cpu_.pool();
   if (!blocking) {
     auto spin_until = Clock::now() + kHostSpin;
@@ -311,7 +315,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
       cpu_relax();
     }
   }
-  const auto& parker = this_thread_parker();
+  const auto parker = this_thread_parker();
   bool registered = false;
   for (;;) {
     if (is_complete(seq)) return true;

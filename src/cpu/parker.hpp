@@ -42,10 +42,17 @@ class Parker {
 };
 
 // This thread's parker. Shared so that a continuation registered by a wait that has since timed
-// out can still unpark it safely after the thread has gone.
-inline const std::shared_ptr<Parker>& this_thread_parker() {
-  thread_local const std::shared_ptr<Parker> parker = std::make_shared<Parker>();
-  return parker;
+// out can still unpark it safely after the thread has gone. Thread-local destructors run before
+// atexit handlers, so a wait during exit (finishing pending work) gets a fresh parker.
+inline std::shared_ptr<Parker> this_thread_parker() {
+  thread_local bool destroyed = false;  // trivially destructible: readable during exit
+  struct Holder {
+    std::shared_ptr<Parker> parker = std::make_shared<Parker>();
+    ~Holder() { destroyed = true; }
+  };
+  if (destroyed) return std::make_shared<Parker>();
+  thread_local Holder holder;
+  return holder.parker;
 }
 
 // A pause for spin loops: lets the sibling hyper-thread run and saves power.

@@ -140,7 +140,7 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
   }
   // Park phase. spinning_ is decremented under mutex_, and the queues are re-checked under it,
   // so a push that saw spinning_ > 0 (and woke nobody) is seen here.
-  const auto& parker = this_thread_parker();
+  const auto parker = this_thread_parker();
   std::unique_lock lock(mutex_);
   spinning_.fetch_sub(1, std::memory_order_relaxed);
   for (;;) {

@@ -1,0 +1,8 @@
+#pragma once
+// Subcommands of the streamrt tool. Each takes argv with argv[0] = the subcommand name and
+// returns the process exit code.
+namespace streamrt_tool {
+
+int run_demo(int argc, char** argv);
+
+}  // namespace streamrt_tool

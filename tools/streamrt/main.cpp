@@ -1,0 +1,36 @@
+// The `streamrt` command-line tool: subcommands built on the public API only.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.hpp"
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fputs(
+      "usage: streamrt <command> [options]\n"
+      "\n"
+      "commands:\n"
+      "  demo    run the seed scenarios on CPU streams and report timings (demo --help)\n"
+      "  help    show this text\n",
+      out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "demo") return streamrt_tool::run_demo(argc - 1, argv + 1);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    usage(stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "streamrt: unknown command '%s'\n\n", cmd.c_str());
+  usage(stderr);
+  return 2;
+}
