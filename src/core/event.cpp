@@ -99,7 +99,8 @@ bool Event::wait_for(std::chrono::nanoseconds timeout) const {
 }
 
 void Event::wait(const Stream& s) const {
-  const_cast<Stream&>(s).wait_event(*this);
+  Stream target = s;  // a handle copy names the same stream
+  target.wait_event(*this);
 }
 
 void Event::wait() const {

@@ -51,14 +51,17 @@ void WorkerPool::wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake) 
 }
 
 void WorkerPool::push(std::shared_ptr<Task> task) {
-  if (stopped_.load(std::memory_order_acquire)) {
-    task->run();  // after shutdown (process exit): run in the caller, nothing is dropped
-    return;
-  }
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
   std::vector<std::shared_ptr<Parker>> to_wake;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    // Checked under mutex_: shutdown() sets it under mutex_ before its last drain, so a task is
+    // either queued before that drain or run here.
+    if (stopped_.load(std::memory_order_relaxed)) {
+      lock.unlock();
+      task->run();  // after shutdown (process exit): run in the caller, nothing is dropped
+      return;
+    }
     ready_[level].push_back(std::move(task));
     level_count_[level].fetch_add(1, std::memory_order_relaxed);
     ready_count_.fetch_add(1, std::memory_order_relaxed);
@@ -189,7 +192,10 @@ void WorkerPool::resize(int num_threads) {
 }
 
 void WorkerPool::shutdown() {
-  if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopped_.exchange(true, std::memory_order_relaxed)) return;
+  }
   resize(0);
   // Anything pushed between the last worker's exit and stopped_ being seen: run it here.
   for (;;) {
