@@ -5,5 +5,8 @@
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "streamrt/ops.hpp"
+#include "streamrt/profiler.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
+#include "streamrt/tensor.hpp"
