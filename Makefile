@@ -41,23 +41,31 @@ demo: build
 	cd $(BUILD) && ./tools/streamrt/streamrt demo
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-tsan test-asan
+	$(MAKE) --no-print-directory test-cpp test-python test-tsan test-asan
 	@echo "== all test stages passed"
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
+# The Python package's tests, with Debian's interpreter, against the module built in $(BUILD).
+# pytest exits 5 when it collected no tests: that is a failure here, not a pass.
+test-python:
+	@test -f $(BUILD)/python/streamrt/__init__.py || { echo "test-python: $(BUILD) has no Python \
+	  package (configure with -DSTREAMRT_BUILD_PYTHON=ON)"; exit 1; }
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -p no:cacheprovider -q python/tests; \
+	  rc=$$?; if [ $$rc -eq 5 ]; then echo "test-python: no tests collected"; exit 1; fi; exit $$rc
+
 # The runtime's tests under ThreadSanitizer. setarch -R: gcc 12's TSan cannot map its shadow
 # memory with the high ASLR entropy of recent kernels.
 test-tsan: deps
-	cmake -S . -B build-tsan -DSTREAMRT_SANITIZER=thread -DSTREAMRT_BUILD_BENCH=OFF \
+	cmake -S . -B build-tsan -DSTREAMRT_SANITIZER=thread -DSTREAMRT_BUILD_BENCH=OFF -DSTREAMRT_BUILD_PYTHON=OFF \
 	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B build-asan -DSTREAMRT_SANITIZER=address -DSTREAMRT_BUILD_BENCH=OFF \
+	cmake -S . -B build-asan -DSTREAMRT_SANITIZER=address -DSTREAMRT_BUILD_BENCH=OFF -DSTREAMRT_BUILD_PYTHON=OFF \
 	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \

@@ -1,0 +1,499 @@
+// Python bindings of the core: Device, Stream, StreamContext, Event, the current stream and the
+// device-wide calls. Every call that waits for stream work releases the GIL first: that work may
+// be a Python callable that needs it, and other Python threads should run meanwhile.
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "py_runtime.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/event.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/stream_context.hpp"
+
+namespace streamrt::python {
+
+using namespace pybind11::literals;
+
+std::string type_name(py::handle obj) {
+  py::handle type = py::type::handle_of(obj);
+  const std::string module = py::str(py::getattr(type, "__module__", py::str("")));
+  const std::string name = py::str(py::getattr(type, "__qualname__", py::str("?")));
+  if (module.empty() || module == "builtins") return name;
+  return module + "." + name;
+}
+
+Device to_device(py::handle obj, const char* what) {
+  if (obj.is_none()) return Device{};
+  if (py::isinstance<Device>(obj)) return obj.cast<Device>();
+  if (py::isinstance<py::str>(obj)) {
+    try {
+      return Device::parse(obj.cast<std::string>());
+    } catch (const Error& e) {
+      throw py::value_error(std::string(what) + ": " + e.what());
+    }
+  }
+  throw py::type_error(std::string(what) +
+                       ": expected a device such as 'cpu' or 'cpu:0' (a str or streamrt.Device), "
+                       "got " + type_name(obj));
+}
+
+namespace {
+
+// Streams made current by `with stream:` / `with StreamContext(...)` on this thread, so that exits
+// restore them in order. nullopt entries are StreamContext(None) scopes.
+thread_local std::vector<std::optional<Stream>> tls_entered;
+
+void enter_stream(const std::optional<Stream>& s) {
+  if (s) {
+    tls_entered.emplace_back(current_stream(s->device()));
+    set_current_stream(*s);
+  } else {
+    tls_entered.emplace_back(std::nullopt);
+  }
+}
+
+void exit_stream(const char* what) {
+  if (tls_entered.empty()) {
+    throw Error(std::string(what) +
+                ".__exit__: this thread did not enter it (a stream context must be entered and "
+                "exited on the same thread, with `with`)");
+  }
+  auto previous = std::move(tls_entered.back());
+  tls_entered.pop_back();
+  if (previous) set_current_stream(*previous);
+}
+
+Stream to_stream(py::handle obj, const char* what) {
+  if (py::isinstance<Stream>(obj)) return obj.cast<Stream>();
+  throw py::type_error(std::string(what) + ": expected a streamrt.Stream, got " + type_name(obj));
+}
+
+std::optional<Stream> to_optional_stream(py::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  if (py::isinstance<Stream>(obj)) return obj.cast<Stream>();
+  throw py::type_error(std::string(what) + ": expected a streamrt.Stream or None, got " +
+                       type_name(obj));
+}
+
+Stream make_stream(py::handle device, int priority) {
+  const Device d = to_device(device, "Stream(device=...)");
+  const auto [least, greatest] = Stream::priority_range();
+  if (priority > least || priority < greatest) {
+    throw py::value_error("Stream(priority=" + std::to_string(priority) +
+                          "): out of range; use a value from " + std::to_string(least) +
+                          " (least urgent) to " + std::to_string(greatest) +
+                          " (most urgent), as returned by Stream.priority_range()");
+  }
+  return Stream(d, priority);
+}
+
+// A Python callable with its arguments, run in stream order on a worker thread. It takes the GIL
+// only while the callable runs; its references are dropped with the GIL held when it ran, and
+// through SafeObject when it was skipped (failed stream) or never ran (interpreter exit).
+struct PyWork {
+  SafeObject fn;
+  SafeObject args;    // a tuple
+  SafeObject kwargs;  // a dict, or empty
+  const char* label;
+  PendingPythonWork pending;
+
+  void operator()() {
+    PythonScope scope;
+    if (!scope.ok()) {
+      throw Error(std::string("Python callable '") + label +
+                  "' was not run: the Python interpreter is shutting down (work launched after "
+                  "streamrt's exit handler ran)");
+    }
+    try {
+      PyObject* result = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
+      if (result == nullptr) throw py::error_already_set();
+      Py_DECREF(result);
+    } catch (const py::error_already_set& e) {
+      PythonException carried(e);
+      drop();
+      throw carried;  // the stream fails with the original Python exception
+    }
+    drop();
+  }
+
+  // With the GIL held: release the callable and its arguments now, not later on another thread.
+  void drop() noexcept {
+    fn.reset();
+    args.reset();
+    kwargs.reset();
+  }
+};
+
+// A completion callback: fn(event) or fn(event, error), run once after the event's record
+// completes. An exception it raises goes to sys.unraisablehook (never lost, never fatal).
+struct DoneCallback {
+  SafeObject fn;
+  SafeObject event;
+  bool with_error;
+  PendingPythonWork pending;
+
+  void run(const std::exception_ptr& failure) {
+    PythonScope scope;
+    if (!scope.ok()) {
+      std::fputs("streamrt: a completion callback was not run: the Python interpreter is "
+                 "shutting down\n", stderr);
+      return;
+    }
+    try {
+      py::object f = fn.object();
+      if (with_error) {
+        f(event.object(), exception_object(failure));
+      } else {
+        f(event.object());
+      }
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable(fn.object());
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_WriteUnraisable(fn.get().ptr());
+    }
+    fn.reset();
+    event.reset();
+  }
+};
+
+// Whether `fn` accepts (event, error): it does when its signature binds two positional arguments.
+bool takes_error_argument(py::handle fn) {
+  py::object signature;
+  try {
+    signature = py::module_::import("inspect").attr("signature")(fn);
+  } catch (const py::error_already_set&) {
+    return false;  // no signature (some builtins): call it with the event only
+  }
+  try {
+    signature.attr("bind")(py::none(), py::none());
+    return true;
+  } catch (const py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+  }
+  try {
+    signature.attr("bind")(py::none());
+    return false;
+  } catch (const py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+  }
+  throw py::type_error("Event.add_done_callback: fn must accept (event) or (event, error); " +
+                       std::string(py::str(fn)) + " has signature " +
+                       std::string(py::str(signature)));
+}
+
+std::string stream_repr(const Stream& s) {
+  return "streamrt.Stream(device='" + s.device().str() + "', id=" + std::to_string(s.id()) +
+         ", priority=" + std::to_string(s.priority()) + ", " +
+         (s.query() ? "idle" : "busy") + ")";
+}
+
+std::string event_repr(const Event& e) {
+  std::string out = "streamrt.Event(state='" + std::string(to_string(e.state())) + "'";
+  if (auto d = e.device()) out += ", device='" + d->str() + "'";
+  if (e.options().enable_timing) out += ", enable_timing=True";
+  if (e.options().blocking) out += ", blocking=True";
+  return out + ")";
+}
+
+// A `with` context for a stream or None (torch.StreamContext). Entering makes the stream current
+// on this thread; exiting restores the previous one.
+struct PyStreamContext {
+  std::optional<Stream> stream;
+};
+
+}  // namespace
+
+void bind_core(py::module_& m) {
+  py::class_<Device>(m, "Device",
+                     "A device: type ('cpu' or 'cuda') and index. streamrt.Device('cpu:0').")
+      .def(py::init([](py::object spec) { return to_device(spec, "Device"); }), "device"_a)
+      .def(py::init([](const std::string& type, int index) {
+             if (index < 0) throw py::value_error("Device: index must be >= 0, got " +
+                                                  std::to_string(index));
+             Device d = to_device(py::str(type), "Device");
+             d.index = index;
+             return d;
+           }),
+           "type"_a, "index"_a)
+      .def_property_readonly("type", [](const Device& d) { return std::string(to_string(d.type)); },
+                             "'cpu' or 'cuda'.")
+      .def_property_readonly("index", [](const Device& d) { return d.index; }, "The index.")
+      .def("__str__", &Device::str)
+      .def("__repr__",
+           [](const Device& d) {
+             return "streamrt.Device(type='" + std::string(to_string(d.type)) +
+                    "', index=" + std::to_string(d.index) + ")";
+           })
+      .def("__eq__",
+           [](const Device& a, py::object b) -> py::object {
+             if (py::isinstance<Device>(b)) return py::bool_(a == b.cast<Device>());
+             if (py::isinstance<py::str>(b)) {
+               try {
+                 return py::bool_(a == Device::parse(b.cast<std::string>()));
+               } catch (const Error&) {
+                 return py::bool_(false);
+               }
+             }
+             return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+           })
+      .def("__hash__", [](const Device& d) { return std::hash<Device>()(d); });
+
+  py::class_<Stream>(m, "Stream",
+                     "An in-order queue of work on a device; streams run concurrently with each "
+                     "other. Copies of a handle name the same stream.")
+      .def(py::init(&make_stream), "device"_a = "cpu", "priority"_a = 0,
+           "A NEW stream on `device` with `priority` (lower = more urgent).")
+      .def_property_readonly("device", &Stream::device, "The stream's device.")
+      .def_property_readonly("priority", &Stream::priority, "The priority given at creation.")
+      .def_property_readonly("id", &Stream::id, "Unique per device while alive; 0 = default.")
+      .def_static("priority_range", &Stream::priority_range,
+                  "(least urgent, most urgent) priorities accepted.")
+      .def("query", &Stream::query,
+           "True when all work submitted so far has finished. Never blocks.")
+      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Blocks (GIL released) until the work submitted before this call has finished; "
+           "re-raises the first failure not yet reported, as raised.")
+      .def("wait_event", &Stream::wait_event, "event"_a,
+           "Work submitted later waits for `event` as recorded now. Returns at once.")
+      .def("wait_stream", &Stream::wait_stream, "stream"_a,
+           "Work submitted later waits for all work submitted to `stream` so far. Returns at "
+           "once.")
+      .def(
+          "record_event",
+          [](Stream& s, py::object event) -> py::object {
+            if (event.is_none()) return py::cast(s.record_event());
+            if (!py::isinstance<Event>(event)) {
+              throw py::type_error("Stream.record_event: expected a streamrt.Event or None, got " +
+                                   type_name(event));
+            }
+            s.record_event(event.cast<Event&>());
+            return event;
+          },
+          "event"_a = py::none(),
+          "Records `event` (a new one when None) at the current end of the stream; returns it.")
+      .def(
+          "launch",
+          [](Stream& s, py::object fn, py::args args, py::kwargs kwargs) {
+            if (!PyCallable_Check(fn.ptr())) {
+              throw py::type_error("Stream.launch: fn must be callable, got " + type_name(fn));
+            }
+            const char* label = callable_label(fn);
+            PyWork work{SafeObject(std::move(fn)), SafeObject(std::move(args)),
+                        kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)), label, {}};
+            s.launch(label, std::move(work));
+          },
+          "fn"_a,
+          "Runs fn(*args, **kwargs) on the stream after the work submitted before, on a worker "
+          "thread that holds the GIL only while fn runs. Returns at once. An exception fn raises "
+          "fails the stream and is re-raised, as raised, by the synchronize() that reports it.")
+      .def("__enter__",
+           [](Stream& s) {
+             enter_stream(s);
+             return s;
+           })
+      .def("__exit__",
+           [](Stream&, py::args) {
+             exit_stream("Stream");
+             return false;
+           })
+      .def("__eq__",
+           [](const Stream& a, py::object b) -> py::object {
+             if (!py::isinstance<Stream>(b)) {
+               return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             }
+             return py::bool_(a == b.cast<const Stream&>());
+           })
+      .def("__hash__", [](const Stream& s) { return std::hash<Stream>()(s); })
+      .def("__repr__", &stream_repr);
+
+  py::class_<PyStreamContext>(m, "StreamContext",
+                              "with StreamContext(stream): makes `stream` current on this thread "
+                              "for the block (None: does nothing), then restores the previous one.")
+      .def(py::init([](py::object s) {
+             return PyStreamContext{to_optional_stream(s, "StreamContext")};
+           }),
+           "stream"_a)
+      .def_property_readonly("stream", [](const PyStreamContext& c) { return c.stream; },
+                             "The stream made current (None for a no-op context).")
+      .def("__enter__",
+           [](PyStreamContext& c) {
+             enter_stream(c.stream);
+             return c.stream;
+           })
+      .def("__exit__",
+           [](PyStreamContext&, py::args) {
+             exit_stream("StreamContext");
+             return false;
+           })
+      .def("__repr__", [](const PyStreamContext& c) {
+        return "streamrt.StreamContext(" + (c.stream ? stream_repr(*c.stream) : "None") + ")";
+      });
+
+  m.def(
+      "stream", [](py::object s) { return PyStreamContext{to_optional_stream(s, "stream")}; },
+      "stream"_a, "StreamContext(stream): `with streamrt.stream(s):` makes `s` current.");
+  m.def(
+      "current_stream",
+      [](py::object device) { return current_stream(to_device(device, "current_stream")); },
+      "device"_a = py::none(),
+      "This thread's current stream (the default stream until set; inside launched work, the "
+      "stream running it).");
+  m.def(
+      "default_stream",
+      [](py::object device) { return default_stream(to_device(device, "default_stream")); },
+      "device"_a = py::none(), "The device's default stream (id 0).");
+  m.def(
+      "set_stream", [](py::object s) { set_current_stream(to_stream(s, "set_stream")); },
+      "stream"_a, "Makes `stream` this thread's current stream for its device.");
+  m.def(
+      "synchronize",
+      [](py::object device) {
+        const Device d = to_device(device, "synchronize");
+        py::gil_scoped_release release;
+        synchronize(d);
+      },
+      "device"_a = py::none(),
+      "Blocks (GIL released) until all work submitted to every stream of the device has "
+      "finished; re-raises the first failure found.");
+  m.def(
+      "set_num_threads",
+      [](int n) {
+        if (n < 1) {
+          throw py::value_error("set_num_threads(" + std::to_string(n) +
+                                "): the worker count must be at least 1");
+        }
+        py::gil_scoped_release release;  // workers finishing Python work need the GIL
+        set_num_threads(n);
+      },
+      "n"_a, "Sets the number of CPU worker threads shared by all streams.");
+  m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
+
+  py::class_<Event>(m, "Event",
+                    "A marker recorded in a stream: poll it, wait for it, time it, reset it.")
+      .def(py::init([](bool enable_timing, bool blocking) {
+             return Event(EventOptions{enable_timing, blocking});
+           }),
+           "enable_timing"_a = false, "blocking"_a = false)
+      .def(
+          "record",
+          [](Event& e, py::object stream) {
+            if (stream.is_none()) {
+              e.record();
+              return;
+            }
+            if (!py::isinstance<Stream>(stream)) {
+              throw py::type_error(
+                  "Event.record: expected a streamrt.Stream or None, got " + type_name(stream) +
+                  ". record() marks the current end of the stream: call it right after the ops "
+                  "to wait for or time, with no argument (current stream) or with a stream");
+            }
+            e.record(stream.cast<const Stream&>());
+          },
+          "stream"_a = py::none(),
+          "Records the event at the current end of `stream` (default: the current stream), "
+          "replacing an earlier record. Returns at once.")
+      .def(
+          "wait",
+          [](const Event& e, py::object stream) {
+            if (stream.is_none()) {
+              e.wait();
+            } else {
+              e.wait(to_stream(stream, "Event.wait"));
+            }
+          },
+          "stream"_a = py::none(),
+          "Stream-side wait (as torch): work submitted later to `stream` (default: the current "
+          "stream) waits for this event. Returns at once; to block the host use synchronize().")
+      .def("query", &Event::query,
+           "True when recorded and the work before the record has finished. Never blocks.")
+      .def_property_readonly("completed", &Event::completed, "Same as query().")
+      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Blocks (GIL released) until complete; re-raises the failure of the work before it.")
+      .def(
+          "wait_for",
+          [](const Event& e, double timeout_s) {
+            if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
+              throw py::value_error("Event.wait_for: timeout_s must be a finite number >= 0, got " +
+                                    std::to_string(timeout_s));
+            }
+            const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(timeout_s));
+            py::gil_scoped_release release;
+            return e.wait_for(timeout);
+          },
+          "timeout_s"_a,
+          "As synchronize(), but returns False after timeout_s seconds, True when complete.")
+      .def(
+          "elapsed_time",
+          [](const Event& start, py::object end) {
+            if (py::isinstance<Stream>(end)) {
+              throw py::type_error(
+                  "Event.elapsed_time(end) takes the end Event, not a Stream: record a second "
+                  "timing event after the work and call start.elapsed_time(end)");
+            }
+            if (!py::isinstance<Event>(end)) {
+              throw py::type_error("Event.elapsed_time: expected a streamrt.Event, got " +
+                                   type_name(end));
+            }
+            return start.elapsed_time(end.cast<const Event&>());
+          },
+          "end"_a,
+          "Milliseconds from this event to `end`; both need enable_timing=True, a record and "
+          "completion, else streamrt.Error. Never blocks.")
+      .def("reset", &Event::reset, "Back to never-recorded. Never blocks.")
+      .def_property_readonly("device", &Event::device, "The device recorded on; None before.")
+      .def_property_readonly("enable_timing",
+                             [](const Event& e) { return e.options().enable_timing; })
+      .def_property_readonly("blocking", [](const Event& e) { return e.options().blocking; })
+      .def_property_readonly(
+          "state", [](const Event& e) { return std::string(to_string(e.state())); },
+          "'not_recorded', 'pending', 'complete', 'failed' or 'cancelled'.")
+      .def(
+          "add_done_callback",
+          [](py::object self, py::object fn) {
+            if (!PyCallable_Check(fn.ptr())) {
+              throw py::type_error("Event.add_done_callback: fn must be callable, got " +
+                                   type_name(fn));
+            }
+            const bool with_error = takes_error_argument(fn);
+            const Event& e = self.cast<const Event&>();
+            auto cb = std::make_shared<DoneCallback>(
+                DoneCallback{SafeObject(std::move(fn)), SafeObject(std::move(self)), with_error, {}});
+            e.on_complete([cb](std::exception_ptr failure) { cb->run(failure); });
+          },
+          "fn"_a,
+          "Calls fn(event) or fn(event, error) once the current record completes (error: the "
+          "exception of the work before it, or None), on a worker thread holding the GIL, or at "
+          "once if already complete. Exceptions fn raises go to sys.unraisablehook.")
+      .def("__repr__", &event_repr);  // identity eq/hash: each Python Event is one event
+
+  m.def(
+      "wait_all",
+      [](py::iterable events) {
+        std::vector<Event> list;
+        std::size_t i = 0;
+        for (py::handle item : events) {
+          if (!py::isinstance<Event>(item)) {
+            throw py::type_error("wait_all: item " + std::to_string(i) + " is " +
+                                 type_name(item) + ", not a streamrt.Event");
+          }
+          list.push_back(item.cast<Event>());
+          ++i;
+        }
+        py::gil_scoped_release release;
+        wait_all(list);
+      },
+      "events"_a,
+      "Blocks (GIL released) until every event has completed; re-raises the first failure in "
+      "the order given. streamrt.Error, before waiting, if one was never recorded.");
+}
+
+}  // namespace streamrt::python

@@ -1,0 +1,47 @@
+// The _streamrt extension module: exceptions, then the bindings of each area.
+#include <pybind11/pybind11.h>
+
+#include "bindings.hpp"
+#include "py_runtime.hpp"
+#include "streamrt/error.hpp"
+
+namespace py = pybind11;
+namespace sp = streamrt::python;
+
+PYBIND11_MODULE(_streamrt, m) {
+  m.doc() = "streamrt: CUDA-style streams and events for CPU work (native part)";
+
+  // streamrt::Error -> streamrt.Error (a RuntimeError, as torch raises RuntimeError); Cancelled is
+  // registered after it so that its translator is tried first.
+  // Leaked, not static objects: their destructors would touch Python after finalization.
+  static auto* error = new py::exception<streamrt::Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const streamrt::Error& e) {
+      (*error)(e.what());
+    }
+  });
+  static auto* cancelled = new py::exception<streamrt::Cancelled>(m, "Cancelled", error->ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const streamrt::Cancelled& e) {
+      (*cancelled)(e.what());
+    }
+  });
+  // A Python exception carried through the runtime is raised again as the original object.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const sp::PythonException& e) {
+      e.restore();
+    }
+  });
+
+  sp::bind_core(m);
+
+  m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
+        "Interpreter exit (registered with atexit by the package): runs pending Python work, "
+        "synchronizes all streams, then stops streamrt's threads from entering Python.");
+}

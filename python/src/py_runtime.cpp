@@ -1,0 +1,240 @@
+// Python objects on streamrt's threads: deferred reference drops, the interpreter gate, carried
+// exceptions and the exit sequence. See py_runtime.hpp for the rules.
+#include "py_runtime.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "streamrt/device.hpp"
+#include "streamrt/error.hpp"
+
+namespace streamrt::python {
+namespace {
+
+// The gate. One mutex guards everything here; it is a leaf lock (nothing else is taken under
+// it, and Python code never runs under it), so holding it never waits for the GIL.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable idle;   // active == 0, or pending == 0
+  int active = 0;                 // threads inside PythonScope
+  bool closed = false;            // set once at exit; never cleared
+  std::vector<PyObject*> deferred;  // references dropped without the GIL, not yet released
+  bool drain_scheduled = false;     // a Py_AddPendingCall for drain() is outstanding
+  long pending = 0;                 // PendingPythonWork alive
+};
+
+Gate& gate() {
+  static Gate* g = new Gate;  // leaked: used by threads and destructors during process exit
+  return *g;
+}
+
+// Readable without the mutex by python_closed(); written under it.
+std::atomic<bool> g_closed{false};
+std::atomic<bool> g_have_deferred{false};
+
+void release_deferred_locked(std::unique_lock<std::mutex>& lock) {
+  std::vector<PyObject*> items;
+  items.swap(gate().deferred);
+  g_have_deferred.store(false, std::memory_order_relaxed);
+  lock.unlock();
+  for (PyObject* p : items) Py_DECREF(p);  // may run __del__: never under our lock
+  lock.lock();
+}
+
+// Runs on the main thread with the GIL, from the interpreter's pending-call hook.
+int drain(void*) {
+  std::unique_lock lock(gate().mutex);
+  gate().drain_scheduled = false;
+  if (!gate().closed) release_deferred_locked(lock);
+  return 0;
+}
+
+// With the GIL held: release what other threads dropped (cheap when there is nothing).
+void drain_if_any() {
+  if (!g_have_deferred.load(std::memory_order_relaxed)) return;
+  std::unique_lock lock(gate().mutex);
+  if (!gate().closed) release_deferred_locked(lock);
+}
+
+}  // namespace
+
+void attach_traceback(const py::error_already_set& e) {
+  if (!e.trace()) return;
+  PyObject* tb = PyException_GetTraceback(e.value().ptr());  // new reference or null
+  if (tb == nullptr) {
+    PyException_SetTraceback(e.value().ptr(), e.trace().ptr());
+  } else {
+    Py_DECREF(tb);
+  }
+}
+
+bool python_closed() noexcept { return g_closed.load(std::memory_order_acquire); }
+
+void SafeObject::reset() noexcept {
+  if (ptr_ == nullptr) return;
+  PyObject* p = std::exchange(ptr_, nullptr);
+  Gate& g = gate();
+  std::unique_lock lock(g.mutex);
+  // Closed: the interpreter is finalizing or gone, so the object may not be touched. Leak it.
+  if (g.closed) return;
+  // Before the gate closes, PyGILState_Check is reliable; with the GIL held the interpreter
+  // cannot finalize under us, so an immediate release is safe.
+  if (PyGILState_Check() != 0) {
+    lock.unlock();
+    Py_DECREF(p);
+    return;
+  }
+  g.deferred.push_back(p);
+  g_have_deferred.store(true, std::memory_order_relaxed);
+  if (!g.drain_scheduled && Py_AddPendingCall(drain, nullptr) == 0) g.drain_scheduled = true;
+  // When the interpreter's pending-call queue is full, the next PythonScope drains instead.
+}
+
+PythonScope::PythonScope() noexcept {
+  {
+    std::lock_guard lock(gate().mutex);
+    entered_ = !gate().closed;
+    if (entered_) ++gate().active;
+  }
+  if (entered_) {
+    state_ = PyGILState_Ensure();
+    drain_if_any();
+  }
+}
+
+PythonScope::~PythonScope() {
+  if (!entered_) return;
+  PyGILState_Release(state_);
+  std::lock_guard lock(gate().mutex);
+  if (--gate().active == 0) gate().idle.notify_all();
+}
+
+PendingPythonWork::PendingPythonWork() noexcept {
+  std::lock_guard lock(gate().mutex);
+  ++gate().pending;
+}
+
+PendingPythonWork::~PendingPythonWork() {
+  if (!counted_) return;
+  std::lock_guard lock(gate().mutex);
+  if (--gate().pending == 0) gate().idle.notify_all();
+}
+
+PythonException::PythonException(const py::error_already_set& e)
+    : value_(std::make_shared<SafeObject>(e.value())) {
+  attach_traceback(e);
+  try {
+    message_ = std::string(py::str(py::type::handle_of(e.value()).attr("__name__")));
+    const std::string text = py::str(e.value());
+    if (!text.empty()) message_ += ": " + text;
+  } catch (const py::error_already_set&) {
+    message_ = "a Python exception (its str() failed)";
+  }
+}
+
+void PythonException::restore() const {
+  py::object value = value_->object();
+  py::object type = py::reinterpret_borrow<py::object>(py::type::handle_of(value));
+  PyObject* tb = PyException_GetTraceback(value.ptr());  // new reference or null
+  PyErr_Restore(type.release().ptr(), value.release().ptr(), tb);
+}
+
+py::object exception_object(const std::exception_ptr& e) {
+  if (!e) return py::none();
+  // Let pybind11 translate it exactly as if a bound function had thrown it (registered
+  // translators included): call a tiny bound function that rethrows, and catch the result.
+  py::cpp_function thrower([e]() { std::rethrow_exception(e); });
+  try {
+    thrower();
+  } catch (const py::error_already_set& err) {
+    attach_traceback(err);
+    return err.value();
+  }
+  return py::none();  // unreachable: the thrower always throws
+}
+
+const char* callable_label(py::handle fn) {
+  static std::mutex mutex;
+  static auto* names = new std::set<std::string>;  // leaked: labels outlive queued work
+  constexpr std::size_t kMaxNames = 4096;
+  std::string name;
+  try {
+    py::object qual = py::getattr(fn, "__qualname__", py::none());
+    if (qual.is_none()) qual = py::getattr(py::type::handle_of(fn), "__qualname__", py::none());
+    name = qual.is_none() ? std::string("python") : std::string(py::str(qual));
+  } catch (const py::error_already_set&) {
+    name = "python";
+  }
+  std::lock_guard lock(mutex);
+  auto it = names->find(name);
+  if (it == names->end()) {
+    if (names->size() >= kMaxNames) return "python";
+    it = names->insert(std::move(name)).first;
+  }
+  return it->c_str();
+}
+
+namespace {
+
+// Prints a failure nobody synchronized on, at exit, with its Python traceback when it has one.
+void report_at_exit(const std::exception_ptr& e) {
+  py::object exc = exception_object(e);
+  py::module_ sys = py::module_::import("sys");
+  py::module_ traceback = py::module_::import("traceback");
+  py::object err = sys.attr("stderr");
+  err.attr("write")(
+      "streamrt: at exit, a failure in stream work that was never synchronized:\n");
+  traceback.attr("print_exception")(exc, py::arg("file") = err);
+}
+
+}  // namespace
+
+void shutdown_at_exit() {
+  Gate& g = gate();
+  if (g_closed.load(std::memory_order_acquire)) return;
+  // Each round: let every pending Python callable and callback run (they need the GIL, so it is
+  // released), then finish all CPU stream work. A callback may queue more, hence the loop.
+  constexpr int kMaxReports = 100;
+  int reports = 0;
+  for (;;) {
+    drain_if_any();
+    std::exception_ptr failure;
+    {
+      py::gil_scoped_release release;
+      {
+        std::unique_lock lock(g.mutex);
+        g.idle.wait(lock, [&] { return g.pending == 0; });
+      }
+      try {
+        streamrt::synchronize(Device{});
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    }
+    if (failure) {
+      if (++reports <= kMaxReports) {
+        try {
+          report_at_exit(failure);
+        } catch (const py::error_already_set& e) {
+          PyErr_Clear();
+        }
+      }
+      continue;  // one failure per synchronize(): look for more
+    }
+    std::lock_guard lock(g.mutex);
+    if (g.pending == 0) break;
+  }
+  drain_if_any();
+  py::gil_scoped_release release;
+  std::unique_lock lock(g.mutex);
+  g.closed = true;
+  g_closed.store(true, std::memory_order_release);
+  // Threads already inside a PythonScope finish first (they hold or wait for the GIL we gave up).
+  g.idle.wait(lock, [&] { return g.active == 0; });
+}
+
+}  // namespace streamrt::python

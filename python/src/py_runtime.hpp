@@ -1,0 +1,141 @@
+#pragma once
+//! \file py_runtime.hpp
+//! How Python objects live on streamrt's threads: references that any thread may drop, the gate
+//! that lets worker threads take the GIL only while the interpreter is alive, Python exceptions
+//! carried through the C++ runtime, and the shutdown done at interpreter exit.
+//!
+//! Rules that keep this deadlock-free: a thread never waits for the GIL while it holds a runtime
+//! lock (work, callbacks and destructors run outside them), and code that waits for C++ work
+//! releases the GIL first (that work may need it).
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace streamrt::python {
+
+namespace py = pybind11;
+
+//! A strong reference to a Python object that may be dropped on any thread, with or without the
+//! GIL: with it the reference goes at once, without it the drop is handed to the interpreter
+//! (Py_AddPendingCall) so no thread ever blocks on the GIL in a destructor. Once the interpreter
+//! is shutting down, references are leaked instead (touching Python then is undefined).
+//! Move-only; not thread-safe (one owner at a time).
+class SafeObject {
+ public:
+  //! Empty. Never blocks.
+  SafeObject() noexcept = default;
+  //! Takes over `o`'s reference. Requires the GIL.
+  explicit SafeObject(py::object o) noexcept : ptr_(o.release().ptr()) {}
+  //! Moves the reference.
+  SafeObject(SafeObject&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  //! Drops ours, takes `other`'s.
+  SafeObject& operator=(SafeObject&& other) noexcept {
+    if (this != &other) {
+      reset();
+      ptr_ = std::exchange(other.ptr_, nullptr);
+    }
+    return *this;
+  }
+  SafeObject(const SafeObject&) = delete;
+  SafeObject& operator=(const SafeObject&) = delete;
+  //! Drops the reference (see the class comment). Never blocks on the GIL.
+  ~SafeObject() { reset(); }
+
+  //! Drops the reference now (see the class comment). Never blocks on the GIL.
+  void reset() noexcept;
+  //! The object, borrowed. Never blocks.
+  py::handle get() const noexcept { return ptr_; }
+  //! A new reference to the object. Requires the GIL.
+  py::object object() const { return py::reinterpret_borrow<py::object>(ptr_); }
+  //! True when a reference is held.
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+
+ private:
+  PyObject* ptr_ = nullptr;
+};
+
+//! Holds the GIL for a scope on any thread (worker or not; nests), unless the interpreter has
+//! started shutting down, in which case it holds nothing and ok() is false. Blocks until the GIL is
+//! free. Never take it while holding a lock another thread may need in order to release the GIL.
+class PythonScope {
+ public:
+  //! Takes the GIL when the interpreter is still open for streamrt's threads.
+  PythonScope() noexcept;
+  //! Gives the GIL back.
+  ~PythonScope();
+  PythonScope(const PythonScope&) = delete;
+  PythonScope& operator=(const PythonScope&) = delete;
+  //! True when the GIL is held (the interpreter was open).
+  bool ok() const noexcept { return entered_; }
+
+ private:
+  bool entered_;
+  PyGILState_STATE state_{};
+};
+
+//! Counts one unit of Python work still to run (a launched callable, a completion callback) for
+//! as long as it lives; interpreter exit waits until none is left. Move-only. Never blocks.
+class PendingPythonWork {
+ public:
+  //! Counts one more.
+  PendingPythonWork() noexcept;
+  //! Counts one less, if this one still counts.
+  ~PendingPythonWork();
+  //! Transfers the count.
+  PendingPythonWork(PendingPythonWork&& other) noexcept : counted_(std::exchange(other.counted_, false)) {}
+  PendingPythonWork& operator=(PendingPythonWork&&) = delete;
+  PendingPythonWork(const PendingPythonWork&) = delete;
+  PendingPythonWork& operator=(const PendingPythonWork&) = delete;
+
+ private:
+  bool counted_ = true;
+};
+
+//! A Python exception raised by a callable that ran on a stream, carried through the C++ runtime
+//! (stream failures, events, synchronize) as the original exception object, with its traceback.
+//! Copies share the object. Thread-safe to copy and destroy anywhere (see SafeObject).
+class PythonException : public std::exception {
+ public:
+  //! Captures the exception held by `e`, with its traceback. Requires the GIL.
+  explicit PythonException(const py::error_already_set& e);
+  //! "KeyError: 'x'" (computed at capture, so no GIL is needed here). Never blocks.
+  const char* what() const noexcept override { return message_.c_str(); }
+  //! Sets the Python error indicator to the original exception object and traceback, so that it
+  //! is raised as it was. Requires the GIL.
+  void restore() const;
+  //! The exception object. Requires the GIL.
+  py::object value() const { return value_->object(); }
+
+ private:
+  std::shared_ptr<SafeObject> value_;
+  std::string message_;
+};
+
+//! The Python exception object for a C++ failure `e` (the original object for a PythonException;
+//! streamrt.Error, RuntimeError ... otherwise, as pybind11 translates them), None for null.
+//! Requires the GIL.
+py::object exception_object(const std::exception_ptr& e);
+
+//! A stable C string naming callable `fn` for the profiler ("module.qualname"); interned for the
+//! life of the process (at most a few thousand names, then "python"). Requires the GIL.
+const char* callable_label(py::handle fn);
+
+//! Interpreter exit, called by the Python atexit handler with the GIL held: releases the GIL,
+//! waits until every pending Python work has run, synchronizes all CPU streams (reporting
+//! failures nobody synchronized on stderr, Python tracebacks included), then closes the gate so
+//! streamrt's threads never touch Python again. Idempotent.
+void shutdown_at_exit();
+
+//! Makes sure the exception object held by `e` carries `e`'s traceback (__traceback__), so that
+//! the object alone can be raised again as it was. Requires the GIL.
+void attach_traceback(const py::error_already_set& e);
+
+//! True once shutdown_at_exit() has closed the gate. Never blocks.
+bool python_closed() noexcept;
+
+}  // namespace streamrt::python
