@@ -13,6 +13,7 @@ void usage(std::FILE* out) {
       "\n"
       "commands:\n"
       "  demo    run the seed scenarios on CPU streams and report timings (demo --help)\n"
+      "  bench   compare streamrt with std::async, threads, oneTBB, Asio, OpenCL (bench --help)\n"
       "  help    show this text\n",
       out);
 }
@@ -26,6 +27,17 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "demo") return streamrt_tool::run_demo(argc - 1, argv + 1);
+  if (cmd == "bench") {
+#ifdef STREAMRT_TOOL_HAVE_BENCH
+    return streamrt_tool::run_bench(argc - 1, argv + 1);
+#else
+    std::fputs(
+        "streamrt bench: not built in this configuration; configure with "
+        "-DSTREAMRT_BUILD_BENCH=ON\n",
+        stderr);
+    return 2;
+#endif
+  }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     usage(stdout);
     return 0;

@@ -1,0 +1,243 @@
+#pragma once
+//! \file cases.hpp
+//! The benchmark cases, written once as templates over a peer (see peers.hpp) and shared by the
+//! Google Benchmark binary (bench/streamrt_bench.cpp) and `streamrt bench`. Each function runs
+//! one repetition and returns its figure. Not thread-safe: one driving thread per peer.
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "peers.hpp"
+
+namespace streamrt_bench {
+
+//! Keeps `x` alive so the compiler cannot drop the computation that produced it.
+inline void keep(double x) noexcept {
+  asm volatile("" : : "r,m"(x) : "memory");
+}
+
+//! CPU-bound work: `iters` dependent floating-point steps, no memory traffic. Thread-safe.
+inline double spin_work(std::int64_t iters) noexcept {
+  double x = 1.0;
+  for (std::int64_t i = 0; i < iters; ++i) x = std::sqrt(x + static_cast<double>(i & 7));
+  keep(x);
+  return x;
+}
+
+//! How many spin_work iterations take one microsecond on one core of this machine.
+struct Calibration {
+  //! Iterations per microsecond (best of several timed runs, the least disturbed one).
+  double iters_per_us = 100.0;
+  //! Iterations for `us` microseconds of work (at least 1).
+  std::int64_t iters(double us) const noexcept {
+    return std::max<std::int64_t>(1, std::llround(iters_per_us * us));
+  }
+};
+
+//! Measures Calibration on the calling thread (about 60 ms). Blocks. Many short timed runs and
+//! the fastest one: on a shared machine most runs are slowed by other processes, the fastest is
+//! the speed of an undisturbed core.
+inline Calibration calibrate() {
+  constexpr std::int64_t kIters = 1 << 13;
+  spin_work(kIters * 64);  // warm up frequency and caches
+  std::int64_t best = INT64_MAX;
+  for (int r = 0; r < 400; ++r) {
+    const auto t0 = now_ns();
+    spin_work(kIters);
+    best = std::min(best, now_ns() - t0);
+  }
+  return Calibration{static_cast<double>(kIters) * 1000.0 / static_cast<double>(best)};
+}
+
+//! Process CPU time (user + system) in nanoseconds, from getrusage(RUSAGE_SELF). Thread-safe.
+inline std::int64_t process_cpu_ns() noexcept {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ns = [](const timeval& tv) {
+    return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000'000 +
+           static_cast<std::int64_t>(tv.tv_usec) * 1000;
+  };
+  return ns(ru.ru_utime) + ns(ru.ru_stime);
+}
+
+//! Round trip: launch an empty item and wait for it on the host, `ops` times. ns per op.
+template <class P>
+double round_trip(P& p, typename P::Stream& s, int ops) {
+  const auto t0 = now_ns();
+  for (int i = 0; i < ops; ++i) {
+    p.launch(s, [] {});
+    p.sync(s);
+  }
+  return static_cast<double>(now_ns() - t0) / ops;
+}
+
+//! Enqueue throughput: `items` empty items spread round-robin over `streams` (made before the
+//! clock starts), then one sync of every stream. ns per item.
+template <class P>
+double enqueue_throughput(P& p, std::vector<typename P::Stream>& streams, int items) {
+  const auto n = streams.size();
+  const auto t0 = now_ns();
+  for (int i = 0; i < items; ++i) p.launch(streams[static_cast<std::size_t>(i) % n], [] {});
+  for (auto& s : streams) p.sync(s);
+  return static_cast<double>(now_ns() - t0) / items;
+}
+
+//! Event record + poll on an idle stream: record, then poll query() until it reports complete.
+//! ns per op.
+template <class P>
+double record_poll(P& p, typename P::Stream& s, int ops) {
+  p.sync(s);
+  const auto t0 = now_ns();
+  for (int i = 0; i < ops; ++i) {
+    auto e = p.record(s);
+    while (!p.query(e)) cpu_relax();
+  }
+  return static_cast<double>(now_ns() - t0) / ops;
+}
+
+//! Event record + host wait on an idle stream. ns per op.
+template <class P>
+double record_wait(P& p, typename P::Stream& s, int ops) {
+  p.sync(s);
+  const auto t0 = now_ns();
+  for (int i = 0; i < ops; ++i) {
+    auto e = p.record(s);
+    p.wait(e);
+  }
+  return static_cast<double>(now_ns() - t0) / ops;
+}
+
+//! How long the host sleeps after releasing the measured work, so that it does not compete
+//! with the workers for the cores while the latency is being taken.
+inline constexpr auto kHostStandOff = std::chrono::microseconds(200);
+
+//! Cross-stream hand-off, once: A runs an item that holds until released, then records an
+//! event; B waits on that event, then runs an item. Everything is queued before A's item is
+//! released. Returns ns from the end of A's item to the start of B's next item.
+template <class P>
+double handoff_once(P& p, typename P::Stream& a, typename P::Stream& b) {
+  std::atomic<bool> go{false};
+  std::int64_t t_end = 0, t_start = 0;
+  p.launch(a, [&] {
+    while (!go.load(std::memory_order_acquire)) cpu_relax();
+    t_end = now_ns();
+  });
+  auto e = p.record(a);
+  p.wait_event(b, e);
+  p.launch(b, [&] { t_start = now_ns(); });
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(kHostStandOff);
+  p.sync(b);
+  p.sync(a);
+  return static_cast<double>(t_start - t_end);
+}
+
+//! Completion callback, once: an item that holds until released, an event after it, a
+//! callback on the event. Returns ns from the end of the item to the start of the callback.
+template <class P>
+double callback_once(P& p, typename P::Stream& s) {
+  std::atomic<bool> go{false};
+  std::int64_t t_end = 0;
+  auto t_cb = std::make_shared<std::atomic<std::int64_t>>(0);
+  auto done = std::make_shared<Flag>();
+  p.launch(s, [&] {
+    while (!go.load(std::memory_order_acquire)) cpu_relax();
+    t_end = now_ns();
+  });
+  auto e = p.record(s);
+  p.on_complete(e, [t_cb, done] {
+    t_cb->store(now_ns(), std::memory_order_relaxed);
+    done->set();
+  });
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(kHostStandOff);
+  done->wait();
+  p.sync(s);
+  return static_cast<double>(t_cb->load(std::memory_order_relaxed) - t_end);
+}
+
+//! Median of `v` (copied). 0 for an empty vector.
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+//! Overlap: two items of `iters` work on one stream (serially), then one on each of two
+//! streams. Returns the speedup (serial time / two-stream time).
+template <class P>
+double overlap_speedup(P& p, std::int64_t iters) {
+  auto s1 = p.make_stream();
+  auto s2 = p.make_stream();
+  auto t0 = now_ns();
+  if constexpr (P::kInOrder) {
+    p.launch(s1, [iters] { spin_work(iters); });
+    p.launch(s1, [iters] { spin_work(iters); });
+  } else {
+    // No order on this peer: "one stream" is one task doing both.
+    p.launch(s1, [iters] {
+      spin_work(iters);
+      spin_work(iters);
+    });
+  }
+  p.sync(s1);
+  const double serial = static_cast<double>(now_ns() - t0);
+  t0 = now_ns();
+  p.launch(s1, [iters] { spin_work(iters); });
+  p.launch(s2, [iters] { spin_work(iters); });
+  p.sync(s1);
+  p.sync(s2);
+  const double parallel = static_cast<double>(now_ns() - t0);
+  return serial / parallel;
+}
+
+//! Runs `items` items of `iters` work each, round-robin over `streams`, then syncs them all.
+//! Returns the wall time in ns.
+template <class P>
+double run_items(P& p, std::vector<typename P::Stream>& streams, int items, std::int64_t iters) {
+  const auto n = streams.size();
+  const auto t0 = now_ns();
+  for (int i = 0; i < items; ++i) {
+    p.launch(streams[static_cast<std::size_t>(i) % n], [iters] { spin_work(iters); });
+  }
+  for (auto& s : streams) p.sync(s);
+  return static_cast<double>(now_ns() - t0);
+}
+
+//! Efficiency of running `items` items of `item_us` each on `streams.size()` streams: the ideal
+//! time (total work / the cores that can help) over the measured time.
+template <class P>
+double efficiency(P& p, std::vector<typename P::Stream>& streams, int items, double item_us,
+                  const Calibration& cal) {
+  const double measured = run_items(p, streams, items, cal.iters(item_us));
+  const int parallel = std::min<int>(static_cast<int>(streams.size()), hardware_threads());
+  const double ideal = items * item_us * 1000.0 / parallel;
+  return ideal / measured;
+}
+
+//! Idle CPU use: makes `streams` streams, runs one empty item on each and syncs, then sleeps
+//! for `seconds` with everything alive. Returns CPU milliseconds used by the whole process per
+//! second of idling (getrusage), so run it where nothing else in the process is busy.
+template <class P>
+double idle_cpu_ms_per_s(P& p, int streams, double seconds) {
+  std::vector<typename P::Stream> v;
+  for (int i = 0; i < streams; ++i) v.push_back(p.make_stream());
+  for (auto& s : v) p.launch(s, [] {});
+  for (auto& s : v) p.sync(s);
+  const auto c0 = process_cpu_ns();
+  const auto t0 = now_ns();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const auto c1 = process_cpu_ns();
+  const auto t1 = now_ns();
+  return static_cast<double>(c1 - c0) / 1e6 / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+}  // namespace streamrt_bench
