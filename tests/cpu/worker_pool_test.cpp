@@ -1,0 +1,215 @@
+// Whitebox tests of the CPU backend's WorkerPool: tasks run on workers, resize keeps queued work,
+// shutdown finishes queued work and later pushes run inline, levels (priorities) order the queue.
+#include "cpu/worker_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+
+namespace {
+
+using streamrt::cpu::Task;
+using streamrt::cpu::WorkerPool;
+using streamrt_test::eventually;
+using streamrt_test::Gate;
+using streamrt_test::Rendezvous;
+
+class FnTask final : public Task {
+ public:
+  FnTask(std::function<void()> fn, int level) : fn_(std::move(fn)), level_(level) {}
+  void run() noexcept override { fn_(); }
+  int level() const noexcept override { return level_; }
+
+ private:
+  std::function<void()> fn_;
+  int level_;
+};
+
+// Opens the gate when a test leaves, also on a failed assertion, so the pool can shut down.
+struct OpenOnExit {
+  Gate& gate;
+  ~OpenOnExit() { gate.open(); }
+};
+
+void push(WorkerPool& pool, std::function<void()> fn, int level = 0) {
+  pool.push(std::make_shared<FnTask>(std::move(fn), level));
+}
+
+// Occupies every worker of `pool` with a task blocked on `gate`; returns once all have started.
+void occupy(WorkerPool& pool, int workers, Gate& gate) {
+  auto started = std::make_shared<std::atomic<int>>(0);
+  for (int i = 0; i < workers; ++i) {
+    push(pool, [&gate, started] {
+      started->fetch_add(1);
+      gate.wait();
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return started->load() == workers; }));
+}
+
+TEST(WorkerPool, RunsTasksOnItsWorkers) {
+  WorkerPool pool(2);
+  EXPECT_EQ(pool.size(), 2);
+  EXPECT_FALSE(WorkerPool::on_worker_thread());
+  EXPECT_EQ(WorkerPool::worker_index(), -1);
+  std::atomic<int> count{0};
+  std::atomic<int> bad_thread{0};
+  for (int i = 0; i < 200; ++i) {
+    push(pool, [&] {
+      const int w = WorkerPool::worker_index();
+      if (!WorkerPool::on_worker_thread() || w < 0 || w >= 2) bad_thread.fetch_add(1);
+      count.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return count.load() == 200; }));
+  EXPECT_EQ(bad_thread.load(), 0);
+}
+
+TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {
+  WorkerPool pool(3);
+  Rendezvous meet(3);
+  std::atomic<int> met{0};
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3; ++i) {
+    push(pool, [&] {
+      if (meet.arrive_and_wait()) met.fetch_add(1);
+      done.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return done.load() == 3; }));
+  EXPECT_EQ(met.load(), 3);
+}
+
+TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(1);
+  OpenOnExit guard{gate};
+  occupy(pool, 1, gate);
+  std::atomic<int> queued{0};
+  for (int i = 0; i < 10; ++i) push(pool, [&] { queued.fetch_add(1); });
+  pool.resize(3);
+  EXPECT_EQ(pool.size(), 3);
+  // Two tasks that must meet: only possible with the two new workers, the old one is blocked.
+  Rendezvous meet(2);
+  std::atomic<int> met{0};
+  for (int i = 0; i < 2; ++i) {
+    push(pool, [&] {
+      if (meet.arrive_and_wait()) met.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return queued.load() == 10 && met.load() == 2; }));
+  gate.open();
+}
+
+TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(4);
+  OpenOnExit guard{gate};
+  occupy(pool, 4, gate);
+  std::atomic<int> queued{0};
+  for (int i = 0; i < 20; ++i) push(pool, [&] { queued.fetch_add(1); });
+  std::atomic<bool> resized{false};
+  std::thread resizer([&] {
+    pool.resize(1);
+    resized = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The removed workers are still running their blocked tasks (a correct pool cannot be done).
+  EXPECT_FALSE(resized.load());
+  gate.open();
+  resizer.join();
+  EXPECT_EQ(pool.size(), 1);
+  ASSERT_TRUE(eventually([&] { return queued.load() == 20; }));
+  // Only worker 0 is left.
+  std::atomic<int> others{0};
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i) {
+    push(pool, [&] {
+      if (WorkerPool::worker_index() != 0) others.fetch_add(1);
+      ran.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return ran.load() == 50; }));
+  EXPECT_EQ(others.load(), 0);
+}
+
+TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(1);
+  OpenOnExit guard{gate};
+  occupy(pool, 1, gate);
+  std::atomic<int> queued{0};
+  for (int i = 0; i < 5; ++i) push(pool, [&] { queued.fetch_add(1); });
+  std::thread stopper([&] { pool.shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  gate.open();
+  stopper.join();
+  EXPECT_EQ(queued.load(), 5) << "shutdown dropped queued tasks";
+  std::thread::id ran_on;
+  push(pool, [&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id()) << "a push after shutdown did not run inline";
+  pool.shutdown();  // idempotent
+}
+
+TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(1);
+  OpenOnExit guard{gate};
+  occupy(pool, 1, gate);
+  std::mutex mutex;
+  std::vector<int> order;
+  std::atomic<int> ran{0};
+  const std::vector<std::pair<int, int>> tasks{{3, 30}, {2, 20}, {1, 10}, {0, 0},
+                                                {3, 31}, {0, 1},  {1, 11}};
+  for (auto [level, tag] : tasks) {
+    push(
+        pool,
+        [&, tag] {
+          std::lock_guard lock(mutex);
+          order.push_back(tag);
+          ran.fetch_add(1);
+        },
+        level);
+  }
+  gate.open();
+  ASSERT_TRUE(eventually([&] { return ran.load() == static_cast<int>(tasks.size()); }));
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 10, 11, 20, 30, 31}));
+}
+
+TEST(WorkerPool, ShouldYieldSeesEqualOrMoreUrgentWaitingTasks) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(1);
+  OpenOnExit guard{gate};
+  occupy(pool, 1, gate);
+  EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1));
+  std::atomic<bool> ran{false};
+  push(pool, [&] { ran = true; }, 2);
+  EXPECT_FALSE(pool.should_yield(0));
+  EXPECT_FALSE(pool.should_yield(1));
+  EXPECT_TRUE(pool.should_yield(2));
+  EXPECT_TRUE(pool.should_yield(3));
+  gate.open();
+  ASSERT_TRUE(eventually([&] { return ran.load(); }));
+}
+
+TEST(WorkerPool, TryRunOneRunsAQueuedTaskOnTheCaller) {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool(1);
+  OpenOnExit guard{gate};
+  occupy(pool, 1, gate);
+  std::thread::id ran_on;
+  push(pool, [&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_TRUE(pool.try_run_one());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_FALSE(pool.try_run_one());  // nothing left
+  gate.open();
+}
+
+}  // namespace

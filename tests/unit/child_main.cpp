@@ -1,0 +1,101 @@
+// A child process for the conformance tests that need a fresh process: behaviour at process exit,
+// and the STREAMRT_NUM_THREADS environment variable. Prints what happened; the parent checks it.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+std::atomic<bool> g_exiting{false};
+
+// A handle in static storage: destroyed during exit, after streamrt finished the pending work.
+streamrt::Stream g_static_stream;
+
+void say(const char* line) {
+  std::fputs(line, stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+// Blocks until exit has begun, so the work is certainly still pending when main returns.
+bool wait_for_exit() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!g_exiting.load()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+int exit_pending() {
+  streamrt::Stream s;
+  s.launch([] {
+    if (!wait_for_exit()) return say("timed out waiting for exit");
+    say("work-after-exit-began");
+    streamrt::current_stream().launch([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      say("nested-work-done");
+    });
+  });
+  s.record_event().on_complete([](std::exception_ptr) { say("callback-done"); });
+  g_static_stream.launch([] {
+    if (wait_for_exit()) say("static-stream-work-done");
+  });
+  // Registered after streamrt's own exit handler (set up by the first launch), so it runs first.
+  std::atexit([] { g_exiting = true; });
+  say("main-returned");
+  return 0;
+}
+
+int num_threads() {
+  try {
+    const int n = streamrt::num_threads();
+    std::printf("num_threads=%d\n", n);
+    // Prove the workers exist: n items on n streams must all meet.
+    streamrt_test::Rendezvous meet(n);
+    std::atomic<int> met{0};
+    std::vector<streamrt::Stream> streams(n);
+    for (auto& s : streams) {
+      s.launch([&] {
+        if (meet.arrive_and_wait()) met.fetch_add(1);
+      });
+    }
+    for (auto& s : streams) s.synchronize();
+    std::printf("met=%d\n", met.load());
+    return 0;
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
+
+int launch_work() {
+  try {
+    streamrt::Stream s;
+    s.launch([] {});
+    s.synchronize();
+    say("launched");
+    return 0;
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "exit-pending") return exit_pending();
+  if (mode == "num-threads") return num_threads();
+  if (mode == "launch") return launch_work();
+  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch\n", argv[0]);
+  return 2;
+}

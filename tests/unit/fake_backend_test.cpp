@@ -1,0 +1,312 @@
+// The device-agnostic handles over a fake backend (as c10 tests its guards): a small backend for
+// DeviceType::CUDA that logs its calls, registered through impl::register_backend. It proves that
+// the current stream is per device, StreamContext restores per device, and cross-device misuse is
+// refused, without any GPU. Registering is process-global, hence this separate executable.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streamrt/impl/backend.hpp"
+#include "streamrt/streamrt.hpp"
+
+namespace {
+
+using streamrt::Device;
+using streamrt::DeviceType;
+namespace impl = streamrt::impl;
+
+const Device kCuda0{DeviceType::CUDA, 0};
+const Device kCuda1{DeviceType::CUDA, 1};
+
+class FakeEvent final : public impl::EventImpl {
+ public:
+  FakeEvent(Device d, streamrt::EventOptions o, std::uint64_t stream_id)
+      : impl::EventImpl(d, o), stream_id(stream_id) {}
+  const std::uint64_t stream_id;
+};
+
+// Runs work inline and logs every call as "name(args)".
+class FakeBackend final : public impl::Backend {
+ public:
+  DeviceType type() const noexcept override { return DeviceType::CUDA; }
+  int device_count() const noexcept override { return 2; }
+  std::pair<int, int> priority_range() const noexcept override { return {0, -1}; }
+
+  std::shared_ptr<impl::StreamImpl> new_stream(int index, int priority) override {
+    log("new_stream(" + std::to_string(index) + "," + std::to_string(priority) + ")");
+    return std::make_shared<impl::StreamImpl>(*this, Device{DeviceType::CUDA, index}, priority,
+                                              next_id_.fetch_add(1));
+  }
+  std::shared_ptr<impl::StreamImpl> default_stream(int index) override {
+    std::lock_guard lock(mutex_);
+    auto& s = defaults_[index];
+    if (!s) s = std::make_shared<impl::StreamImpl>(*this, Device{DeviceType::CUDA, index}, 0, 0);
+    return s;
+  }
+  void enqueue(impl::StreamImpl& s, streamrt::detail::Work work, const char*) override {
+    log("enqueue(" + std::to_string(s.id()) + ")");
+    work();
+  }
+  std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s,
+                                          streamrt::EventOptions options) override {
+    log("record(" + std::to_string(s.id()) + ")");
+    return std::make_shared<FakeEvent>(s.device(), options, s.id());
+  }
+  void block(const std::shared_ptr<impl::EventImpl>& e, impl::StreamImpl& s) override {
+    log("block(" + std::to_string(static_cast<const FakeEvent&>(*e).stream_id) + "->" +
+        std::to_string(s.id()) + ")");
+  }
+  bool query_stream(const impl::StreamImpl& s) override {
+    log("query_stream(" + std::to_string(s.id()) + ")");
+    return true;
+  }
+  bool synchronize_stream(impl::StreamImpl& s, std::optional<std::chrono::nanoseconds>) override {
+    log("synchronize_stream(" + std::to_string(s.id()) + ")");
+    return true;
+  }
+  bool query_event(const impl::EventImpl&) override {
+    log("query_event");
+    return true;
+  }
+  streamrt::EventState event_state(const impl::EventImpl&) override {
+    return streamrt::EventState::Complete;
+  }
+  bool synchronize_event(const impl::EventImpl&, std::optional<std::chrono::nanoseconds>) override {
+    log("synchronize_event");
+    return true;
+  }
+  double elapsed_time(const impl::EventImpl&, const impl::EventImpl&) override {
+    log("elapsed_time");
+    return 1.5;
+  }
+  void on_complete(const std::shared_ptr<impl::EventImpl>&,
+                   std::function<void(std::exception_ptr)> cb) override {
+    log("on_complete");
+    cb(nullptr);
+  }
+  void synchronize_device(int index) override {
+    log("synchronize_device(" + std::to_string(index) + ")");
+  }
+
+  // Calls logged since the last take().
+  std::vector<std::string> take() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(log_, {});
+  }
+  bool logged(const std::string& call) {
+    auto calls = take();
+    return std::find(calls.begin(), calls.end(), call) != calls.end();
+  }
+
+ private:
+  void log(std::string s) {
+    std::lock_guard lock(mutex_);
+    log_.push_back(std::move(s));
+  }
+  std::mutex mutex_;
+  std::vector<std::string> log_;
+  std::shared_ptr<impl::StreamImpl> defaults_[2];
+  std::atomic<std::uint64_t> next_id_{1};
+};
+
+FakeBackend& fake() {
+  static FakeBackend* backend = [] {
+    auto b = std::make_unique<FakeBackend>();
+    FakeBackend* raw = b.get();
+    impl::register_backend(std::move(b));
+    return raw;
+  }();
+  return *backend;
+}
+
+class FakeBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override { fake().take(); }
+  void TearDown() override {
+    streamrt::set_current_stream(streamrt::Stream::default_stream());
+    streamrt::set_current_stream(streamrt::Stream::default_stream(kCuda0));
+    streamrt::set_current_stream(streamrt::Stream::default_stream(kCuda1));
+  }
+};
+
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const streamrt::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
+  streamrt::Stream s(kCuda1, -1);
+  EXPECT_TRUE(fake().logged("new_stream(1,-1)"));
+  EXPECT_EQ(s.device(), kCuda1);
+  EXPECT_EQ(s.priority(), -1);
+  EXPECT_NE(s.id(), 0u);
+  // The range checks use the fake backend's range and device count.
+  EXPECT_NE(error_of([] { streamrt::Stream(kCuda0, -2); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([] { streamrt::Stream(Device{DeviceType::CUDA, 2}); }).find("cuda:2"),
+            std::string::npos);
+  // And the CPU backend is still there, untouched.
+  streamrt::Stream cpu;
+  EXPECT_EQ(cpu.device(), Device{});
+  std::atomic<bool> ran{false};
+  cpu.launch([&] { ran = true; });
+  cpu.synchronize();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(fake().take().empty());
+}
+
+TEST_F(FakeBackendTest, StreamCallsAreForwarded) {
+  streamrt::Stream s(kCuda0);
+  fake().take();
+  bool ran = false;
+  s.launch([&] { ran = true; });
+  EXPECT_TRUE(ran);
+  EXPECT_TRUE(s.query());
+  s.synchronize();
+  streamrt::synchronize(kCuda1);
+  const auto id = std::to_string(s.id());
+  EXPECT_EQ(fake().take(), (std::vector<std::string>{"enqueue(" + id + ")", "query_stream(" + id +
+                                                         ")", "synchronize_stream(" + id + ")",
+                                                     "synchronize_device(1)"}));
+  auto d = streamrt::Stream::default_stream(kCuda1);
+  EXPECT_EQ(d.id(), 0u);
+  EXPECT_EQ(d.device(), kCuda1);
+  EXPECT_NE(d, streamrt::Stream::default_stream(kCuda0));
+}
+
+TEST_F(FakeBackendTest, CurrentStreamIsPerDevice) {
+  streamrt::Stream cuda(kCuda0);
+  streamrt::Stream cpu;
+  streamrt::set_current_stream(cuda);
+  EXPECT_EQ(streamrt::current_stream(kCuda0), cuda);
+  EXPECT_EQ(streamrt::current_stream(), streamrt::Stream::default_stream());  // CPU untouched
+  EXPECT_EQ(streamrt::current_stream(kCuda1), streamrt::Stream::default_stream(kCuda1));
+  streamrt::set_current_stream(cpu);
+  EXPECT_EQ(streamrt::current_stream(), cpu);
+  EXPECT_EQ(streamrt::current_stream(kCuda0), cuda);  // CUDA untouched
+  bool fresh_thread_on_defaults = false;
+  std::thread([&] {
+    fresh_thread_on_defaults =
+        streamrt::current_stream() == streamrt::Stream::default_stream() &&
+        streamrt::current_stream(kCuda0) == streamrt::Stream::default_stream(kCuda0);
+  }).join();
+  EXPECT_TRUE(fresh_thread_on_defaults);
+}
+
+TEST_F(FakeBackendTest, StreamContextRestoresPerDevice) {
+  streamrt::Stream cpu_a;
+  streamrt::Stream cuda_b(kCuda0);
+  streamrt::Stream cuda_c(kCuda0);
+  streamrt::Stream cuda1_d(kCuda1);
+  {
+    streamrt::StreamContext c1(cpu_a);
+    streamrt::StreamContext c2(cuda_b);
+    EXPECT_EQ(streamrt::current_stream(), cpu_a);
+    EXPECT_EQ(streamrt::current_stream(kCuda0), cuda_b);
+    {
+      streamrt::StreamContext c3(cuda_c);
+      streamrt::StreamContext c4(cuda1_d);
+      EXPECT_EQ(streamrt::current_stream(), cpu_a);
+      EXPECT_EQ(streamrt::current_stream(kCuda0), cuda_c);
+      EXPECT_EQ(streamrt::current_stream(kCuda1), cuda1_d);
+    }
+    EXPECT_EQ(streamrt::current_stream(kCuda0), cuda_b);
+    EXPECT_EQ(streamrt::current_stream(kCuda1), streamrt::Stream::default_stream(kCuda1));
+    EXPECT_EQ(streamrt::current_stream(), cpu_a);
+  }
+  EXPECT_EQ(streamrt::current_stream(), streamrt::Stream::default_stream());
+  EXPECT_EQ(streamrt::current_stream(kCuda0), streamrt::Stream::default_stream(kCuda0));
+}
+
+TEST_F(FakeBackendTest, RecordingOnAnotherDeviceAfterAFirstRecordThrows) {
+  streamrt::Stream cpu;
+  streamrt::Stream cuda(kCuda0);
+  streamrt::Stream cuda1(kCuda1);
+  streamrt::Event e;
+  e.record(cpu);
+  const std::string msg = error_of([&] { e.record(cuda); });
+  EXPECT_NE(msg.find("cpu:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("reset()"), std::string::npos) << msg;
+  EXPECT_EQ(e.device(), Device{});  // the refused record changed nothing
+  e.reset();
+  fake().take();
+  e.record(cuda);
+  EXPECT_TRUE(fake().logged("record(" + std::to_string(cuda.id()) + ")"));
+  EXPECT_EQ(e.device(), kCuda0);
+  EXPECT_NE(error_of([&] { e.record(cuda1); }), "<no error>");  // another index is another device
+  EXPECT_NE(error_of([&] { e.record(cpu); }), "<no error>");
+}
+
+TEST_F(FakeBackendTest, ElapsedTimeAcrossDevicesThrows) {
+  streamrt::Stream cpu;
+  streamrt::Stream cuda(kCuda0);
+  const streamrt::EventOptions timing{.enable_timing = true};
+  streamrt::Event a(timing);
+  streamrt::Event b(timing);
+  streamrt::Event c(timing);
+  a.record(cpu);
+  b.record(cuda);
+  c.record(cuda);
+  cpu.synchronize();
+  const std::string msg = error_of([&] { (void)a.elapsed_time(b); });
+  EXPECT_NE(msg.find("different devices"), std::string::npos) << msg;
+  fake().take();
+  EXPECT_EQ(b.elapsed_time(c), 1.5);  // same device: the backend answers
+  EXPECT_TRUE(fake().logged("elapsed_time"));
+}
+
+TEST_F(FakeBackendTest, EventCallsGoToTheBackendOfTheRecord) {
+  streamrt::Stream cuda(kCuda0);
+  streamrt::Stream other(kCuda0);
+  streamrt::Event e;
+  e.record(cuda);
+  fake().take();
+  EXPECT_TRUE(e.query());
+  e.synchronize();
+  EXPECT_TRUE(e.wait_for(std::chrono::milliseconds(1)));
+  bool called = false;
+  e.on_complete([&](std::exception_ptr) { called = true; });
+  EXPECT_TRUE(called);
+  e.wait(other);
+  const auto from = std::to_string(cuda.id());
+  EXPECT_EQ(fake().take(),
+            (std::vector<std::string>{"query_event", "synchronize_event", "synchronize_event",
+                                      "on_complete",
+                                      "block(" + from + "->" + std::to_string(other.id()) + ")"}));
+  {
+    // wait() and record() without a stream use the current stream of the event's device.
+    streamrt::StreamContext ctx(other);
+    e.wait();
+    EXPECT_TRUE(fake().logged("block(" + from + "->" + std::to_string(other.id()) + ")"));
+    e.record();
+    EXPECT_TRUE(fake().logged("record(" + std::to_string(other.id()) + ")"));
+  }
+}
+
+TEST_F(FakeBackendTest, WaitingAcrossDeviceTypesIsRefused) {
+  streamrt::Stream cpu;
+  streamrt::Stream cuda(kCuda0);
+  streamrt::Event on_cuda = cuda.record_event();
+  const std::string msg = error_of([&] { cpu.wait_event(on_cuda); });
+  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cpu:0"), std::string::npos) << msg;
+  streamrt::Event on_cpu = cpu.record_event();
+  EXPECT_NE(error_of([&] { cuda.wait_event(on_cpu); }), "<no error>");
+}
+
+TEST_F(FakeBackendTest, UnsupportedOptionalCallsSayWhichBackend) {
+  // The defaults in impl::Backend name the backend and the call.
+  const std::string msg = error_of([] { (void)fake().num_threads(); });
+  EXPECT_NE(msg.find("cuda backend doesn't support"), std::string::npos) << msg;
+}
+
+}  // namespace

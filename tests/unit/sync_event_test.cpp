@@ -1,0 +1,576 @@
+// Issue 2, semantics 5-8 and 15: what synchronize waits for, event versions, never-recorded
+// events, elapsed_time, and synchronize from a stream's own work.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using streamrt_test::eventually;
+using streamrt_test::fail_hard;
+using streamrt_test::Gate;
+using streamrt_test::kTimeout;
+using streamrt_test::ThreadCount;
+using streamrt_test::WorkersTest;
+using namespace std::chrono_literals;
+
+// True when the thread `tid` of this process is asleep in the kernel (state S), as a host is
+// once it has parked inside synchronize().
+bool thread_sleeping(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');  // the command name may contain spaces
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'S';
+}
+
+// Waits until `tid` has been asleep for several polls in a row.
+bool settled_asleep(pid_t tid) {
+  int in_a_row = 0;
+  return eventually([&] {
+    in_a_row = thread_sleeping(tid) ? in_a_row + 1 : 0;
+    if (in_a_row < 5) std::this_thread::sleep_for(2ms);
+    return in_a_row >= 5;
+  });
+}
+
+// ---- 5. What synchronize waits for ------------------------------------------------------------
+
+class SynchronizeScope : public WorkersTest {};
+
+TEST_P(SynchronizeScope, StreamSynchronizeIgnoresWorkSubmittedAfterTheCall) {
+  streamrt::Stream s;
+  Gate first;
+  Gate later;
+  std::atomic<bool> first_done{false};
+  s.launch([&] {
+    first.wait();
+    first_done = true;
+  });
+
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> returned{false};
+  bool first_done_at_return = false;
+  std::thread host([&] {
+    tid = gettid();
+    s.synchronize();
+    first_done_at_return = first_done.load();
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] { return tid.load() != 0; }));
+  // The host is asleep inside synchronize(), so its call came before everything below.
+  ASSERT_TRUE(settled_asleep(tid.load()));
+
+  // Another thread keeps submitting blocked work until the host returns.
+  std::atomic<int> submitted_after{0};
+  std::atomic<int> ran_after{0};
+  std::thread submitter([&] {
+    while (!returned.load() && submitted_after.load() < 1000) {
+      s.launch([&] {
+        later.wait();
+        ran_after.fetch_add(1);
+      });
+      submitted_after.fetch_add(1);
+      std::this_thread::sleep_for(200us);
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return submitted_after.load() > 0; }));
+  first.open();
+  const bool host_returned = eventually([&] { return returned.load(); });
+  later.open();  // unblock everything, whatever happened
+  submitter.join();
+  host.join();
+  EXPECT_TRUE(host_returned) << "synchronize() waited for work submitted after it was called";
+  EXPECT_TRUE(first_done_at_return) << "synchronize() returned before earlier work finished";
+  s.synchronize();
+  EXPECT_EQ(ran_after.load(), submitted_after.load());
+}
+
+TEST_P(SynchronizeScope, StreamSynchronizeWaitsForEverythingBefore) {
+  streamrt::Stream s;
+  std::vector<int> log;
+  for (int i = 0; i < 50; ++i) {
+    s.launch([&log, i] {
+      if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+      log.push_back(i);
+    });
+  }
+  s.synchronize();
+  EXPECT_EQ(log.size(), 50u);
+  EXPECT_TRUE(s.query());
+}
+
+TEST_P(SynchronizeScope, DeviceSynchronizeWaitsForEveryStream) {
+  Gate release;
+  std::vector<streamrt::Stream> streams;
+  for (int i = 0; i < 4; ++i) streams.emplace_back();
+  streams.push_back(streamrt::Stream::default_stream());
+  std::vector<std::atomic<int>> done(streams.size());
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    streams[i].launch([&] { release.wait(); });
+    for (int k = 0; k < 5; ++k) streams[i].launch([&done, i] { done[i].fetch_add(1); });
+  }
+  std::atomic<bool> synced{false};
+  std::thread host([&] {
+    streamrt::synchronize();
+    synced = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  // Nothing can have finished: the work is held by the gate (a correct runtime never fails this).
+  EXPECT_FALSE(synced.load()) << "streamrt::synchronize() returned while work was blocked";
+  release.open();
+  host.join();
+  for (std::size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(done[i].load(), 5) << "stream " << i;
+  for (auto& s : streams) EXPECT_TRUE(s.query());
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, SynchronizeScope, ::testing::Values(1, 2, 4, 8));
+
+// ---- 6. Event versions --------------------------------------------------------------------------
+
+class EventVersions : public WorkersTest {};
+
+TEST_P(EventVersions, RecordCapturesTheCurrentEndOnly) {
+  streamrt::Stream s;
+  Gate g1;
+  Gate g2;
+  s.launch([&] { g1.wait(); });
+  streamrt::Event e = s.record_event();
+  s.launch([&] { g2.wait(); });
+  EXPECT_FALSE(e.query());
+  EXPECT_FALSE(e.completed());
+  EXPECT_FALSE(e.wait_for(1ms));
+  g1.open();
+  EXPECT_TRUE(e.wait_for(kTimeout));  // does not need the later, still blocked item
+  EXPECT_TRUE(e.query());
+  EXPECT_EQ(e.state(), streamrt::EventState::Complete);
+  EXPECT_FALSE(s.query());
+  e.synchronize();
+  g2.open();
+  s.synchronize();
+}
+
+TEST_P(EventVersions, RecordOnAnIdleStreamIsCompleteAtOnce) {
+  streamrt::Stream s;
+  s.launch([] {});
+  s.synchronize();
+  streamrt::Event e = s.record_event();
+  EXPECT_TRUE(e.query());
+  e.synchronize();
+  EXPECT_EQ(e.device(), streamrt::Device{});
+}
+
+TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  streamrt::Stream c;
+  Gate ga;
+  std::atomic<bool> a_done{false};
+  a.launch([&] {
+    ga.wait();
+    a_done = true;
+  });
+  streamrt::Event e = a.record_event();
+  b.wait_event(e);
+  bool a_done_seen = false;
+  Gate b_done;
+  b.launch([&] {
+    a_done_seen = a_done.load();
+    b_done.open();
+  });
+  // The new version of `e` comes after b's item (c waits for it), so it cannot complete before
+  // b's item runs: if b waited for the new version, b and c would wait for each other for ever.
+  // (No worker is held by this, so it also holds with one worker.)
+  c.wait_event(b.record_event());
+  c.launch([] {});
+  e.record(c);
+  EXPECT_FALSE(e.query());
+  ga.open();
+  if (!b_done.wait()) fail_hard("b waited for the later version of the event");
+  EXPECT_TRUE(a_done_seen);
+  e.synchronize();
+  b.synchronize();
+  c.synchronize();
+}
+
+TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordComplete) {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  streamrt::Stream idle;
+  Gate ga;
+  std::atomic<bool> a_done{false};
+  a.launch([&] {
+    ga.wait();
+    a_done = true;
+  });
+  streamrt::Event e = a.record_event();
+  b.wait_event(e);
+  std::atomic<bool> b_ran{false};
+  bool a_done_seen = false;
+  b.launch([&] {
+    a_done_seen = a_done.load();
+    b_ran = true;
+  });
+  e.record(idle);  // complete at once; b must still wait for a
+  EXPECT_TRUE(e.query());
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(b_ran.load()) << "b ran before the version it waits on completed";
+  ga.open();
+  b.synchronize();
+  EXPECT_TRUE(b_ran.load());
+  EXPECT_TRUE(a_done_seen);
+}
+
+TEST_P(EventVersions, HostWaitStartedBeforeAReRecordTracksItsVersion) {
+  streamrt::Stream a;
+  streamrt::Stream c;
+  Gate ga;
+  Gate gc;
+  a.launch([&] { ga.wait(); });
+  streamrt::Event e = a.record_event();
+  std::atomic<pid_t> tid{0};
+  std::atomic<bool> returned{false};
+  std::thread host([&] {
+    tid = gettid();
+    e.synchronize();
+    returned = true;
+  });
+  ASSERT_TRUE(eventually([&] { return tid.load() != 0; }));
+  ASSERT_TRUE(settled_asleep(tid.load()));  // the host is waiting on the first version
+  c.launch([&] { gc.wait(); });
+  e.record(c);  // the new version stays pending until the end of the test
+  ga.open();
+  const bool ok = eventually([&] { return returned.load(); });
+  gc.open();
+  host.join();
+  EXPECT_TRUE(ok) << "a host wait switched to a later record of the event";
+  a.synchronize();
+  c.synchronize();
+}
+
+TEST_P(EventVersions, QueryAndSynchronizeFollowTheLatestRecord) {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  Gate gb;
+  streamrt::Event e = a.record_event();
+  EXPECT_TRUE(e.query());
+  b.launch([&] { gb.wait(); });
+  e.record(b);
+  EXPECT_FALSE(e.query());
+  EXPECT_EQ(e.state(), streamrt::EventState::Pending);
+  EXPECT_FALSE(e.wait_for(1ms));
+  gb.open();
+  e.synchronize();
+  EXPECT_TRUE(e.query());
+}
+
+TEST_P(EventVersions, WaitStreamWaitsForWorkSubmittedSoFar) {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  Gate ga;
+  std::atomic<int> a_count{0};
+  a.launch([&] { ga.wait(); });
+  for (int i = 0; i < 5; ++i) a.launch([&] { a_count.fetch_add(1); });
+  b.wait_stream(a);
+  int seen = -1;
+  b.launch([&] { seen = a_count.load(); });
+  ga.open();
+  b.synchronize();
+  EXPECT_EQ(seen, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, EventVersions, ::testing::Values(1, 2, 4, 8));
+
+// ---- 7. Never-recorded and reset events -------------------------------------------------------
+
+void expect_error_naming_record(const std::function<void()>& call, const char* what) {
+  try {
+    call();
+    ADD_FAILURE() << what << " did not throw";
+  } catch (const streamrt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("record"), std::string::npos) << what << ": " << e.what();
+  } catch (...) {
+    ADD_FAILURE() << what << " threw something other than streamrt::Error";
+  }
+}
+
+void expect_unrecorded_behaviour(streamrt::Event& e) {
+  EXPECT_FALSE(e.query());
+  EXPECT_FALSE(e.completed());
+  EXPECT_EQ(e.state(), streamrt::EventState::NotRecorded);
+  EXPECT_EQ(e.device(), std::nullopt);
+  streamrt::Stream s;
+  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  timed.record(s);
+  timed.synchronize();
+  expect_error_naming_record([&] { e.synchronize(); }, "synchronize()");
+  expect_error_naming_record([&] { e.wait_for(1ms); }, "wait_for()");
+  expect_error_naming_record([&] { e.wait(); }, "wait()");
+  expect_error_naming_record([&] { e.wait(s); }, "wait(stream)");
+  expect_error_naming_record([&] { s.wait_event(e); }, "Stream::wait_event()");
+  expect_error_naming_record([&] { e.on_complete([](std::exception_ptr) {}); }, "on_complete()");
+  expect_error_naming_record([&] { streamrt::wait_all(std::vector<streamrt::Event>{e}); },
+                             "wait_all()");
+  if (e.options().enable_timing) {
+    expect_error_naming_record([&] { e.elapsed_time(timed); }, "elapsed_time(start)");
+    expect_error_naming_record([&] { timed.elapsed_time(e); }, "elapsed_time(end)");
+  }
+  // The stream is unharmed by the refused calls.
+  std::atomic<bool> ran{false};
+  s.launch([&] { ran = true; });
+  s.synchronize();
+  EXPECT_TRUE(ran.load());
+}
+
+TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {
+  streamrt::Event plain;
+  expect_unrecorded_behaviour(plain);
+  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  expect_unrecorded_behaviour(timed);
+  streamrt::Event blocking(streamrt::EventOptions{.blocking = true});
+  expect_unrecorded_behaviour(blocking);
+}
+
+TEST(UnrecordedEvent, ResetEventBehavesAsNeverRecorded) {
+  streamrt::Stream s;
+  streamrt::Event e(streamrt::EventOptions{.enable_timing = true});
+  e.record(s);
+  e.synchronize();
+  EXPECT_TRUE(e.query());
+  EXPECT_EQ(e.device(), streamrt::Device{});
+  e.reset();
+  expect_unrecorded_behaviour(e);
+  e.record(s);  // usable again
+  e.synchronize();
+  EXPECT_TRUE(e.query());
+}
+
+TEST(UnrecordedEvent, ResetDoesNotAffectPendingWork) {
+  streamrt::Stream s;
+  Gate g;
+  std::atomic<bool> ran{false};
+  s.launch([&] {
+    g.wait();
+    ran = true;
+  });
+  streamrt::Event e = s.record_event();
+  e.reset();
+  g.open();
+  s.synchronize();
+  EXPECT_TRUE(ran.load());
+}
+
+// ---- 8. elapsed_time --------------------------------------------------------------------------
+
+std::string elapsed_error(const streamrt::Event& a, const streamrt::Event& b) {
+  try {
+    (void)a.elapsed_time(b);
+  } catch (const streamrt::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(ElapsedTime, RequiresTimingOnBothEvents) {
+  streamrt::Stream s;
+  streamrt::Event plain;
+  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed2(streamrt::EventOptions{.enable_timing = true});
+  plain.record(s);
+  timed.record(s);
+  timed2.record(s);
+  s.synchronize();
+  for (const auto& msg : {elapsed_error(plain, timed), elapsed_error(timed, plain),
+                          elapsed_error(plain, plain)}) {
+    EXPECT_NE(msg.find("Both events must be created with enable_timing"), std::string::npos)
+        << msg;
+  }
+  EXPECT_GE(timed.elapsed_time(timed2), 0.0);
+}
+
+TEST(ElapsedTime, RequiresBothRecorded) {
+  streamrt::Stream s;
+  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  a.record(s);
+  s.synchronize();
+  for (const auto& msg : {elapsed_error(a, b), elapsed_error(b, a)}) {
+    EXPECT_NE(msg.find("Both events must be recorded"), std::string::npos) << msg;
+  }
+}
+
+TEST(ElapsedTime, RequiresBothCompleted) {
+  streamrt::Stream s;
+  Gate g;
+  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  a.record(s);
+  s.launch([&] { g.wait(); });
+  b.record(s);
+  const std::string msg = elapsed_error(a, b);
+  EXPECT_NE(msg.find("Both events must be completed"), std::string::npos) << msg;
+  g.open();
+  b.synchronize();
+  EXPECT_GE(a.elapsed_time(b), 0.0);
+}
+
+TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
+  // Both records are made back to back on the host, before the 50 ms item has even started (the
+  // stream is held by a gate). Only stamps taken when the stream gets there are 50 ms apart.
+  streamrt::Stream s;
+  Gate g;
+  s.launch([&] { g.wait(); });
+  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  start.record(s);
+  s.launch([] { std::this_thread::sleep_for(50ms); });
+  end.record(s);
+  g.open();
+  end.synchronize();
+  const double ms = start.elapsed_time(end);
+  EXPECT_GE(ms, 49.9);  // a lower bound only: the machine may be slow, never faster
+  EXPECT_LE(end.elapsed_time(start), -49.9);
+}
+
+TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
+  streamrt::Stream s;
+  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  start.record(s);
+  s.launch([] { std::this_thread::sleep_for(50ms); });
+  end.record(s);
+  end.synchronize();
+  EXPECT_GE(start.elapsed_time(end), 49.9);
+}
+
+TEST(ElapsedTime, WorksAcrossStreamsOfOneDevice) {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  start.record(a);
+  b.wait_event(start);
+  b.launch([] { std::this_thread::sleep_for(20ms); });
+  end.record(b);
+  end.synchronize();
+  EXPECT_GE(start.elapsed_time(end), 19.9);
+}
+
+TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
+  // A millisecond clock would give whole numbers of milliseconds every time.
+  streamrt::Stream s;
+  bool fractional = false;
+  for (int i = 0; i < 5 && !fractional; ++i) {
+    streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
+    streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+    a.record(s);
+    s.launch([] { std::this_thread::sleep_for(1500us); });
+    b.record(s);
+    b.synchronize();
+    const double ms = a.elapsed_time(b);
+    EXPECT_GE(ms, 1.4999);
+    fractional = ms != std::floor(ms);
+  }
+  EXPECT_TRUE(fractional);
+}
+
+// ---- 15. synchronize from a stream's own work -------------------------------------------------
+
+class SelfSynchronize : public WorkersTest {};
+
+TEST_P(SelfSynchronize, StreamSynchronizeFromItsOwnWorkThrows) {
+  streamrt::Stream s;
+  std::string message;
+  bool threw = false;
+  s.launch([&] {
+    try {
+      s.synchronize();
+    } catch (const streamrt::Error& e) {
+      threw = true;
+      message = e.what();
+    }
+  });
+  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
+  EXPECT_TRUE(threw);
+  EXPECT_NE(message.find("deadlock"), std::string::npos) << message;
+}
+
+TEST_P(SelfSynchronize, CurrentStreamSynchronizeFromWorkThrows) {
+  streamrt::Stream s;
+  bool threw = false;
+  s.launch([&] {
+    try {
+      streamrt::current_stream().synchronize();
+    } catch (const streamrt::Error&) {
+      threw = true;
+    }
+  });
+  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
+  EXPECT_TRUE(threw);
+}
+
+TEST_P(SelfSynchronize, DeviceSynchronizeFromWorkThrows) {
+  streamrt::Stream s;
+  bool threw = false;
+  s.launch([&] {
+    try {
+      streamrt::synchronize();
+    } catch (const streamrt::Error&) {
+      threw = true;
+    }
+  });
+  if (!s.synchronize_for(kTimeout)) fail_hard("streamrt::synchronize() from work deadlocked");
+  EXPECT_TRUE(threw);
+}
+
+TEST_P(SelfSynchronize, WaitingFromWorkOnALaterEventOfTheSameStreamThrows) {
+  streamrt::Stream s;
+  Gate g;
+  s.launch([&] { g.wait(); });
+  streamrt::Event later;
+  bool threw = false;
+  s.launch([&] {
+    try {
+      later.synchronize();  // recorded after this item: can only complete after it returns
+    } catch (const streamrt::Error&) {
+      threw = true;
+    }
+  });
+  later.record(s);
+  g.open();
+  if (!s.synchronize_for(kTimeout)) fail_hard("waiting on a later event of the same stream hung");
+  EXPECT_TRUE(threw);
+}
+
+TEST_P(SelfSynchronize, SynchronizingAnotherStreamFromWorkIsAllowed) {
+  // Even with one worker: the waiting worker must not be the only way the other stream can run.
+  streamrt::Stream a;
+  streamrt::Stream b;
+  std::atomic<int> b_count{0};
+  Gate hold;
+  a.launch([&] { hold.wait(); });  // b's work is queued before a's item can look at it
+  bool ok = false;
+  a.launch([&] {
+    try {
+      b.synchronize();
+      ok = b_count.load() == 10;
+    } catch (...) {
+    }
+  });
+  for (int i = 0; i < 10; ++i) b.launch([&] { b_count.fetch_add(1); });
+  hold.open();
+  if (!a.synchronize_for(kTimeout)) fail_hard("work synchronizing another stream deadlocked");
+  EXPECT_TRUE(ok);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, SelfSynchronize, ::testing::Values(1, 2, 4, 8));
+
+}  // namespace

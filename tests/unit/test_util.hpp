@@ -1,0 +1,182 @@
+#pragma once
+// Helpers shared by the conformance tests: gates and rendezvous with generous time-outs (a test
+// that would hang if the runtime were wrong fails instead), a worker-count fixture, stderr capture
+// that can be polled, and a child-process runner.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "streamrt/streamrt.hpp"
+
+namespace streamrt_test {
+
+using namespace std::chrono_literals;
+
+// Long enough that only a broken runtime (serial or deadlocked) ever reaches it, even under TSan on
+// a loaded 2-core machine.
+inline constexpr auto kTimeout = std::chrono::seconds(30);
+
+// A one-shot gate: work blocks on it until the test opens it. Waits time out instead of hanging.
+class Gate {
+ public:
+  // Notifies under the lock: a waiter may destroy the gate as soon as it returns.
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  // True when opened within `timeout`.
+  bool wait(std::chrono::nanoseconds timeout = kTimeout) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return open_; });
+  }
+  bool is_open() {
+    std::lock_guard lock(mutex_);
+    return open_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// `count` parties must all arrive; each returns true when all arrived within the time-out. A
+// serial runtime, running the parties one after another, makes the first one time out.
+class Rendezvous {
+ public:
+  explicit Rendezvous(int count) : left_(count) {}
+  bool arrive_and_wait(std::chrono::nanoseconds timeout = kTimeout) {
+    std::unique_lock lock(mutex_);
+    if (--left_ <= 0) {
+      cv_.notify_all();
+      return true;
+    }
+    return cv_.wait_for(lock, timeout, [&] { return left_ <= 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int left_;
+};
+
+// Called when the runtime is stuck in a way the test cannot undo (a worker blocked for ever):
+// report and leave at once, since exit handlers would wait for the stuck work.
+[[noreturn]] inline void fail_hard(const std::string& why) {
+  std::fprintf(stderr, "FATAL (runtime stuck): %s\n", why.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+// Sets the worker count for one test and restores the previous count afterwards.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(streamrt::num_threads()) { streamrt::set_num_threads(n); }
+  ~ThreadCount() { streamrt::set_num_threads(saved_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Value-parameterized by the worker count (1, 2, 4, 8).
+class WorkersTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { threads_.emplace(GetParam()); }
+  void TearDown() override { threads_.reset(); }
+  int workers() const { return GetParam(); }
+
+ private:
+  std::optional<ThreadCount> threads_;
+};
+
+// Redirects fd 2 to a file for the life of the object; text() may be called while it runs, so a
+// test can wait until a report written by a runtime thread has appeared.
+class StderrCapture {
+ public:
+  StderrCapture() {
+    char path[] = "/tmp/streamrt_stderr_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    path_ = path;
+    std::fflush(stderr);
+    saved_ = dup(2);
+    dup2(fd, 2);
+    close(fd);
+  }
+  ~StderrCapture() {
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    std::remove(path_.c_str());
+  }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+
+  std::string text() const {
+    std::fflush(stderr);
+    std::ifstream in(path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // True when `needle` appears within `timeout`.
+  bool wait_for_text(const std::string& needle, std::chrono::nanoseconds timeout = kTimeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (text().find(needle) != std::string::npos) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+// Polls `pred` until true or time-out.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::nanoseconds timeout = kTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// Output (stdout and stderr) and exit status of a child process.
+struct ChildResult {
+  int status = -1;  // exit code, or -1 when it did not exit normally
+  std::string output;
+};
+
+// Runs `command` through /bin/sh, capturing stdout and stderr together.
+inline ChildResult run_child(const std::string& command) {
+  ChildResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = pclose(p);
+  if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
+  return r;
+}
+
+}  // namespace streamrt_test
