@@ -107,7 +107,9 @@ class CpuStream final : public impl::StreamImpl,
 
   // Task: drains the queue on a worker.
   void run() noexcept override;
-  int level() const noexcept override { return -priority(); }
+  // Priorities run from 0 (least urgent) down to -(kNumLevels - 1) (most urgent); pool level 0 is
+  // the most urgent, so priority p maps to level p + kNumLevels - 1.
+  int level() const noexcept override { return priority() + (kNumLevels - 1); }
 
  private:
   enum class Sched { kIdle, kScheduled, kBlocked };

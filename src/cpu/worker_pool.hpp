@@ -17,8 +17,8 @@
 
 namespace streamrt::cpu {
 
-// Number of priority levels; level 0 is the most urgent (priority 0 = level 0 would be the least
-// urgent, so levels are -priority: see CpuStream::level()).
+// Number of priority levels; level 0 is the most urgent. Stream priorities (0 = least urgent,
+// lower = more urgent) map to levels in CpuStream::level().
 inline constexpr int kNumLevels = 4;
 
 // Something a worker runs: a stream drain or a one-off callback.
