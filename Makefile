@@ -13,7 +13,7 @@ APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-de
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev
 
 .PHONY: help deps configure build demo test test-cpp test-tsan test-asan test-consumer test-python \
-  bench format clean
+  test-bench bench format clean
 
 help:
 	@echo "make demo   - install what is missing, build, run the streamrt demo"
@@ -41,7 +41,7 @@ demo: build
 	cd $(BUILD) && ./tools/streamrt/streamrt demo
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python test-tsan test-asan
+	$(MAKE) --no-print-directory test-cpp test-python test-bench test-tsan test-asan
 	@echo "== all test stages passed"
 
 test-cpp:
@@ -72,7 +72,19 @@ test-asan: deps
 	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
+# `streamrt bench --quick` once, as a smoke test: it must finish and write valid JSON. Its numbers
+# are never checked (shared, noisy machines); the table goes to bench-smoke/table.txt.
+test-bench:
+	rm -rf $(BUILD)/bench-smoke && mkdir -p $(BUILD)/bench-smoke
+	cd $(BUILD) && timeout 600 ./tools/streamrt/streamrt bench --quick --out bench-smoke \
+	  > bench-smoke/table.txt
+	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
+	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON)"
+
+# The full comparison (table, bench.json, plots in $(BUILD)/bench-out), then the Google Benchmark
+# suite of the issue-2 cases.
 bench: build
+	cd $(BUILD) && ./tools/streamrt/streamrt bench --out bench-out
 	cd $(BUILD) && ./bench/streamrt_bench
 
 format:
