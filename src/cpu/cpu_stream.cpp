@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cpu_backend.hpp"
+#include "tracing.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/stream.hpp"
 
@@ -94,6 +95,7 @@ void CpuStream::enqueue(detail::Work work, const char* label) {
   Entry e;
   e.kind = Kind::kWork;
   e.label = label;
+  e.enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
   e.work = std::move(work);
   std::unique_lock lock(mutex_);
   push_locked(std::move(e), lock);
@@ -257,10 +259,15 @@ void CpuStream::run() noexcept {
         }
         lock.unlock();
         std::exception_ptr error;
+        const std::int64_t start_ns = e.enqueue_ns != 0 ? now_ns() : 0;
         try {
           e.work();
         } catch (...) {
           error = std::current_exception();
+        }
+        if (e.enqueue_ns != 0) {
+          trace_item(RawTrace{device(), id(), priority(), e.label != nullptr ? e.label : "launch",
+                              e.enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
         }
         e.work.reset();
         lock.lock();

@@ -118,6 +118,7 @@ class CpuStream final : public impl::StreamImpl,
     std::uint64_t seq = 0;
     Kind kind = Kind::kWork;
     const char* label = nullptr;
+    std::int64_t enqueue_ns = 0;  // kWork: non-zero when traced (enqueued while tracing was on)
     detail::Work work;
     std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
     std::shared_ptr<SyncPoint> sync;  // kSync

@@ -1,0 +1,134 @@
+// parallel_for on the WorkerPool. See parallel.hpp for the contract.
+#include "parallel.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+
+#include "clock.hpp"
+#include "cpu_backend.hpp"
+#include "parker.hpp"
+#include "streamrt/impl/backend.hpp"
+#include "worker_pool.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+thread_local int tls_parallel_depth = 0;
+
+// How long the caller polls for the last chunks (run by other workers) before it parks. Chunks
+// are sized to take much longer than a wake-up (8-12 us), so this covers the tail imbalance only.
+constexpr auto kJoinSpin = std::chrono::microseconds(50);
+
+WorkerPool& pool() {
+  return static_cast<CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
+}
+
+struct ForState {
+  std::int64_t n = 0;
+  std::int64_t chunk = 0;
+  std::int64_t num_chunks = 0;
+  // Only dereferenced by a thread that claimed a chunk; the caller waits for every claimed chunk
+  // before it returns, so the function outlives all its uses.
+  const std::function<void(std::int64_t, std::int64_t)>* fn = nullptr;
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;  // guarded by error_mutex
+  std::shared_ptr<Parker> caller;
+
+  // Claims and runs chunks until none is left.
+  void work() noexcept {
+    ++tls_parallel_depth;
+    for (;;) {
+      // Relaxed: the claim only needs atomicity; the chunk's inputs were published to this
+      // thread by the pool's queue mutex (helpers) or are the caller's own.
+      const std::int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= num_chunks) break;
+      if (!failed.load(std::memory_order_relaxed)) {
+        const std::int64_t begin = i * chunk;
+        const std::int64_t end = std::min(n, begin + chunk);
+        try {
+          (*fn)(begin, end);
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          failed.store(true, std::memory_order_relaxed);
+        }
+      }
+      // Release: the caller's acquire load of `done` sees this chunk's writes.
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == num_chunks) caller->unpark();
+    }
+    --tls_parallel_depth;
+  }
+};
+
+class ChunkTask final : public Task {
+ public:
+  explicit ChunkTask(std::shared_ptr<ForState> s) : state_(std::move(s)) {}
+  void run() noexcept override {
+    state_->work();
+    state_.reset();
+  }
+  // Most urgent: a helper finishes an op that is already running, so it goes before new items.
+  int level() const noexcept override { return 0; }
+
+ private:
+  std::shared_ptr<ForState> state_;
+};
+
+}  // namespace
+
+int parallel_workers() {
+  return pool().size();
+}
+
+bool in_parallel_region() noexcept {
+  return tls_parallel_depth > 0;
+}
+
+void parallel_for(std::int64_t n, std::int64_t grain,
+                  const std::function<void(std::int64_t, std::int64_t)>& fn,
+                  std::int64_t max_chunks) {
+  if (n <= 0) return;
+  grain = std::max<std::int64_t>(grain, 1);
+  WorkerPool& p = pool();
+  const int workers = p.size();
+  if (max_chunks <= 0) max_chunks = 4 * static_cast<std::int64_t>(workers);
+  std::int64_t num_chunks = std::min(max_chunks, (n + grain - 1) / grain);
+  if (num_chunks <= 1 || workers <= 1 || tls_parallel_depth > 0) {
+    ++tls_parallel_depth;
+    struct Leave {
+      ~Leave() { --tls_parallel_depth; }
+    } leave;
+    fn(0, n);
+    return;
+  }
+  auto state = std::make_shared<ForState>();
+  state->n = n;
+  state->chunk = (n + num_chunks - 1) / num_chunks;
+  state->num_chunks = (n + state->chunk - 1) / state->chunk;
+  state->fn = &fn;
+  state->caller = this_thread_parker();
+  const std::int64_t helpers = std::min<std::int64_t>(state->num_chunks, workers) - 1;
+  for (std::int64_t i = 0; i < helpers; ++i) p.push(std::make_shared<ChunkTask>(state));
+  state->work();
+  // Join: every chunk is claimed now; wait for those running on other threads.
+  const auto spin_until = Clock::now() + kJoinSpin;
+  for (unsigned i = 1; state->done.load(std::memory_order_acquire) < state->num_chunks; ++i) {
+    if (i % 64 == 0 && Clock::now() >= spin_until) {
+      state->caller->park();  // woken by the last chunk (or spuriously: re-checked)
+    } else {
+      cpu_relax();
+    }
+  }
+  if (state->failed.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(state->error_mutex);
+    std::rethrow_exception(state->error);
+  }
+}
+
+}  // namespace streamrt::cpu

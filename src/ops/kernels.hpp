@@ -1,0 +1,60 @@
+#pragma once
+// Kernel helpers shared by the op files: dtype dispatch and the parallel element loop.
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "../cpu/parallel.hpp"
+#include "streamrt/tensor.hpp"
+
+namespace streamrt::ops {
+
+// Elements per chunk of element-wise loops: big enough that a chunk takes far longer (~10 us and
+// more) than handing it to another worker.
+inline constexpr std::int64_t kElementGrain = std::int64_t{1} << 15;
+
+// Calls f(T{}) with T the C++ type of `dtype`.
+template <class F>
+decltype(auto) dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int32:
+      return f(std::int32_t{});
+    case DType::Int64:
+      break;
+  }
+  return f(std::int64_t{});
+}
+
+// for i in [0, n): body(i), split across the pool when n is large.
+template <class Body>
+void parallel_elements(std::int64_t n, Body&& body) {
+  if (n <= kElementGrain) {
+    for (std::int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  cpu::parallel_for(n, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) body(i);
+  });
+}
+
+// Converts a double to T: plain conversion for floats; for integers, truncation toward zero with
+// out-of-range values saturated (a bare cast would be undefined behaviour).
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (v != v) return 0;
+    constexpr double kLo = static_cast<double>(std::numeric_limits<T>::min());
+    constexpr double kHi = static_cast<double>(std::numeric_limits<T>::max());
+    if (v <= kLo) return std::numeric_limits<T>::min();
+    if (v >= kHi) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
+}  // namespace streamrt::ops

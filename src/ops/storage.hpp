@@ -1,0 +1,94 @@
+#pragma once
+// Tensor storage and the op submission path with automatic dependency tracking.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "streamrt/impl/backend.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/tensor.hpp"
+
+namespace streamrt::detail {
+
+// A queued access to a storage: the stream (by id: ids are never reused on a device, so a dead
+// stream cannot be confused with a new one) and the position right after the accessing op.
+struct Access {
+  std::uint64_t stream_id = 0;
+  std::shared_ptr<impl::EventImpl> position;
+};
+
+// Memory of one or more tensors, plus what the tracker knows about queued accesses to it.
+class Storage {
+ public:
+  // Owns `data` (freed with std::free) unless `deleter` is given; then calls deleter(data).
+  Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter,
+          bool owned) noexcept;
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  // A new 64-byte aligned allocation of `nbytes`. Throws Error when memory runs out.
+  static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device);
+
+  void* data() const noexcept { return data_; }
+  std::size_t nbytes() const noexcept { return nbytes_; }
+  Device device() const noexcept { return device_; }
+
+  std::mutex mutex;
+  Access last_write;          // guarded by mutex; position null = no tracked write pending
+  std::vector<Access> reads;  // guarded by mutex; one entry per stream, since last_write
+
+ private:
+  void* data_;
+  std::size_t nbytes_;
+  Device device_;
+  std::function<void(void*)> deleter_;
+  bool owned_;
+};
+
+// The library's access to Tensor internals.
+struct TensorAccess {
+  static Tensor make(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+    Tensor t;
+    t.numel_ = shape_numel(shape);
+    t.storage_ = std::move(storage);
+    t.shape_ = std::move(shape);
+    t.dtype_ = dtype;
+    return t;
+  }
+  static const std::shared_ptr<Storage>& storage(const Tensor& t) noexcept { return t.storage_; }
+};
+
+}  // namespace streamrt::detail
+
+namespace streamrt::ops {
+
+using detail::Storage;
+
+// Throws Error naming the op when `t` is undefined.
+void check_defined(const Tensor& t, const char* op);
+// Throws Error for devices without tensor support (CPU only here) or a bad index.
+void check_device(const Device& device);
+// A new tensor with fresh storage (no work queued). Validates shape and device.
+Tensor new_tensor(Shape shape, DType dtype, Device device);
+
+// Enqueues `kernel` on the current stream of `device` under `label` (a literal), after making
+// that stream wait for the tracked writers of `reads` and the tracked writers and readers of
+// `writes` on other streams; then records the accesses. The kernel captures what it needs; the
+// storages of `reads` and `writes` are kept alive until it has run. Returns at once. Returns the
+// stream used.
+Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
+              std::initializer_list<const Tensor*> writes, detail::Work kernel);
+
+// Enqueues t.fill_(value) (tracked write).
+void enqueue_fill(Tensor& t, double value);
+// Enqueues dst <- src with dtype conversion (tracked); shapes already checked.
+void enqueue_copy(Tensor& dst, const Tensor& src, const char* label);
+
+// Positions a host reader (`for_write` false) or writer must wait for before touching `storage`.
+std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write);
+
+}  // namespace streamrt::ops

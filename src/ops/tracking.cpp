@@ -1,0 +1,148 @@
+// Automatic dependency tracking: the op submission path. See ops.hpp for the rules and
+// docs/design.md ("Tensors and dependency tracking") for why reads only wait for the last write.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <functional>
+#include <utility>
+
+#include "storage.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+
+namespace streamrt {
+namespace {
+
+// Relaxed: a plain on/off setting; ops issued after the call see it, and no other memory is
+// published through it.
+std::atomic<bool> g_tracking{true};
+// -1: follow g_tracking; 0/1: this thread's guard.
+thread_local signed char tls_tracking = -1;
+
+// Read entries kept per storage before complete ones are pruned.
+constexpr std::size_t kPruneReadsAt = 4;
+
+}  // namespace
+
+void set_dependency_tracking(bool on) noexcept {
+  g_tracking.store(on, std::memory_order_relaxed);
+}
+
+bool dependency_tracking() noexcept {
+  return tls_tracking >= 0 ? tls_tracking != 0 : g_tracking.load(std::memory_order_relaxed);
+}
+
+DependencyTrackingGuard::DependencyTrackingGuard(bool on) noexcept : previous_(tls_tracking) {
+  tls_tracking = on ? 1 : 0;
+}
+
+DependencyTrackingGuard::~DependencyTrackingGuard() {
+  tls_tracking = previous_;
+}
+
+namespace ops {
+
+Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
+              std::initializer_list<const Tensor*> writes, detail::Work kernel) {
+  Stream s = current_stream(device);
+  if (!dependency_tracking()) {
+    s.launch_work(std::move(kernel), label);
+    return s;
+  }
+  // The distinct storages involved; one both read and written counts as written.
+  constexpr std::size_t kMax = 8;
+  struct Use {
+    Storage* storage;
+    bool write;
+  };
+  std::array<Use, kMax> uses{};
+  std::size_t count = 0;
+  auto add = [&](const Tensor* t, bool write) {
+    Storage* st = detail::TensorAccess::storage(*t).get();
+    for (std::size_t i = 0; i < count; ++i) {
+      if (uses[i].storage == st) {
+        uses[i].write = uses[i].write || write;
+        return;
+      }
+    }
+    if (count == kMax) throw Error(std::string(label) + ": too many operands for the tracker");
+    uses[count++] = Use{st, write};
+  };
+  for (const Tensor* t : writes) add(t, true);
+  for (const Tensor* t : reads) add(t, false);
+  // A global order (by address) so that concurrent submissions never lock in opposite orders.
+  // Insertion sort: at most kMax entries (and std::sort on a partial std::array trips g++ 12's
+  // -Warray-bounds).
+  for (std::size_t i = 1; i < count; ++i) {
+    for (std::size_t j = i; j > 0 && std::less<>()(uses[j].storage, uses[j - 1].storage); --j) {
+      std::swap(uses[j], uses[j - 1]);
+    }
+  }
+  std::array<std::unique_lock<std::mutex>, kMax> locks;
+  for (std::size_t i = 0; i < count; ++i) locks[i] = std::unique_lock(uses[i].storage->mutex);
+
+  // The locks are held until the new accesses are recorded, so two threads submitting ops on the
+  // same storage see each other's accesses in the order the stream queues got them.
+  impl::StreamImpl& si = *s.impl();
+  impl::Backend& backend = si.backend();
+  const std::uint64_t sid = si.id();
+  std::array<const impl::EventImpl*, 2 * kMax> blocked{};
+  std::size_t num_blocked = 0;
+  auto wait_for = [&](const std::shared_ptr<impl::EventImpl>& pos) {
+    for (std::size_t i = 0; i < num_blocked; ++i) {
+      if (blocked[i] == pos.get()) return;
+    }
+    // A stream wait, not a host wait: block() returns at once (and adds nothing when the write
+    // has completed without failure).
+    backend.block(pos, si);
+    if (num_blocked < blocked.size()) blocked[num_blocked++] = pos.get();
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    Storage& st = *uses[i].storage;
+    // Read-after-write and write-after-write: wait for the last writer, inheriting its failure
+    // (nothing runs on the results of failed work).
+    if (st.last_write.position && st.last_write.stream_id != sid) wait_for(st.last_write.position);
+    if (uses[i].write) {
+      // Write-after-read: wait until other streams' readers are done. A finished reader is not
+      // waited for at all, so its stream's failure (not ours) is not inherited.
+      for (const auto& r : st.reads) {
+        if (r.stream_id != sid && !backend.query_event(*r.position)) wait_for(r.position);
+      }
+    }
+  }
+  backend.enqueue(si, std::move(kernel), label);
+  auto pos = backend.record(si, EventOptions{});
+  for (std::size_t i = 0; i < count; ++i) {
+    Storage& st = *uses[i].storage;
+    if (uses[i].write) {
+      st.last_write = detail::Access{sid, pos};
+      st.reads.clear();
+      continue;
+    }
+    auto it = std::find_if(st.reads.begin(), st.reads.end(),
+                           [&](const detail::Access& a) { return a.stream_id == sid; });
+    if (it != st.reads.end()) {
+      it->position = pos;
+    } else {
+      if (st.reads.size() >= kPruneReadsAt) {
+        std::erase_if(st.reads,
+                      [&](const detail::Access& a) { return backend.query_event(*a.position); });
+      }
+      st.reads.push_back(detail::Access{sid, pos});
+    }
+  }
+  return s;
+}
+
+std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write) {
+  std::vector<std::shared_ptr<impl::EventImpl>> out;
+  std::lock_guard lock(storage.mutex);
+  if (storage.last_write.position) out.push_back(storage.last_write.position);
+  if (for_write) {
+    for (const auto& r : storage.reads) out.push_back(r.position);
+  }
+  return out;
+}
+
+}  // namespace ops
+}  // namespace streamrt

@@ -1,0 +1,125 @@
+// Whitebox: intra-op parallel_for on the shared pool, and the Philox generator's known answers.
+// (Includes src/ headers: these are internals the public tests cannot reach.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "../../src/cpu/parallel.hpp"
+#include "../../src/ops/random.hpp"
+#include "ops_test_util.hpp"
+#include "streamrt/streamrt.hpp"
+
+namespace streamrt {
+namespace {
+
+class ParallelFor : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { set_num_threads(GetParam()); }
+  test::ThreadCountGuard guard_;
+  std::thread::id main_thread_ = std::this_thread::get_id();
+};
+
+TEST_P(ParallelFor, CoversEveryIndexExactlyOnce) {
+  for (std::int64_t n : {0, 1, 2, 7, 1000, 100003}) {
+    for (std::int64_t grain : {1, 3, 64, 4096}) {
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      cpu::parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+        ASSERT_LT(b, e);
+        for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+      });
+      for (std::int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1) << "n=" << n << " grain=" << grain;
+      }
+    }
+  }
+}
+
+TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
+  std::atomic<int> ran{0};
+  EXPECT_THROW(cpu::parallel_for(
+                   1000, 1,
+                   [&](std::int64_t b, std::int64_t) {
+                     ran.fetch_add(1);
+                     if (b == 0) throw Error("chunk 0 failed");
+                   },
+                   1000),
+               Error);
+  EXPECT_LT(ran.load(), 1000);  // chunk 0 runs first on the caller: the rest are skipped
+}
+
+TEST_P(ParallelFor, NestedCallsRunInline) {
+  std::atomic<std::int64_t> total{0};
+  cpu::parallel_for(8, 1, [&](std::int64_t b, std::int64_t e) {
+    EXPECT_TRUE(cpu::in_parallel_region());
+    for (std::int64_t i = b; i < e; ++i) {
+      cpu::parallel_for(100, 1, [&](std::int64_t b2, std::int64_t e2) { total += e2 - b2; });
+    }
+  });
+  EXPECT_EQ(total.load(), 800);
+  EXPECT_FALSE(cpu::in_parallel_region());
+}
+
+class ParallelForMulti : public ParallelFor {};
+
+// Chunks really run on several threads at once: two chunks must meet each other.
+TEST_P(ParallelForMulti, ChunksRunConcurrentlyOnTheSamePool) {
+  for (int round = 0; round < 20; ++round) {
+    test::Rendezvous meet(2);
+    std::atomic<int> met{0};
+    std::atomic<bool> on_worker{false};
+    cpu::parallel_for(
+        2, 1,
+        [&](std::int64_t, std::int64_t) {
+          if (meet.arrive()) met.fetch_add(1);
+          if (std::this_thread::get_id() != main_thread_) on_worker.store(true);
+        },
+        2);
+    ASSERT_EQ(met.load(), 2) << "the two chunks did not run at the same time";
+    EXPECT_TRUE(on_worker.load());
+  }
+}
+
+// A big op inside stream work while every other worker is held by another stream: the caller
+// does all the chunks itself (no wait for helpers that cannot run, no deadlock).
+TEST_P(ParallelForMulti, CompletesWhenEveryOtherWorkerIsBusy) {
+  std::vector<std::unique_ptr<test::Gate>> gates;
+  std::vector<Stream> holders;
+  for (int i = 0; i < GetParam() - 1; ++i) {
+    gates.push_back(std::make_unique<test::Gate>());
+    holders.emplace_back();
+    gates.back()->hold(holders.back());
+  }
+  Stream s;
+  StreamContext ctx(s);
+  Tensor x = ones({1 << 21}, DType::Float64);
+  Tensor total = sum(x * 2.0);  // split into many chunks
+  EXPECT_EQ(total.item<double>(), 2.0 * (1 << 21));
+  for (auto& g : gates) {
+    g->open();
+    EXPECT_FALSE(g->timed_out());
+  }
+  synchronize();
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, ParallelFor, ::testing::ValuesIn(test::kWorkerCounts),
+                         [](const auto& info) { return std::to_string(info.param) + "workers"; });
+INSTANTIATE_TEST_SUITE_P(Workers, ParallelForMulti,
+                         ::testing::ValuesIn(test::kParallelWorkerCounts),
+                         [](const auto& info) { return std::to_string(info.param) + "workers"; });
+
+// Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors).
+TEST(Philox, KnownAnswers) {
+  using A4 = std::array<std::uint32_t, 4>;
+  using A2 = std::array<std::uint32_t, 2>;
+  EXPECT_EQ(ops::philox4x32_10(A4{0, 0, 0, 0}, A2{0, 0}),
+            (A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
+  EXPECT_EQ(ops::philox4x32_10(A4{~0u, ~0u, ~0u, ~0u}, A2{~0u, ~0u}),
+            (A4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
+  EXPECT_EQ(ops::philox4x32_10(A4{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+                               A2{0xa4093822, 0x299f31d0}),
+            (A4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+}
+
+}  // namespace
+}  // namespace streamrt

@@ -1,0 +1,134 @@
+#pragma once
+// Helpers for the tensor/ops tests: gates that hold a stream, rendezvous that prove overlap, and
+// float64 reference loops.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "streamrt/streamrt.hpp"
+
+namespace streamrt::test {
+
+// Generous: a rendezvous or gate that takes this long means the work did not run concurrently.
+inline constexpr auto kMeetTimeout = std::chrono::seconds(60);
+
+// A closed gate that stream work can wait at. Opens on open(), when the Gate is destroyed (so
+// an early test failure never leaves a stream stuck), or by itself after kMeetTimeout (then
+// timed_out() is true and the test fails instead of hanging).
+class Gate {
+ public:
+  Gate() = default;
+  ~Gate() {
+    open();
+    if (timed_out())
+      ADD_FAILURE() << "work waited at a gate for " << kMeetTimeout.count()
+                    << " s: something that should have run meanwhile did not";
+  }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  void open() { state_->open(); }
+  void wait() { state_->wait(); }
+  bool timed_out() const {
+    std::lock_guard lock(state_->mutex);
+    return state_->timed_out;
+  }
+  // Enqueues a wait at this gate on `s` (holds the stream, and one worker, until open()).
+  void hold(Stream s) {
+    s.launch("gate", [state = state_] { state->wait(); });
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool is_open = false;
+    bool timed_out = false;
+    void open() {
+      std::lock_guard lock(mutex);
+      is_open = true;
+      cv.notify_all();
+    }
+    void wait() {
+      std::unique_lock lock(mutex);
+      if (!cv.wait_for(lock, kMeetTimeout, [&] { return is_open; })) {
+        timed_out = true;
+        is_open = true;
+      }
+    }
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
+// `parties` threads must all arrive; arrive() returns false if the others did not come within
+// kMeetTimeout (i.e. the work ran one after another instead of at the same time).
+class Rendezvous {
+ public:
+  explicit Rendezvous(int parties) : parties_(parties) {}
+  bool arrive() {
+    std::unique_lock lock(mutex_);
+    if (++arrived_ >= parties_) {
+      cv_.notify_all();
+      return true;
+    }
+    return cv_.wait_for(lock, kMeetTimeout, [&] { return arrived_ >= parties_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int parties_;
+  int arrived_ = 0;
+};
+
+// Restores the worker count after a test that changes it.
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard() : saved_(num_threads()) {}
+  ~ThreadCountGuard() { set_num_threads(saved_); }
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Worker counts concurrency tests run at.
+inline const std::vector<int> kWorkerCounts = {1, 2, 4, 8};
+inline const std::vector<int> kParallelWorkerCounts = {2, 4, 8};
+
+// Copies a tensor's elements to doubles (waits for its writers).
+inline std::vector<double> to_vector(const Tensor& t) {
+  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  switch (t.dtype()) {
+    case DType::Float32: {
+      const float* p = t.data<float>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+      break;
+    }
+    case DType::Float64: {
+      const double* p = t.data<double>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+      break;
+    }
+    case DType::Int32: {
+      const std::int32_t* p = t.data<std::int32_t>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
+      break;
+    }
+    case DType::Int64: {
+      const std::int64_t* p = t.data<std::int64_t>();
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace streamrt::test
