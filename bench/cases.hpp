@@ -213,12 +213,14 @@ double run_items(P& p, std::vector<typename P::Stream>& streams, int items, std:
 }
 
 //! Efficiency of running `items` items of `item_us` each on `streams.size()` streams: the ideal
-//! time (total work / the cores that can help) over the measured time.
+//! time (total work / the cores that can help) over the measured time. In-order peers can use
+//! min(streams, cores) cores; unordered ones (task_group) all cores whatever the stream count.
 template <class P>
 double efficiency(P& p, std::vector<typename P::Stream>& streams, int items, double item_us,
                   const Calibration& cal) {
   const double measured = run_items(p, streams, items, cal.iters(item_us));
-  const int parallel = std::min<int>(static_cast<int>(streams.size()), hardware_threads());
+  const int usable = P::kInOrder ? static_cast<int>(streams.size()) : items;
+  const int parallel = std::min<int>(usable, hardware_threads());
   const double ideal = items * item_us * 1000.0 / parallel;
   return ideal / measured;
 }

@@ -84,6 +84,8 @@ struct CaseResult {
   std::vector<Result> results;
   // streamrt's result, or null when it did not run.
   const Result* streamrt() const;
+  // True when the case belongs to `group`.
+  bool group_is(const char* group) const { return spec.group == group; }
 };
 
 // Describes the machine and the libraries.

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -96,11 +98,13 @@ class Svg {
     o_ << "<circle cx=\"" << f1(x) << "\" cy=\"" << f1(y) << "\" r=\"" << r << "\" fill=\"" << fill
        << "\"><title>" << esc(title) << "</title></circle>\n";
   }
+  // Writes the file; throws std::runtime_error when it cannot. Returns true.
   bool save(const std::string& path) {
     std::ofstream f(path);
     f << o_.str() << "</svg>\n";
     f.close();
-    return static_cast<bool>(f);
+    if (!f) throw std::runtime_error("cannot write " + path);
+    return true;
   }
   int width() const { return w_; }
   int height() const { return h_; }
@@ -132,12 +136,31 @@ const Result* result_of(const CaseResult& c, std::size_t peer) {
   return nullptr;
 }
 
-void legend(Svg& svg, const Report& r, const std::vector<std::size_t>& peers, double x, double y) {
+// Legend entries left to right from (x, y), wrapping before `max_x`. Returns the y of the last row.
+double legend(Svg& svg, const Report& r, const std::vector<std::size_t>& peers, double x, double y,
+              double max_x) {
+  const double x0 = x;
   for (std::size_t i : peers) {
+    const double w = 24 + 7.0 * static_cast<double>(r.peers[i].name.size());
+    if (x + w > max_x && x > x0) {
+      x = x0;
+      y += 18;
+    }
     svg.rect(x, y - 10, 12, 12, color_of(r.peers[i].id));
     svg.text(x + 16, y, r.peers[i].name, "start", 12);
-    x += 24 + 7.0 * static_cast<double>(r.peers[i].name.size());
+    x += w;
   }
+  return y;
+}
+
+// A "nice" tick step (1, 2 or 5 times a power of ten) giving about `n` ticks up to `max`.
+double nice_step(double max, int n) {
+  const double raw = max / n;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * mag >= raw) return m * mag;
+  }
+  return 10 * mag;
 }
 
 std::string ns_label(double ns) {
@@ -168,10 +191,11 @@ bool latency_plot(const Report& r, const std::string& path) {
     if (c->spec.target_value > 0) lo = std::min(lo, c->spec.target_value);
   }
   const double dlo = std::floor(std::log10(lo)), dhi = std::ceil(std::log10(hi));
-  const double ml = 70, mr = 20, mt = 70, mb = 130;
+  const double ml = 70, mr = 20, mt = 110, mb = 130;
   const double group_w = std::max(90.0, 16.0 * static_cast<double>(peers.size()) + 20);
-  const int W = static_cast<int>(ml + mr + group_w * static_cast<double>(cases.size()));
-  const int H = 520;
+  const int W =
+      std::max(760, static_cast<int>(ml + mr + group_w * static_cast<double>(cases.size())));
+  const int H = 560;
   Svg svg(W, H);
   const double ph = H - mt - mb;
   auto y_of = [&](double v) {
@@ -184,7 +208,7 @@ bool latency_plot(const Report& r, const std::string& path) {
            r.machine.cpu_model + ", " + std::to_string(r.machine.hardware_threads) +
                " hardware threads, " + r.machine.date + "; lower is better",
            "middle", 11, 0, "#555");
-  legend(svg, r, peers, ml, 60);
+  legend(svg, r, peers, ml, 60, W - mr);
   for (double d = dlo; d <= dhi; d += 1) {
     const double y = y_of(std::pow(10.0, d));
     svg.line(ml, y, W - mr, y, "#ddd");
@@ -203,6 +227,9 @@ bool latency_plot(const Report& r, const std::string& path) {
                r.peers[peers[k]].name + ": " + format_value(res->stats.median, c.spec.unit));
       const double cx = x + bw / 2;
       svg.line(cx, y_of(res->stats.p25), cx, y_of(res->stats.p75), "#000", 1);
+      svg.text(cx + 3, std::min(y, y_of(res->stats.p75)) - 3,
+               format_value(res->stats.median, c.spec.unit == "ns/item" ? "ns" : c.spec.unit),
+               "start", 8, -90, "#333");
     }
     if (c.spec.target_value > 0) {
       const double y = y_of(c.spec.target_value);
@@ -246,7 +273,7 @@ bool efficiency_plot(const Report& r, const std::string& path) {
       if (res.status == "ok") ymax = std::max(ymax, res.stats.median * 1.05);
     }
   }
-  const double pw = 240, ph = 260, ml = 60, mt = 80, gap = 30;
+  const double pw = 240, ph = 260, ml = 60, mt = 100, gap = 30;
   const int W = static_cast<int>(ml + (pw + gap) * static_cast<double>(streams.size()));
   const int H = static_cast<int>(mt + ph + 70);
   Svg svg(W, H);
@@ -256,7 +283,7 @@ bool efficiency_plot(const Report& r, const std::string& path) {
            "ideal = total work / min(streams, " + std::to_string(r.machine.hardware_threads) +
                " hardware threads); higher is better; dashed: 90% target",
            "middle", 11, 0, "#555");
-  legend(svg, r, peers, ml, 60);
+  legend(svg, r, peers, ml, 62, W - 10);
   for (std::size_t si = 0; si < streams.size(); ++si) {
     const double x0 = ml + (pw + gap) * static_cast<double>(si);
     auto xp = [&](std::size_t i) {
@@ -316,7 +343,7 @@ bool streams_plot(const Report& r, const std::string& path) {
   // Ideal: every hardware thread busy with 10 us items.
   const double ideal = r.machine.hardware_threads * 1e5;
   ymax = std::max(ymax, ideal) * 1.1;
-  const double ml = 80, mr = 30, mt = 80, ph = 300, pw = 520;
+  const double ml = 80, mr = 30, mt = 100, ph = 300, pw = 560;
   const int W = static_cast<int>(ml + pw + mr), H = static_cast<int>(mt + ph + 60);
   Svg svg(W, H);
   svg.text(W / 2.0, 22, "Throughput vs number of streams (4096 items of 10 µs)", "middle", 15, 0,
@@ -325,7 +352,7 @@ bool streams_plot(const Report& r, const std::string& path) {
            "same total work spread over more streams; higher is better; dashed: "
            "all hardware threads busy",
            "middle", 11, 0, "#555");
-  legend(svg, r, peers, ml - 40, 60);
+  legend(svg, r, peers, 20, 62, W - 10);
   auto xp = [&](std::size_t i) {
     return ml + 30 +
            (pw - 60) * static_cast<double>(i) /
@@ -333,8 +360,7 @@ bool streams_plot(const Report& r, const std::string& path) {
   };
   auto yp = [&](double v) { return mt + ph * (1 - v / ymax); };
   svg.rect(ml, mt, pw, ph, "#fafafa");
-  const double step = std::pow(10.0, std::floor(std::log10(ymax / 2)));
-  const double tick = ymax / step > 8 ? 2 * step : step;
+  const double tick = nice_step(ymax, 5);
   for (double g = 0; g <= ymax; g += tick) {
     svg.line(ml, yp(g), ml + pw, yp(g), "#e3e3e3");
     svg.text(ml - 6, yp(g) + 4, format_value(g, "items/s"), "end", 11);
@@ -365,12 +391,12 @@ bool panels_plot(const Report& r, const std::vector<const CaseResult*>& cases,
   if (cases.empty()) return false;
   const auto peers = peers_in(r, cases);
   const double pw = std::max(260.0, 34.0 * static_cast<double>(peers.size()) + 40), ph = 260,
-               ml = 70, mt = 80, gap = 80;
+               ml = 70, mt = 100, gap = 80;
   const int W = static_cast<int>(ml + (pw + gap) * static_cast<double>(cases.size()));
   const int H = static_cast<int>(mt + ph + 40);
   Svg svg(W, H);
   svg.text(W / 2.0, 22, title, "middle", 15, 0, "#222", "bold");
-  legend(svg, r, peers, 20, 50);
+  legend(svg, r, peers, 20, 50, W - 10);
   for (std::size_t ci = 0; ci < cases.size(); ++ci) {
     const auto& c = *cases[ci];
     const double x0 = ml + (pw + gap) * static_cast<double>(ci);
@@ -381,15 +407,16 @@ bool panels_plot(const Report& r, const std::vector<const CaseResult*>& cases,
     if (ymax <= 0) ymax = 1;
     auto yp = [&](double v) { return mt + ph * (1 - v / ymax); };
     svg.rect(x0, mt, pw, ph, "#fafafa");
-    for (int g = 0; g <= 4; ++g) {
-      const double v = ymax * g / 4;
+    const double tick = nice_step(ymax, 4);
+    for (double v = 0; v <= ymax; v += tick) {
       svg.line(x0, yp(v), x0 + pw, yp(v), "#e3e3e3");
       svg.text(x0 - 6, yp(v) + 4, format_value(v, c.spec.unit), "end", 10);
     }
+    svg.text(x0 + pw / 2, mt - 22, c.spec.id, "middle", 12, 0, "#222", "bold");
     svg.text(x0 + pw / 2, mt - 8,
-             c.spec.title +
-                 (c.spec.better == Better::kLower ? " (lower is better)" : " (higher is better)"),
-             "middle", 11, 0, "#222", "bold");
+             c.spec.unit +
+                 (c.spec.better == Better::kLower ? ", lower is better" : ", higher is better"),
+             "middle", 10, 0, "#555");
     const double bw = (pw - 20) / static_cast<double>(peers.size());
     for (std::size_t k = 0; k < peers.size(); ++k) {
       const auto* res = result_of(c, peers[k]);
@@ -412,26 +439,40 @@ bool panels_plot(const Report& r, const std::vector<const CaseResult*>& cases,
 }  // namespace
 
 std::vector<std::string> write_plots(const Report& r, const std::string& dir, std::string& error) {
-  std::vector<std::string> written;
-  auto out = [&](const char* name, bool made, const std::string& path) {
-    if (made) written.push_back(name);
-    (void)path;
-  };
-  auto path = [&](const char* name) { return dir + "/" + name; };
-  out("latency.svg", latency_plot(r, path("latency.svg")), path("latency.svg"));
-  out("efficiency.svg", efficiency_plot(r, path("efficiency.svg")), path("efficiency.svg"));
-  out("streams.svg", streams_plot(r, path("streams.svg")), path("streams.svg"));
   std::vector<const CaseResult*> oi, mm;
   for (const auto& c : r.cases) {
-    if (c.spec.group == "overlap" || c.spec.group == "idle") oi.push_back(&c);
-    if (c.spec.group == "matmul") mm.push_back(&c);
+    if (c.group_is("overlap") || c.group_is("idle")) oi.push_back(&c);
+    if (c.group_is("matmul")) mm.push_back(&c);
   }
-  out("overlap_idle.svg",
-      panels_plot(r, oi, "Overlap speedup and idle CPU (dashed red: target)",
-                  path("overlap_idle.svg")),
-      "");
-  out("matmul.svg", panels_plot(r, mm, "Matrix products (float32)", path("matmul.svg")), "");
+  // Each plot returns false when there is nothing to draw (its cases were filtered out).
+  struct Plot {
+    const char* name;
+    std::function<bool(const std::string&)> draw;
+  };
+  const std::vector<Plot> plots = {
+      {"latency.svg", [&](const std::string& p) { return latency_plot(r, p); }},
+      {"efficiency.svg", [&](const std::string& p) { return efficiency_plot(r, p); }},
+      {"streams.svg", [&](const std::string& p) { return streams_plot(r, p); }},
+      {"overlap_idle.svg",
+       [&](const std::string& p) {
+         return panels_plot(r, oi, "Overlap speedup and idle CPU (dashed red: target)", p);
+       }},
+      {"matmul.svg",
+       [&](const std::string& p) { return panels_plot(r, mm, "Matrix products (float32)", p); }},
+  };
+  std::vector<std::string> written;
   error.clear();
+  for (const auto& plot : plots) {
+    const std::string path = dir + "/" + plot.name;
+    bool ok = false;
+    try {
+      ok = plot.draw(path);
+    } catch (const std::exception& e) {
+      error = std::string("plot ") + plot.name + ": " + e.what();
+      return written;
+    }
+    if (ok) written.push_back(plot.name);
+  }
   return written;
 }
 
