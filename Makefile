@@ -52,7 +52,7 @@ test-cpp:
 test-python:
 	@test -f $(BUILD)/python/streamrt/__init__.py || { echo "test-python: $(BUILD) has no Python \
 	  package (configure with -DSTREAMRT_BUILD_PYTHON=ON)"; exit 1; }
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -p no:cacheprovider -q python/tests; \
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -p no:cacheprovider -q -rs python/tests; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "test-python: no tests collected"; exit 1; fi; exit $$rc
 
 # The runtime's tests under ThreadSanitizer. setarch -R: gcc 12's TSan cannot map its shadow

@@ -23,4 +23,8 @@ std::string type_name(py::handle obj);
 //! Binds Device, Stream, StreamContext, Event and the device-wide functions. Requires the GIL.
 void bind_core(py::module_& m);
 
+//! Binds dtypes, Generator, Tensor, the ops, dependency tracking and the profiler. Requires the
+//! GIL.
+void bind_tensor(py::module_& m);
+
 }  // namespace streamrt::python

@@ -22,7 +22,8 @@ struct Gate {
   std::condition_variable idle;   // active == 0, or pending == 0
   int active = 0;                 // threads inside PythonScope
   bool closed = false;            // set once at exit; never cleared
-  std::vector<PyObject*> deferred;  // references dropped without the GIL, not yet released
+  // Releases requested without the GIL (a reference drop, a DLPack deleter), not yet run.
+  std::vector<std::pair<void (*)(void*), void*>> deferred;
   bool drain_scheduled = false;     // a Py_AddPendingCall for drain() is outstanding
   long pending = 0;                 // PendingPythonWork alive
 };
@@ -37,11 +38,11 @@ std::atomic<bool> g_closed{false};
 std::atomic<bool> g_have_deferred{false};
 
 void release_deferred_locked(std::unique_lock<std::mutex>& lock) {
-  std::vector<PyObject*> items;
+  std::vector<std::pair<void (*)(void*), void*>> items;
   items.swap(gate().deferred);
   g_have_deferred.store(false, std::memory_order_relaxed);
   lock.unlock();
-  for (PyObject* p : items) Py_DECREF(p);  // may run __del__: never under our lock
+  for (auto [fn, arg] : items) fn(arg);  // may run __del__: never under our lock
   lock.lock();
 }
 
@@ -74,24 +75,28 @@ void attach_traceback(const py::error_already_set& e) {
 
 bool python_closed() noexcept { return g_closed.load(std::memory_order_acquire); }
 
-void SafeObject::reset() noexcept {
-  if (ptr_ == nullptr) return;
-  PyObject* p = std::exchange(ptr_, nullptr);
+void call_with_gil(void (*fn)(void*), void* arg) noexcept {
   Gate& g = gate();
   std::unique_lock lock(g.mutex);
-  // Closed: the interpreter is finalizing or gone, so the object may not be touched. Leak it.
+  // Closed: the interpreter is finalizing or gone, so Python may not be touched. Leak.
   if (g.closed) return;
   // Before the gate closes, PyGILState_Check is reliable; with the GIL held the interpreter
-  // cannot finalize under us, so an immediate release is safe.
+  // cannot finalize under us, so running at once is safe.
   if (PyGILState_Check() != 0) {
     lock.unlock();
-    Py_DECREF(p);
+    fn(arg);
     return;
   }
-  g.deferred.push_back(p);
+  g.deferred.emplace_back(fn, arg);
   g_have_deferred.store(true, std::memory_order_relaxed);
   if (!g.drain_scheduled && Py_AddPendingCall(drain, nullptr) == 0) g.drain_scheduled = true;
   // When the interpreter's pending-call queue is full, the next PythonScope drains instead.
+}
+
+void SafeObject::reset() noexcept {
+  if (ptr_ == nullptr) return;
+  call_with_gil([](void* p) { Py_DECREF(static_cast<PyObject*>(p)); },
+                std::exchange(ptr_, nullptr));
 }
 
 PythonScope::PythonScope() noexcept {

@@ -59,6 +59,12 @@ class SafeObject {
   PyObject* ptr_ = nullptr;
 };
 
+//! Runs `fn(arg)` with the GIL held: at once when this thread holds it, else later on the main
+//! thread (Py_AddPendingCall) or the next thread that enters Python through streamrt. Never
+//! blocks on the GIL, so it is safe in destructors and on worker threads. After the interpreter
+//! started shutting down it never runs (what `arg` owns is leaked). Thread-safe.
+void call_with_gil(void (*fn)(void*), void* arg) noexcept;
+
 //! Holds the GIL for a scope on any thread (worker or not; nests), unless the interpreter has
 //! started shutting down, in which case it holds nothing and ok() is false. Blocks until the GIL is
 //! free. Never take it while holding a lock another thread may need in order to release the GIL.

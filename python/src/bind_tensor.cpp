@@ -1,0 +1,1095 @@
+// Python bindings of tensors, ops, dependency tracking and the profiler. Ops are enqueued with the
+// GIL released; host access (numpy(), the buffer protocol, __dlpack__, item()) waits for the
+// pending work on the tensor with the GIL released. Memory is shared, never copied, with numpy
+// and DLPack producers/consumers whenever the layout allows it.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "dlpack.hpp"
+#include "py_runtime.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+#include "streamrt/profiler.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/tensor.hpp"
+
+namespace streamrt::python {
+
+using namespace pybind11::literals;
+
+namespace {
+
+constexpr const char* kSupportedDTypes =
+    "streamrt.float32, streamrt.float64, streamrt.int32 or streamrt.int64 (or the numpy "
+    "equivalents)";
+
+py::module_ numpy() { return py::module_::import("numpy"); }
+
+// ---------------------------------------------------------------------------------------------
+// dtypes
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  if (name == "float32") return DType::Float32;
+  if (name == "float64") return DType::Float64;
+  if (name == "int32") return DType::Int32;
+  if (name == "int64") return DType::Int64;
+  return std::nullopt;
+}
+
+// streamrt dtype, numpy dtype-like (np.float32, "float64", np.dtype("i4"), float, int).
+DType to_dtype(py::handle obj, const char* what) {
+  if (py::isinstance<DType>(obj)) return obj.cast<DType>();
+  py::object np_dtype;
+  try {
+    np_dtype = numpy().attr("dtype")(obj);
+  } catch (const py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    throw py::type_error(std::string(what) + ": expected a dtype such as " + kSupportedDTypes +
+                         ", got " + std::string(py::repr(obj)));
+  }
+  const std::string name = py::str(np_dtype.attr("name"));
+  if (auto d = dtype_from_name(name)) return *d;
+  throw py::type_error(std::string(what) + ": dtype " + name + " is not supported; use " +
+                       kSupportedDTypes);
+}
+
+DType to_dtype_or(py::handle obj, DType fallback, const char* what) {
+  return obj.is_none() ? fallback : to_dtype(obj, what);
+}
+
+py::dtype numpy_dtype(DType d) {
+  switch (d) {
+    case DType::Float32:
+      return py::dtype::of<float>();
+    case DType::Float64:
+      return py::dtype::of<double>();
+    case DType::Int32:
+      return py::dtype::of<std::int32_t>();
+    case DType::Int64:
+      return py::dtype::of<std::int64_t>();
+  }
+  throw Error("unknown dtype");
+}
+
+std::string buffer_format(DType d) {
+  switch (d) {
+    case DType::Float32:
+      return py::format_descriptor<float>::format();
+    case DType::Float64:
+      return py::format_descriptor<double>::format();
+    case DType::Int32:
+      return py::format_descriptor<std::int32_t>::format();
+    case DType::Int64:
+      return py::format_descriptor<std::int64_t>::format();
+  }
+  throw Error("unknown dtype");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizes: randn(2, 3), randn((2, 3)), randn([2, 3]), zeros(()) for a scalar.
+
+std::int64_t to_size(py::handle item, const char* what) {
+  if (PyIndex_Check(item.ptr()) == 0) {
+    throw py::type_error(std::string(what) + ": sizes must be integers, got " + type_name(item));
+  }
+  const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
+  if (!v) throw py::error_already_set();
+  const auto n = v.cast<std::int64_t>();
+  if (n < 0) {
+    throw py::value_error(std::string(what) + ": sizes must be >= 0, got " + std::to_string(n));
+  }
+  return n;
+}
+
+Shape to_shape(py::handle seq, const char* what) {
+  if (PyIndex_Check(seq.ptr()) != 0) return {to_size(seq, what)};
+  if (!py::isinstance<py::iterable>(seq) || py::isinstance<py::str>(seq)) {
+    throw py::type_error(std::string(what) +
+                         ": expected sizes as integers or a sequence of integers, got " +
+                         type_name(seq));
+  }
+  Shape shape;
+  for (py::handle item : seq) shape.push_back(to_size(item, what));
+  if (shape.size() > static_cast<std::size_t>(kMaxDims)) {
+    throw py::value_error(std::string(what) + ": at most " + std::to_string(kMaxDims) +
+                          " dimensions, got " + std::to_string(shape.size()));
+  }
+  return shape;
+}
+
+Shape sizes_from_args(const py::args& args, const char* what) {
+  if (args.size() == 1 && PyIndex_Check(args[0].ptr()) == 0) return to_shape(args[0], what);
+  return to_shape(args, what);
+}
+
+py::tuple shape_tuple(const Shape& shape) {
+  py::tuple t(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) t[i] = py::int_(shape[i]);
+  return t;
+}
+
+std::vector<py::ssize_t> byte_strides(const Tensor& t) {
+  std::vector<py::ssize_t> out;
+  for (auto s : t.strides()) out.push_back(static_cast<py::ssize_t>(s * t.element_size()));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host access, with the GIL released while the pending work finishes (it may need the GIL).
+
+void* host_pointer(const Tensor& t, bool writable) {
+  py::gil_scoped_release release;
+  if (writable) return const_cast<Tensor&>(t).data_ptr();
+  return const_cast<void*>(t.data_ptr());
+}
+
+py::array as_numpy(py::object self, bool writable) {
+  const Tensor& t = self.cast<const Tensor&>();
+  void* p = host_pointer(t, writable);
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  // The array's base is the Python tensor: the storage lives while the array does.
+  py::array arr(numpy_dtype(t.dtype()), shape, byte_strides(t), p, self);
+  if (!writable) arr.attr("setflags")("write"_a = false);
+  return arr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Importing memory without copying.
+
+// Keeps a Python object alive for as long as the tensor's storage needs its memory.
+std::function<void(void*)> keep_alive(py::object owner) {
+  auto holder = std::make_shared<SafeObject>(std::move(owner));
+  return [holder](void*) { holder->reset(); };  // any thread; see SafeObject
+}
+
+Tensor from_numpy_impl(py::handle obj, bool allow_readonly, const char* what) {
+  if (!py::isinstance<py::array>(obj)) {
+    throw py::type_error(std::string(what) + ": expected a numpy.ndarray, got " + type_name(obj));
+  }
+  auto arr = py::reinterpret_borrow<py::array>(obj);
+  const std::string name = py::str(arr.dtype().attr("name"));
+  const auto dtype = dtype_from_name(name);
+  if (!dtype) {
+    throw py::type_error(std::string(what) + ": numpy dtype " + name +
+                         " is not supported; use float32, float64, int32 or int64 (convert with "
+                         "arr.astype(...) or streamrt.asarray(arr, dtype=...))");
+  }
+  if (arr.ndim() > kMaxDims) {
+    throw py::value_error(std::string(what) + ": at most " + std::to_string(kMaxDims) +
+                          " dimensions, got " + std::to_string(arr.ndim()));
+  }
+  const int flags = py::detail::array_proxy(arr.ptr())->flags;
+  if ((flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) == 0 ||
+      (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0) {
+    throw py::value_error(std::string(what) +
+                          ": the array is not C-contiguous and aligned, so its memory cannot be "
+                          "shared; pass numpy.ascontiguousarray(a), or use streamrt.asarray(a) "
+                          "(which copies)");
+  }
+  if (!allow_readonly && (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) == 0) {
+    throw py::value_error(std::string(what) +
+                          ": the array is read-only and a tensor sharing its memory could be "
+                          "written; pass a.copy(), or use streamrt.asarray(a) (which copies)");
+  }
+  Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  void* data = const_cast<void*>(arr.data());
+  return from_blob(data, std::move(shape), *dtype, keep_alive(arr));
+}
+
+// Calls a DLPack producer's deleter with the GIL (numpy's drops a reference), from any thread.
+class ManagedOwner {
+ public:
+  explicit ManagedOwner(dlpack::DLManagedTensor* m) noexcept : managed(m) {}
+  ManagedOwner(const ManagedOwner&) = delete;
+  ManagedOwner& operator=(const ManagedOwner&) = delete;
+  ~ManagedOwner() {
+    call_with_gil(
+        [](void* p) {
+          auto* m = static_cast<dlpack::DLManagedTensor*>(p);
+          if (m->deleter != nullptr) m->deleter(m);
+        },
+        managed);
+  }
+
+ private:
+  dlpack::DLManagedTensor* managed;
+};
+
+std::optional<DType> dtype_from_dlpack(const dlpack::DLDataType& t) {
+  if (t.lanes != 1) return std::nullopt;
+  if (t.code == dlpack::kDLFloat && t.bits == 32) return DType::Float32;
+  if (t.code == dlpack::kDLFloat && t.bits == 64) return DType::Float64;
+  if (t.code == dlpack::kDLInt && t.bits == 32) return DType::Int32;
+  if (t.code == dlpack::kDLInt && t.bits == 64) return DType::Int64;
+  return std::nullopt;
+}
+
+Tensor from_dlpack_impl(py::handle obj) {
+  const char* what = "from_dlpack";
+  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
+  py::object capsule;
+  if (py::hasattr(obj, "__dlpack__")) {
+    if (py::hasattr(obj, "__dlpack_device__")) {
+      auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      if (dev.first != dlpack::kDLCPU) {
+        throw py::value_error(std::string(what) + ": the tensor is on DLPack device type " +
+                              std::to_string(dev.first) +
+                              ", not the CPU (1); move it to the CPU first");
+      }
+    }
+    capsule = obj.attr("__dlpack__")();
+  } else if (PyCapsule_CheckExact(obj.ptr()) != 0) {
+    capsule = py::reinterpret_borrow<py::object>(obj);
+  } else {
+    throw py::type_error(std::string(what) +
+                         ": expected an object with __dlpack__ (numpy array, torch tensor, ...) "
+                         "or a DLPack capsule, got " + type_name(obj));
+  }
+  if (PyCapsule_IsValid(capsule.ptr(), dlpack::kCapsuleName) == 0) {
+    throw py::value_error(std::string(what) +
+                          ": the DLPack capsule was already consumed (a capsule can be imported "
+                          "once; call __dlpack__() again)");
+  }
+  auto* m = static_cast<dlpack::DLManagedTensor*>(
+      PyCapsule_GetPointer(capsule.ptr(), dlpack::kCapsuleName));
+  const dlpack::DLTensor& t = m->dl_tensor;
+  if (t.device.device_type != dlpack::kDLCPU) {
+    throw py::value_error(std::string(what) + ": DLPack device type " +
+                          std::to_string(t.device.device_type) + " is not the CPU (1)");
+  }
+  const auto dtype = dtype_from_dlpack(t.dtype);
+  if (!dtype) {
+    throw py::type_error(std::string(what) + ": DLPack dtype (code " + std::to_string(t.dtype.code) +
+                         ", bits " + std::to_string(t.dtype.bits) + ", lanes " +
+                         std::to_string(t.dtype.lanes) + ") is not supported; use " +
+                         kSupportedDTypes);
+  }
+  if (t.ndim < 0 || t.ndim > kMaxDims) {
+    throw py::value_error(std::string(what) + ": at most " + std::to_string(kMaxDims) +
+                          " dimensions, got " + std::to_string(t.ndim));
+  }
+  Shape shape(t.shape, t.shape + t.ndim);
+  if (t.strides != nullptr) {
+    std::int64_t expected = 1;
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (shape[d] != 1 && t.strides[d] != expected) {
+        throw py::value_error(std::string(what) +
+                              ": the tensor is not contiguous (row-major), so its memory cannot "
+                              "be shared; make it contiguous first, or use streamrt.asarray "
+                              "(which copies)");
+      }
+      expected *= shape[d];
+    }
+  }
+  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  // Ours from here: the producer's capsule must no longer free it.
+  PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);
+  auto owner = std::make_shared<ManagedOwner>(m);
+  try {
+    return from_blob(data, std::move(shape), *dtype, [owner](void*) {});
+  } catch (const Error& e) {
+    throw py::value_error(std::string(what) + ": " + e.what());
+  }
+}
+
+// Exporting: the capsule owns a handle to the tensor (so its storage), shape and strides.
+struct DLPackExport {
+  Tensor tensor;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  dlpack::DLManagedTensor managed{};
+};
+
+void delete_export(dlpack::DLManagedTensor* m) {
+  delete static_cast<DLPackExport*>(m->manager_ctx);
+}
+
+void capsule_destructor(PyObject* capsule) {
+  // Still named "dltensor": nobody consumed it, so it is ours to free.
+  if (PyCapsule_IsValid(capsule, dlpack::kCapsuleName) == 0) return;
+  auto* m =
+      static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(capsule, dlpack::kCapsuleName));
+  if (m != nullptr) m->deleter(m);
+}
+
+py::object to_dlpack(const Tensor& t, py::object stream) {
+  if (!stream.is_none()) {
+    throw py::value_error(
+        "Tensor.__dlpack__: stream must be None for CPU tensors (there is nothing to order: "
+        "the export waits for the tensor's pending work)");
+  }
+  void* data = host_pointer(t, /*writable=*/true);  // the consumer may write
+  auto ctx = std::make_unique<DLPackExport>();
+  ctx->tensor = t;
+  ctx->shape = t.shape();
+  ctx->strides = t.strides();
+  auto& dl = ctx->managed.dl_tensor;
+  dl.data = data;
+  dl.device = {dlpack::kDLCPU, t.device().index};
+  dl.ndim = t.dim();
+  const bool floating = is_floating(t.dtype());
+  dl.dtype = {floating ? dlpack::kDLFloat : dlpack::kDLInt,
+              static_cast<std::uint8_t>(t.element_size() * 8), 1};
+  dl.shape = ctx->shape.data();
+  dl.strides = ctx->strides.data();
+  dl.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx.get();
+  ctx->managed.deleter = &delete_export;
+  PyObject* cap = PyCapsule_New(&ctx->managed, dlpack::kCapsuleName, &capsule_destructor);
+  if (cap == nullptr) throw py::error_already_set();
+  ctx.release();  // owned by the capsule (or its consumer) now
+  return py::reinterpret_steal<py::object>(cap);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Any tensor-like argument: a Tensor, a numpy array, a DLPack or buffer object, nested lists.
+
+bool is_scalar(py::handle obj) {
+  if (py::isinstance<py::bool_>(obj)) return false;
+  if (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj)) return true;
+  return py::isinstance(obj, numpy().attr("generic"));
+}
+
+// Python data (lists, scalars): floats become float32 (torch's default dtype), ints int64.
+py::array array_from_python(py::handle obj, std::optional<DType> dtype, const char* what) {
+  py::object arr;
+  if (dtype) {
+    arr = numpy().attr("array")(obj, "dtype"_a = numpy_dtype(*dtype), "order"_a = "C");
+  } else {
+    arr = numpy().attr("array")(obj, "order"_a = "C");
+    const std::string kind = py::str(arr.attr("dtype").attr("kind"));
+    if (kind == "f") arr = arr.attr("astype")(numpy_dtype(DType::Float32));
+    if (kind == "i" || kind == "u") {
+      const std::string name = py::str(arr.attr("dtype").attr("name"));
+      if (!dtype_from_name(name)) arr = arr.attr("astype")(numpy_dtype(DType::Int64));
+    }
+    if (kind == "b" || kind == "c" || kind == "O" || kind == "U" || kind == "S") {
+      throw py::type_error(std::string(what) + ": cannot make a tensor of " +
+                           std::string(py::str(arr.attr("dtype"))) + " values from " +
+                           type_name(obj) + "; supported dtypes are " + kSupportedDTypes);
+    }
+  }
+  return py::reinterpret_steal<py::array>(arr.release());
+}
+
+// asarray semantics. copy: None = share when possible, True = always copy, False = never copy.
+Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bool> copy,
+                    bool allow_readonly, const char* what) {
+  if (py::isinstance<Tensor>(obj)) {
+    Tensor t = obj.cast<Tensor>();
+    if (dtype && *dtype != t.dtype()) {
+      if (copy == false) {
+        throw py::value_error(std::string(what) + ": converting " +
+                              std::string(to_string(t.dtype())) + " to " +
+                              std::string(to_string(*dtype)) + " needs a copy, but copy=False");
+      }
+      py::gil_scoped_release release;
+      return t.to(*dtype);
+    }
+    if (copy == true) {
+      py::gil_scoped_release release;
+      return t.clone();
+    }
+    return t;
+  }
+  const bool is_array = py::isinstance<py::array>(obj);
+  const bool python_data = !is_array && !py::hasattr(obj, "__dlpack__") &&
+                           PyObject_CheckBuffer(obj.ptr()) == 0;
+  if (copy != true && !python_data) {
+    // Share memory when the layout and dtype allow it.
+    py::object source = py::reinterpret_borrow<py::object>(obj);
+    if (!is_array && py::hasattr(obj, "__dlpack__")) {
+      try {
+        Tensor t = from_dlpack_impl(obj);
+        if (!dtype || *dtype == t.dtype()) return t;
+        source = as_numpy(py::cast(t), true);  // wrong dtype: convert below
+      } catch (const py::error_already_set&) {
+        if (copy == false) throw;
+      } catch (const py::builtin_exception&) {
+        if (copy == false) throw;
+      }
+    } else if (!is_array) {
+      source = numpy().attr("asarray")(obj);  // the buffer protocol, no copy
+    }
+    if (py::isinstance<py::array>(source)) {
+      auto arr = py::reinterpret_borrow<py::array>(source);
+      const std::string name = py::str(arr.dtype().attr("name"));
+      const auto have = dtype_from_name(name);
+      const int flags = py::detail::array_proxy(arr.ptr())->flags;
+      const bool shareable =
+          have && (!dtype || *dtype == *have) && arr.ndim() <= kMaxDims &&
+          (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0 &&
+          (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0 &&
+          (allow_readonly || (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) != 0);
+      if (shareable) return from_numpy_impl(arr, allow_readonly, what);
+      if (copy == false) {
+        throw py::value_error(std::string(what) +
+                              ": the memory cannot be shared (dtype " + name +
+                              (dtype ? " requested " + std::string(to_string(*dtype)) : "") +
+                              ", or not C-contiguous/aligned/writable) and copy=False");
+      }
+      if (!have && !dtype) {
+        throw py::type_error(std::string(what) + ": dtype " + name + " is not supported; use " +
+                             kSupportedDTypes + " (pass dtype= to convert)");
+      }
+      py::object copied = numpy().attr("array")(
+          arr, "dtype"_a = numpy_dtype(dtype ? *dtype : *have), "order"_a = "C", "copy"_a = true);
+      return from_numpy_impl(copied, false, what);
+    }
+  }
+  if (copy == false) {
+    throw py::value_error(std::string(what) + ": a " + type_name(obj) +
+                          " has no memory to share, and copy=False");
+  }
+  if (is_array || !python_data) {
+    py::object arr = numpy().attr("asarray")(obj);
+    const std::string name = py::str(arr.attr("dtype").attr("name"));
+    auto have = dtype_from_name(name);
+    if (!have && !dtype) {
+      throw py::type_error(std::string(what) + ": dtype " + name + " is not supported; use " +
+                           kSupportedDTypes + " (pass dtype= to convert)");
+    }
+    py::object copied = numpy().attr("array")(
+        arr, "dtype"_a = numpy_dtype(dtype ? *dtype : *have), "order"_a = "C", "copy"_a = true);
+    return from_numpy_impl(copied, false, what);
+  }
+  return from_numpy_impl(array_from_python(obj, dtype, what), false, what);
+}
+
+// An op's operand: tensors as they are, anything else shared (or converted) into a tensor the
+// op only reads, so read-only memory is fine.
+Tensor operand(py::handle obj, const char* what) {
+  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
+  if (py::isinstance<py::array>(obj) || py::hasattr(obj, "__dlpack__") ||
+      PyObject_CheckBuffer(obj.ptr()) != 0 || py::isinstance<py::list>(obj) ||
+      py::isinstance<py::tuple>(obj)) {
+    return asarray_impl(obj, std::nullopt, std::nullopt, /*allow_readonly=*/true, what);
+  }
+  throw py::type_error(std::string(what) +
+                       ": expected a streamrt.Tensor, a numpy array, or an object with "
+                       "__dlpack__ or the buffer protocol, got " + type_name(obj));
+}
+
+// Runs an enqueueing op with the GIL released. Its Errors are argument errors (nothing waits),
+// so they become ValueError.
+template <class F>
+Tensor enqueue(const char* what, F&& f) {
+  try {
+    py::gil_scoped_release release;
+    return f();
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const Error& e) {
+    std::string message = e.what();
+    if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
+    throw py::value_error(message);
+  }
+}
+
+enum class BinaryOp { Add, Sub, Mul, Div };
+
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
+  }
+  return "?";
+}
+
+Tensor binary(BinaryOp op, py::handle a, py::handle b) {
+  const char* what = binary_name(op);
+  const bool a_scalar = is_scalar(a);
+  const bool b_scalar = is_scalar(b);
+  if (a_scalar && b_scalar) {
+    throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
+  }
+  if (b_scalar) {
+    Tensor x = operand(a, what);
+    const double s = b.cast<double>();
+    return enqueue(what, [&] {
+      switch (op) {
+        case BinaryOp::Add:
+          return add(x, s);
+        case BinaryOp::Sub:
+          return sub(x, s);
+        case BinaryOp::Mul:
+          return mul(x, s);
+        case BinaryOp::Div:
+          return div(x, s);
+      }
+      return Tensor();
+    });
+  }
+  if (a_scalar) {
+    const double s = a.cast<double>();
+    Tensor y = operand(b, what);
+    return enqueue(what, [&] {
+      switch (op) {
+        case BinaryOp::Add:
+          return s + y;
+        case BinaryOp::Sub:
+          return s - y;
+        case BinaryOp::Mul:
+          return s * y;
+        case BinaryOp::Div:
+          return s / y;
+      }
+      return Tensor();
+    });
+  }
+  Tensor x = operand(a, what);
+  Tensor y = operand(b, what);
+  return enqueue(what, [&] {
+    switch (op) {
+      case BinaryOp::Add:
+        return add(x, y);
+      case BinaryOp::Sub:
+        return sub(x, y);
+      case BinaryOp::Mul:
+        return mul(x, y);
+      case BinaryOp::Div:
+        return div(x, y);
+    }
+    return Tensor();
+  });
+}
+
+// For operators: NotImplemented when the other operand is not tensor-like, so Python can try the
+// other side's reflected method.
+py::object binary_operator(BinaryOp op, py::handle a, py::handle b) {
+  try {
+    return py::cast(binary(op, a, b));
+  } catch (const py::type_error&) {
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+}
+
+py::object matmul_operator(py::handle a, py::handle b) {
+  Tensor x, y;
+  try {
+    x = operand(a, "matmul");
+    y = operand(b, "matmul");
+  } catch (const py::type_error&) {
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+  return py::cast(enqueue("matmul", [&] { return matmul(x, y); }));
+}
+
+void check_same(const Tensor& a, const Tensor& b, const char* what, bool need_shape) {
+  if (a.dtype() != b.dtype() || (need_shape && a.shape() != b.shape())) {
+    throw py::value_error(std::string(what) + ": the tensors differ: " + to_string(a.shape()) +
+                          " " + std::string(to_string(a.dtype())) + " vs " +
+                          to_string(b.shape()) + " " + std::string(to_string(b.dtype())) +
+                          (need_shape ? " (same shape and dtype needed)" : " (same dtype needed)"));
+  }
+}
+
+py::object item_of(const Tensor& t) {
+  if (t.numel() != 1) {
+    throw py::value_error("Tensor.item: only a one-element tensor has an item; this one has shape " +
+                          to_string(t.shape()));
+  }
+  switch (t.dtype()) {
+    case DType::Float32: {
+      float v;
+      {
+        py::gil_scoped_release release;
+        v = t.item<float>();
+      }
+      return py::float_(v);
+    }
+    case DType::Float64: {
+      double v;
+      {
+        py::gil_scoped_release release;
+        v = t.item<double>();
+      }
+      return py::float_(v);
+    }
+    case DType::Int32: {
+      std::int32_t v;
+      {
+        py::gil_scoped_release release;
+        v = t.item<std::int32_t>();
+      }
+      return py::int_(v);
+    }
+    case DType::Int64: {
+      std::int64_t v;
+      {
+        py::gil_scoped_release release;
+        v = t.item<std::int64_t>();
+      }
+      return py::int_(v);
+    }
+  }
+  return py::none();
+}
+
+std::string tensor_repr(const Tensor& t) {
+  std::string shape = "(";
+  for (std::size_t i = 0; i < t.shape().size(); ++i) {
+    shape += std::to_string(t.shape()[i]);
+    if (t.shape().size() == 1 || i + 1 < t.shape().size()) shape += ", ";
+  }
+  if (t.shape().size() == 1) shape.resize(shape.size() - 1);
+  shape += ")";
+  return "streamrt.Tensor(shape=" + shape + ", dtype=" + std::string(to_string(t.dtype())) +
+         ", device='" + t.device().str() + "', " + (t.ready() ? "ready" : "pending") + ")";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random numbers: seed=, generator=, else the default generator (as torch's).
+
+Generator& default_generator() {
+  static auto* g = new Generator(0);  // leaked: shared with Python, used until exit
+  return *g;
+}
+
+Tensor random_tensor(bool normal, const py::args& size, py::object dtype, py::object seed,
+                     py::object generator, py::object device) {
+  const char* what = normal ? "randn" : "rand";
+  const Shape shape = sizes_from_args(size, what);
+  const DType d = to_dtype_or(dtype, DType::Float32, what);
+  const Device dev = to_device(device, what);
+  if (!seed.is_none() && !generator.is_none()) {
+    throw py::value_error(std::string(what) + ": pass seed= or generator=, not both");
+  }
+  if (!seed.is_none()) {
+    if (PyIndex_Check(seed.ptr()) == 0) {
+      throw py::type_error(std::string(what) + ": seed must be an integer, got " + type_name(seed));
+    }
+    const auto s = py::reinterpret_steal<py::int_>(PyNumber_Index(seed.ptr()));
+    if (PyObject_RichCompareBool(s.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
+      throw py::value_error(std::string(what) + ": seed must be >= 0");
+    }
+    const auto v = static_cast<std::uint64_t>(PyLong_AsUnsignedLongLongMask(s.ptr()));
+    return enqueue(what, [&] { return normal ? randn(shape, v, d, dev) : rand(shape, v, d, dev); });
+  }
+  Generator g = generator.is_none() ? default_generator() : generator.cast<Generator>();
+  return enqueue(what, [&] { return normal ? randn(shape, g, d, dev) : rand(shape, g, d, dev); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context managers for the dependency-tracking guard (thread-local, entered and exited on one
+// thread).
+
+thread_local std::vector<std::unique_ptr<DependencyTrackingGuard>> tls_tracking;
+
+struct PyTrackingScope {
+  bool enabled;
+};
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  py::enum_<DType>(m, "dtype", "Tensor element type: streamrt.float32, float64, int32, int64.")
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .value("int32", DType::Int32)
+      .value("int64", DType::Int64)
+      .def_property_readonly("itemsize", [](DType d) { return element_size(d); },
+                             "Bytes per element.")
+      .def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
+      .def_property_readonly("numpy", [](DType d) { return numpy_dtype(d); },
+                             "The numpy dtype.");
+  // Replace (not overload) the enum's own dunders: repr like torch's, and equality with numpy
+  // dtypes and dtype names.
+  py::object dtype_cls = m.attr("dtype");
+  auto dtype_name = [](DType d) { return "streamrt." + std::string(to_string(d)); };
+  dtype_cls.attr("__repr__") = py::cpp_function(dtype_name, py::is_method(dtype_cls));
+  dtype_cls.attr("__str__") = py::cpp_function(dtype_name, py::is_method(dtype_cls));
+  dtype_cls.attr("__eq__") = py::cpp_function(
+      [](DType d, py::object other) {
+        if (py::isinstance<DType>(other)) return d == other.cast<DType>();
+        try {
+          return d == to_dtype(other, "dtype");
+        } catch (const py::error_already_set&) {
+          return false;
+        } catch (const py::builtin_exception&) {
+          return false;
+        }
+      },
+      py::is_method(dtype_cls));
+  dtype_cls.attr("__ne__") = py::cpp_function(
+      [](py::object self, py::object other) { return !self.attr("__eq__")(other).cast<bool>(); },
+      py::is_method(dtype_cls));
+  dtype_cls.attr("__hash__") =
+      py::cpp_function([](DType d) { return static_cast<int>(d); }, py::is_method(dtype_cls));
+  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+    m.attr(std::string(to_string(d)).c_str()) = py::cast(d);
+  }
+
+  py::class_<Generator>(m, "Generator",
+                        "Random numbers for rand/randn: a seed and an offset into a counter-based "
+                        "sequence; copies share the offset.")
+      .def(py::init([](py::int_ seed) {
+             if (PyObject_RichCompareBool(seed.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
+               throw py::value_error("Generator: seed must be >= 0");
+             }
+             return Generator(PyLong_AsUnsignedLongLongMask(seed.ptr()));
+           }),
+           "seed"_a = 0)
+      .def_property_readonly("seed", &Generator::seed)
+      .def_property_readonly("offset", &Generator::offset)
+      .def(
+          "manual_seed",
+          [](py::object self, std::uint64_t seed) {
+            self.cast<Generator&>().manual_seed(seed);
+            return self;
+          },
+          "seed"_a, "Restarts the sequence of `seed`; returns the generator.")
+      .def("__repr__", [](const Generator& g) {
+        return "streamrt.Generator(seed=" + std::to_string(g.seed()) +
+               ", offset=" + std::to_string(g.offset()) + ")";
+      });
+  m.attr("default_generator") = py::cast(default_generator());
+  m.def(
+      "manual_seed", [](std::uint64_t seed) { default_generator().manual_seed(seed); }, "seed"_a,
+      "Seeds the default generator used by rand/randn without seed= or generator=.");
+
+  py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
+                     "A dense, contiguous, row-major tensor whose ops run on streams. Copies and "
+                     "views share storage. Reading it on the host (numpy(), the buffer "
+                     "protocol, __dlpack__, item()) first waits for the work that writes it.")
+      .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
+      .def_property_readonly("dtype", &Tensor::dtype)
+      .def_property_readonly("device", &Tensor::device)
+      .def_property_readonly("ndim", &Tensor::dim)
+      .def("dim", &Tensor::dim)
+      .def("numel", &Tensor::numel)
+      .def_property_readonly("nbytes", &Tensor::nbytes)
+      .def_property_readonly("itemsize", &Tensor::element_size)
+      .def(
+          "size",
+          [](const Tensor& t, py::object d) -> py::object {
+            if (d.is_none()) return shape_tuple(t.shape());
+            const int dim = d.cast<int>();
+            if (dim < -t.dim() || dim >= t.dim()) {
+              throw py::index_error("Tensor.size: dimension " + std::to_string(dim) +
+                                    " is out of range for a " + std::to_string(t.dim()) +
+                                    "-dimensional tensor");
+            }
+            return py::int_(t.size(dim));
+          },
+          "dim"_a = py::none())
+      .def("__len__",
+           [](const Tensor& t) {
+             if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+             return t.shape()[0];
+           })
+      .def("numpy", &as_numpy, "writable"_a = true,
+           "The tensor's memory as a numpy array, without copying. Waits (GIL released) for the "
+           "queued work that writes the tensor, and, when writable, also for the work that reads "
+           "it (the host may then write).")
+      .def(
+          "__array__",
+          [](py::object self, py::object dtype, py::object copy) -> py::object {
+            py::object arr = as_numpy(self, true);
+            if (!dtype.is_none()) arr = arr.attr("astype")(dtype);
+            if (!copy.is_none() && copy.cast<bool>()) arr = arr.attr("copy")();
+            return arr;
+          },
+          "dtype"_a = py::none(), "copy"_a = py::none())
+      .def_buffer([](Tensor& t) {
+        void* p = host_pointer(t, true);
+        std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+        return py::buffer_info(p, static_cast<py::ssize_t>(t.element_size()),
+                               buffer_format(t.dtype()), t.dim(), shape, byte_strides(t));
+      })
+      .def("__dlpack__", &to_dlpack, "stream"_a = py::none(),
+           "A DLPack capsule sharing the memory (waits for pending work first).")
+      .def("__dlpack_device__",
+           [](const Tensor& t) { return py::make_tuple(dlpack::kDLCPU, t.device().index); })
+      .def("item", &item_of, "The only element as a Python number (waits for the writer).")
+      .def("__float__", [](const Tensor& t) { return item_of(t).cast<double>(); })
+      .def("__int__", [](const Tensor& t) { return item_of(t).cast<std::int64_t>(); })
+      .def("data_ptr",
+           [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr_unsafe()); },
+           "Address of the first element (no wait, as torch).")
+      .def("wait", &Tensor::wait, py::call_guard<py::gil_scoped_release>(),
+           "Blocks (GIL released) until the queued work that writes the tensor has finished; "
+           "re-raises its failure.")
+      .def("ready", &Tensor::ready,
+           "True when no queued work writes the tensor any more. Never blocks.")
+      .def(
+          "reshape",
+          [](const Tensor& t, py::args shape) {
+            Shape s;
+            if (shape.size() == 1 && PyIndex_Check(shape[0].ptr()) == 0) {
+              for (py::handle h : shape[0]) s.push_back(h.cast<std::int64_t>());
+            } else {
+              for (py::handle h : shape) s.push_back(h.cast<std::int64_t>());
+            }
+            return enqueue("reshape", [&] { return t.reshape(std::move(s)); });
+          },
+          "A view with another shape (one size may be -1).")
+      .def("clone", [](const Tensor& t) { return enqueue("clone", [&] { return t.clone(); }); })
+      .def(
+          "to",
+          [](const Tensor& t, py::object dtype) {
+            const DType d = to_dtype(dtype, "Tensor.to");
+            return enqueue("to", [&] { return t.to(d); });
+          },
+          "dtype"_a)
+      .def(
+          "copy_",
+          [](py::object self, py::object src) {
+            Tensor& t = self.cast<Tensor&>();
+            Tensor s = operand(src, "copy_");
+            enqueue("copy_", [&] { return t.copy_(s); });
+            return self;
+          },
+          "src"_a, "Copies `src` into this tensor on the current stream; returns self.")
+      .def(
+          "fill_",
+          [](py::object self, double value) {
+            Tensor& t = self.cast<Tensor&>();
+            enqueue("fill_", [&] { return t.fill_(value); });
+            return self;
+          },
+          "value"_a, "Sets every element on the current stream; returns self.")
+      .def("shares_storage", &Tensor::shares_storage, "other"_a)
+      .def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
+      .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); })
+      .def("__add__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, a, b); })
+      .def("__radd__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, b, a); })
+      .def("__sub__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, a, b); })
+      .def("__rsub__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, b, a); })
+      .def("__mul__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, a, b); })
+      .def("__rmul__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, b, a); })
+      .def("__truediv__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, a, b); })
+      .def("__rtruediv__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, b, a); })
+      .def("__neg__", [](const Tensor& t) { return enqueue("neg", [&] { return -t; }); })
+      .def("__repr__", &tensor_repr);
+  // numpy must not handle `ndarray + tensor` itself (through __array__): give it to Tensor.
+  m.attr("Tensor").attr("__array_ufunc__") = py::none();
+
+  m.def(
+      "from_numpy",
+      [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); }, "array"_a,
+      "A tensor sharing the memory of a C-contiguous, aligned, writable numpy array.");
+  m.def(
+      "from_dlpack", [](py::object obj) { return from_dlpack_impl(obj); }, "obj"_a,
+      "A tensor sharing the memory of a DLPack producer (numpy array, torch CPU tensor, capsule).");
+  m.def(
+      "asarray",
+      [](py::object obj, py::object dtype, py::object copy) {
+        std::optional<DType> d;
+        if (!dtype.is_none()) d = to_dtype(dtype, "asarray");
+        std::optional<bool> c;
+        if (!copy.is_none()) c = copy.cast<bool>();
+        return asarray_impl(obj, d, c, false, "asarray");
+      },
+      "obj"_a, "dtype"_a = py::none(), "copy"_a = py::none(),
+      "A tensor from `obj`, sharing its memory when possible (copy=None), always copying "
+      "(copy=True), or never copying (copy=False: ValueError when it must).");
+  m.def(
+      "tensor",
+      [](py::object obj, py::object dtype) {
+        std::optional<DType> d;
+        if (!dtype.is_none()) d = to_dtype(dtype, "tensor");
+        return asarray_impl(obj, d, true, false, "tensor");
+      },
+      "data"_a, "dtype"_a = py::none(), "A new tensor with a copy of `data`.");
+
+  auto creation = [&m](const char* name, auto make, const char* doc) {
+    m.def(
+        name,
+        [name, make](py::args size, py::object dtype, py::object device) {
+          const Shape shape = sizes_from_args(size, name);
+          const DType d = to_dtype_or(dtype, DType::Float32, name);
+          const Device dev = to_device(device, name);
+          return enqueue(name, [&] { return make(shape, d, dev); });
+        },
+        "dtype"_a = py::none(), "device"_a = py::none(), doc);
+  };
+  creation(
+      "zeros", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); },
+      "zeros(*size, dtype=None, device=None): zeros, filled on the current stream.");
+  creation(
+      "ones", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); },
+      "ones(*size, dtype=None, device=None): ones, filled on the current stream.");
+  creation(
+      "empty", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); },
+      "empty(*size, dtype=None, device=None): uninitialised memory (nothing queued).");
+  m.def(
+      "full",
+      [](py::object size, double value, py::object dtype, py::object device) {
+        const Shape shape = to_shape(size, "full");
+        const DType d = to_dtype_or(dtype, DType::Float32, "full");
+        const Device dev = to_device(device, "full");
+        return enqueue("full", [&] { return full(shape, value, d, dev); });
+      },
+      "size"_a, "fill_value"_a, "dtype"_a = py::none(), "device"_a = py::none());
+  m.def(
+      "arange",
+      [](std::int64_t n, py::object dtype, py::object device) {
+        const DType d = to_dtype_or(dtype, DType::Int64, "arange");
+        const Device dev = to_device(device, "arange");
+        return enqueue("arange", [&] { return arange(n, d, dev); });
+      },
+      "end"_a, "dtype"_a = py::none(), "device"_a = py::none());
+  m.def(
+      "randn",
+      [](py::args size, py::object dtype, py::object seed, py::object generator,
+         py::object device) { return random_tensor(true, size, dtype, seed, generator, device); },
+      "dtype"_a = py::none(), "seed"_a = py::none(), "generator"_a = py::none(),
+      "device"_a = py::none(),
+      "randn(*size, dtype=None, seed=None, generator=None, device=None): standard normal numbers "
+      "on the current stream; the same seed gives the same numbers on any stream.");
+  m.def(
+      "rand",
+      [](py::args size, py::object dtype, py::object seed, py::object generator,
+         py::object device) { return random_tensor(false, size, dtype, seed, generator, device); },
+      "dtype"_a = py::none(), "seed"_a = py::none(), "generator"_a = py::none(),
+      "device"_a = py::none(), "As randn, uniform in [0, 1).");
+
+  m.def(
+      "matmul",
+      [](py::object a, py::object b) {
+        Tensor x = operand(a, "matmul");
+        Tensor y = operand(b, "matmul");
+        return enqueue("matmul", [&] { return matmul(x, y); });
+      },
+      "a"_a, "b"_a, "Matrix product on the current stream; returns at once.");
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+    m.def(
+        binary_name(op), [op](py::object a, py::object b) { return binary(op, a, b); }, "a"_a,
+        "b"_a, "Element-wise, on the current stream (either side may be a number).");
+  }
+  m.def(
+      "relu",
+      [](py::object a) {
+        Tensor x = operand(a, "relu");
+        return enqueue("relu", [&] { return relu(x); });
+      },
+      "a"_a);
+  m.def(
+      "sum",
+      [](py::object a) {
+        Tensor x = operand(a, "sum");
+        return enqueue("sum", [&] { return sum(x); });
+      },
+      "a"_a, "Sum of all elements, a 0-d tensor.");
+  m.def(
+      "mean",
+      [](py::object a) {
+        Tensor x = operand(a, "mean");
+        return enqueue("mean", [&] { return mean(x); });
+      },
+      "a"_a, "Mean of all elements, a 0-d tensor (floating dtypes).");
+  m.def(
+      "allclose",
+      [](py::object a, py::object b, double rtol, double atol) {
+        Tensor x = operand(a, "allclose");
+        Tensor y = operand(b, "allclose");
+        check_same(x, y, "allclose", true);
+        py::gil_scoped_release release;
+        return allclose(x, y, rtol, atol);
+      },
+      "a"_a, "b"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8,
+      "True when |a - b| <= atol + rtol * |b| everywhere. Waits (GIL released) for the answer.");
+  m.def(
+      "equal",
+      [](py::object a, py::object b) {
+        Tensor x = operand(a, "equal");
+        Tensor y = operand(b, "equal");
+        check_same(x, y, "equal", false);
+        py::gil_scoped_release release;
+        return equal(x, y);
+      },
+      "a"_a, "b"_a, "True when shapes and all elements are equal. Waits (GIL released).");
+
+  m.def("set_dependency_tracking", &set_dependency_tracking, "enabled"_a,
+        "Process-wide default of automatic dependency tracking (on at start).");
+  m.def("dependency_tracking", &dependency_tracking,
+        "Whether ops issued by this thread now are tracked.");
+  py::class_<PyTrackingScope>(m, "DependencyTracking",
+                              "with DependencyTracking(False): ops issued by this thread in the "
+                              "block are not tracked (CUDA-style manual ordering).")
+      .def(py::init([](bool enabled) { return PyTrackingScope{enabled}; }), "enabled"_a)
+      .def("__enter__",
+           [](PyTrackingScope& s) {
+             tls_tracking.push_back(std::make_unique<DependencyTrackingGuard>(s.enabled));
+           })
+      .def("__exit__", [](PyTrackingScope&, py::args) {
+        if (tls_tracking.empty()) {
+          throw Error("DependencyTracking.__exit__: this thread did not enter it");
+        }
+        tls_tracking.pop_back();
+        return false;
+      });
+
+  py::class_<TraceRecord>(m, "TraceRecord", "One work item recorded by a profiler.")
+      .def_readonly("device", &TraceRecord::device)
+      .def_readonly("stream_id", &TraceRecord::stream_id)
+      .def_readonly("stream_priority", &TraceRecord::stream_priority)
+      .def_readonly("label", &TraceRecord::label)
+      .def_readonly("enqueue_ns", &TraceRecord::enqueue_ns)
+      .def_readonly("start_ns", &TraceRecord::start_ns)
+      .def_readonly("end_ns", &TraceRecord::end_ns)
+      .def_readonly("worker", &TraceRecord::worker)
+      .def("__repr__", [](const TraceRecord& r) {
+        return "streamrt.TraceRecord(label='" + r.label + "', stream_id=" +
+               std::to_string(r.stream_id) + ", start_ns=" + std::to_string(r.start_ns) +
+               ", end_ns=" + std::to_string(r.end_ns) + ", worker=" + std::to_string(r.worker) +
+               ")";
+      });
+
+  auto fspath = [](py::object path) {
+    return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+  };
+  py::class_<Profiler>(m, "Profiler",
+                       "Records every work item run on any stream between start() and stop(); "
+                       "`with streamrt.profile() as p:` does both.")
+      .def(py::init<>())
+      .def("start", &Profiler::start)
+      .def("stop", &Profiler::stop)
+      .def_property_readonly("running", &Profiler::running)
+      .def("records", &Profiler::records, "The items recorded so far, by start time.")
+      .def("clear", &Profiler::clear)
+      .def("chrome_trace_json", &Profiler::chrome_trace_json)
+      .def(
+          "export_chrome_trace",
+          [fspath](const Profiler& p, py::object path) { p.export_chrome_trace(fspath(path)); },
+          "path"_a, "Writes Chrome trace-event JSON (Perfetto, chrome://tracing).")
+      .def("timeline_svg", &Profiler::timeline_svg, "title"_a = "streamrt timeline")
+      .def(
+          "export_timeline_svg",
+          [fspath](const Profiler& p, py::object path, const std::string& title) {
+            p.export_timeline_svg(fspath(path), title);
+          },
+          "path"_a, "title"_a = "streamrt timeline", "Writes an SVG Gantt chart.")
+      .def("__enter__",
+           [](py::object self) {
+             self.cast<Profiler&>().start();
+             return self;
+           })
+      .def("__exit__", [](Profiler& p, py::args) {
+        p.stop();
+        return false;
+      });
+  m.def(
+      "profile", [] { return std::make_unique<Profiler>(); },
+      "A new profiler: `with streamrt.profile() as p: ...` then p.export_chrome_trace(path).");
+}
+
+}  // namespace streamrt::python
