@@ -118,3 +118,33 @@ def test_exit_while_a_callable_is_running():
     )
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout.splitlines() == ["slow finished"]
+
+
+def test_python_work_submitted_after_the_exit_handler_is_refused_not_run():
+    # An atexit handler registered before importing streamrt runs after streamrt's own: Python
+    # work it launches cannot run any more (the interpreter is going) and fails with a clear
+    # streamrt.Error instead of touching a finalizing interpreter.
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(
+            """
+            import atexit
+            def late():
+                s = streamrt.Stream()
+                s.launch(print, "must not run")
+                try:
+                    s.synchronize()
+                except streamrt.Error as e:
+                    print("refused:", e, flush=True)
+                e = s.record_event()
+                e.add_done_callback(lambda ev: print("callback must not run"))
+            atexit.register(late)
+            import streamrt
+            """
+        )],
+        capture_output=True, text=True, timeout=EXIT_TIMEOUT_S, env=dict(os.environ),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "must not run" not in proc.stdout
+    assert proc.stdout.startswith("refused: Python callable 'print' was not run: the Python "
+                                  "interpreter is shutting down"), proc.stdout
+    assert "a completion callback was not run" in proc.stderr

@@ -294,6 +294,22 @@ def test_numpy_waits_for_pending_writes_with_the_gil_released():
     assert t.ready() and "ready" in repr(t)
 
 
+def test_writable_numpy_also_waits_for_pending_readers():
+    t = streamrt.ones(4)
+    t.wait()
+    s, gate = held_stream()
+    with streamrt.StreamContext(s):
+        y = t * 2  # a pending read of t
+    ro = t.numpy(writable=False)  # only writes matter for reading: returns while y is held
+    assert not ro.flags.writeable
+    assert not y.ready()
+    threading.Timer(0.05, gate.set).start()
+    rw = t.numpy()  # the host may write: waits for the pending read first
+    assert rw.flags.writeable
+    assert y.ready()
+    np.testing.assert_array_equal(y.numpy(), np.full(4, 2.0))
+
+
 def test_item_waits_for_the_writer():
     s, gate = held_stream()
     with streamrt.StreamContext(s):
