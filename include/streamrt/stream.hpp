@@ -79,6 +79,21 @@ class Stream {
   //! Returns at once.
   void wait_stream(const Stream& other);
 
+  //! Drops the work queued on this stream that has not started, and returns how many items were
+  //! dropped. The item running now finishes normally; waits, records and synchronize calls
+  //! already queued stay (a wait_event still orders the work submitted after it). Events recorded
+  //! after dropped work complete at once with Cancelled (an Error): Event::synchronize/wait_for
+  //! and wait_all throw it, Event::state() is Cancelled. This stream's own synchronize() does not
+  //! throw for it (the caller asked for it); a stream that waited on such an event inherits
+  //! Cancelled as a failure. The stream stays usable. Returns at once; thread-safe; may be called
+  //! from work on this stream. Captured state of the dropped work is destroyed on this thread.
+  std::uint64_t cancel();
+
+  //! Work items launched on this stream and not finished yet (queued or running; dropped and
+  //! skipped ones excluded). A snapshot for debugging: other threads may change it at once.
+  //! Never blocks; thread-safe.
+  std::uint64_t pending() const;
+
   //! Records a new event (no timing) at the current end of the stream and returns it.
   Event record_event();
 

@@ -45,7 +45,7 @@ Registry& registry() {
 std::uint64_t Backend::pending(const StreamImpl&) {
   throw Error(std::string(to_string(type())) + " backend doesn't support Stream::pending()");
 }
-void Backend::cancel(StreamImpl&) {
+std::uint64_t Backend::cancel(StreamImpl&) {
   throw Error(std::string(to_string(type())) + " backend doesn't support Stream::cancel()");
 }
 void Backend::set_num_threads(int) {

@@ -78,6 +78,10 @@ bool Stream::synchronize_for(std::chrono::nanoseconds timeout) const {
   return impl_->backend().synchronize_stream(*impl_, timeout);
 }
 
+std::uint64_t Stream::cancel() { return impl_->backend().cancel(*impl_); }
+
+std::uint64_t Stream::pending() const { return impl_->backend().pending(*impl_); }
+
 void Stream::wait_event(const Event& e) {
   auto position = e.impl();
   if (!position) {

@@ -1,6 +1,8 @@
 // The CPU backend: maps the backend interface onto CpuStream and the worker pool.
 #include "cpu_backend.hpp"
 
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,9 +35,31 @@ int default_threads(std::string& error) {
   return static_cast<int>(n);
 }
 
-std::string g_env_error;  // written once in the constructor
+std::string g_env_error;       // written once in the constructor
+std::string g_schedule_error;  // written once in the constructor
+
+Schedule read_schedule(std::string& error) {
+  Schedule s;
+  const char* env = std::getenv("STREAMRT_SCHEDULE");
+  if (!parse_schedule(env, s)) {
+    error = std::string("STREAMRT_SCHEDULE='") + env +
+            "' is not a schedule: use random:SEED (SEED a decimal integer, e.g. random:42) to "
+            "pick among ready streams at random, serial to run everything on one worker, or "
+            "unset it for the normal scheduler";
+  }
+  return s;
+}
+
+// Workers the pool really gets for a requested count: one under STREAMRT_SCHEDULE=serial.
+int effective_threads(const Schedule& s, int n) {
+  return s.mode == Schedule::Mode::kSerial ? 1 : n;
+}
 
 void shutdown_at_exit() { g_backend->shutdown(); }
+
+void prepare_fork_handler() { g_backend->prepare_fork(); }
+void parent_fork_handler() { g_backend->after_fork_in_parent(); }
+void child_fork_handler() { g_backend->after_fork_in_child(); }
 
 }  // namespace
 
@@ -59,9 +83,12 @@ void FunctionTask::run() noexcept {
   fn_ = nullptr;  // release captured state on the worker, not wherever the task dies
 }
 
-CpuBackend::CpuBackend() : threads_(default_threads(g_env_error)) {
+CpuBackend::CpuBackend()
+    : threads_(default_threads(g_env_error)), schedule_(read_schedule(g_schedule_error)) {
   g_backend = this;
   default_stream_ = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, 0}, 0, 0);
+  // One backend per process (the registry keeps it for ever), so the handlers are installed once.
+  pthread_atfork(prepare_fork_handler, parent_fork_handler, child_fork_handler);
 }
 
 CpuBackend::~CpuBackend() = default;
@@ -73,15 +100,21 @@ WorkerPool& CpuBackend::pool() {
   auto* p = pool_.load(std::memory_order_relaxed);
   if (p == nullptr) {
     if (!g_env_error.empty()) throw Error(g_env_error);
+    if (!g_schedule_error.empty()) throw Error(g_schedule_error);
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
-    p = new WorkerPool(threads_.load(std::memory_order_relaxed));
+    p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
+                       schedule_);
     pool_.store(p, std::memory_order_release);
-    std::atexit(shutdown_at_exit);
+    // Once: a child of fork() builds a new pool (after_fork_in_child) but shares this handler.
+    static const bool registered = (std::atexit(shutdown_at_exit), true);
+    (void)registered;
   }
   return *p;
 }
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
+  // Configuration errors surface at the first stream rather than at a later launch.
+  if (!g_schedule_error.empty()) throw Error(g_schedule_error);
   auto s = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, index}, priority,
                                        next_id_.fetch_add(1, std::memory_order_relaxed));
   std::lock_guard lock(streams_mutex_);
@@ -213,6 +246,8 @@ std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {
   return cpu_stream(stream).pending();
 }
 
+std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) { return cpu_stream(stream).cancel(); }
+
 void CpuBackend::set_num_threads(int n) {
   if (n < 1) {
     throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be at least 1");
@@ -223,7 +258,7 @@ void CpuBackend::set_num_threads(int n) {
   }
   std::lock_guard lock(pool_mutex_);
   threads_.store(n, std::memory_order_relaxed);
-  if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(n);
+  if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(effective_threads(schedule_, n));
 }
 
 int CpuBackend::num_threads() const {
@@ -255,5 +290,74 @@ void CpuBackend::shutdown() noexcept {
 }
 
 std::unique_ptr<impl::Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace streamrt::cpu
+
+// fork(): POSIX leaves only the forking thread in the child, so the pool's workers are gone and
+// any lock another thread held at that instant stays held for ever. prepare_fork() therefore takes
+// every lock the child will need (backend, stream list, each stream's two locks, in the order the
+// runtime itself nests them: a stream's mutex_ before any failure_mutex_), so the child inherits
+// consistent queues. The child then drops the parent's pending work (it runs in the parent) and
+// starts a fresh pool on first use; the old pool is abandoned (its threads do not exist there).
+namespace streamrt::cpu {
+
+void CpuBackend::prepare_fork() noexcept {
+  pool_mutex_.lock();
+  streams_mutex_.lock();
+  try {
+    forking_.clear();
+    forking_.reserve(streams_.size() + 1);
+    forking_.push_back(default_stream_);
+    for (const auto& w : streams_) {
+      if (auto s = w.lock()) forking_.push_back(std::move(s));
+    }
+  } catch (...) {
+    // Out of memory: lock what we could gather; the rest are not protected in the child.
+  }
+  for (const auto& s : forking_) s->lock_for_fork();
+  // Not a lock for the child's sake, but a stream mutex taken twice would deadlock here: the
+  // default stream is never in streams_, so each stream appears once.
+}
+
+void CpuBackend::after_fork_in_parent() noexcept {
+  for (auto it = forking_.rbegin(); it != forking_.rend(); ++it) (*it)->unlock_after_fork();
+  auto streams = std::move(forking_);
+  forking_.clear();
+  streams_mutex_.unlock();
+  pool_mutex_.unlock();
+  // `streams` may hold the last handle of a stream: destroyed with no backend lock held.
+}
+
+void CpuBackend::after_fork_in_child() noexcept {
+  std::vector<std::shared_ptr<void>> garbage;
+  // Forked from stream work or a callback: this thread is a copy of a worker in the middle of a
+  // task of the old pool; resetting under it would corrupt the task. POSIX only allows such a
+  // child async-signal-safe calls until exec() or _exit() (docs/reliability.md, "fork").
+  const bool from_worker = WorkerPool::on_worker_thread();
+  if (!from_worker) {
+    try {
+      garbage.reserve(forking_.size());
+      for (const auto& s : forking_) garbage.push_back(s->reset_in_fork_child());
+    } catch (...) {
+      std::fputs("streamrt: out of memory while resetting streams after fork()\n", stderr);
+    }
+    // The old pool's threads do not exist here: abandon it (kept reachable, never destroyed: its
+    // std::thread objects name threads that are gone) and build a new one on first use.
+    static auto* const abandoned = new std::vector<WorkerPool*>;
+    if (auto* old = pool_.load(std::memory_order_relaxed)) {
+      try {
+        abandoned->push_back(old);
+      } catch (...) {
+      }
+    }
+    pool_.store(nullptr, std::memory_order_relaxed);
+    renew_this_thread_parker();
+  }
+  for (auto it = forking_.rbegin(); it != forking_.rend(); ++it) (*it)->unlock_after_fork();
+  auto streams = std::move(forking_);
+  forking_.clear();
+  streams_mutex_.unlock();
+  pool_mutex_.unlock();
+}
 
 }  // namespace streamrt::cpu

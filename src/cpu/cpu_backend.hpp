@@ -55,11 +55,17 @@ class CpuBackend final : public impl::Backend {
                    std::function<void(std::exception_ptr)> cb) override;
   void synchronize_device(int index) override;
   std::uint64_t pending(const impl::StreamImpl& stream) override;
+  std::uint64_t cancel(impl::StreamImpl& stream) override;
   void set_num_threads(int n) override;
   int num_threads() const override;
 
   // Waits for all pending work and stops the workers (process exit). Later work runs inline.
   void shutdown() noexcept;
+
+  // pthread_atfork handlers (see cpu_backend.cpp, "fork").
+  void prepare_fork() noexcept;
+  void after_fork_in_parent() noexcept;
+  void after_fork_in_child() noexcept;
 
  private:
   std::vector<std::shared_ptr<CpuStream>> live_streams();
@@ -72,6 +78,8 @@ class CpuBackend final : public impl::Backend {
   std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_
   std::size_t prune_at_ = 64;                      // guarded by streams_mutex_
   std::shared_ptr<CpuStream> default_stream_;
+  Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
+  std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
 };
 
 }  // namespace streamrt::cpu

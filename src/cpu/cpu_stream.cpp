@@ -81,9 +81,14 @@ CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint
 CpuStream::~CpuStream() = default;
 
 void CpuStream::push_locked(Entry e, std::unique_lock<std::mutex>& lock) {
-  e.seq = submitted_.load(std::memory_order_relaxed) + 1;
-  submitted_.store(e.seq, std::memory_order_release);
+  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
+  e.seq = seq;
+  const bool work = e.kind == Kind::kWork;
+  // Queued before the sequence number is published: if push_back throws (bad_alloc), nothing was
+  // submitted and the stream stays consistent.
   queue_.push_back(std::move(e));
+  submitted_.store(seq, std::memory_order_release);
+  if (work) work_pending_.fetch_add(1, std::memory_order_relaxed);
   if (sched_ == Sched::kIdle) {
     sched_ = Sched::kScheduled;
     lock.unlock();
@@ -149,10 +154,66 @@ std::shared_ptr<ErrorRecord> CpuStream::failure_at(std::uint64_t seq) const {
 }
 
 void CpuStream::set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
+  if (cancel_mark_ != 0) {
+    // A failure inside a cancelled range (a wait that inherits one) takes over from here on: it
+    // must be reported, a cancellation need not be.
+    close_failure_locked(from);
+    cancel_mark_ = 0;
+  }
   active_error_ = error;
+  open_span_locked(std::move(error), from);
+}
+
+void CpuStream::open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
   std::lock_guard lock(failure_mutex_);
   spans_.push_back(Span{from, kOpen, std::move(error)});
+  // Release: failure_at's acquire load then finds the span under failure_mutex_.
   ever_failed_.store(true, std::memory_order_release);
+}
+
+std::uint64_t CpuStream::cancel() {
+  auto error = std::make_shared<ErrorRecord>(
+      std::make_exception_ptr(
+          Cancelled("work on " + str() + " was dropped by Stream::cancel() before it started")),
+      str());
+  // The user asked for it: not a failure to report on stderr if nobody looks at it.
+  error->observed.store(true, std::memory_order_relaxed);
+  std::vector<detail::Work> dropped;
+  {
+    std::unique_lock lock(mutex_);
+    std::uint64_t first = 0;
+    std::size_t n = 0;
+    for (const auto& e : queue_) {
+      if (e.kind != Kind::kWork) continue;
+      if (first == 0) first = e.seq;
+      ++n;
+    }
+    if (n == 0) return 0;
+    dropped.reserve(n);
+    // Everything that can throw comes before the first change. The queue is not empty, so the
+    // stream is scheduled or blocked and push_locked keeps the lock.
+    const auto mark = submitted_.load(std::memory_order_relaxed) + 1;
+    cancels_.push_back(CancelRange{first, mark, std::move(error)});
+    try {
+      Entry e;
+      e.kind = Kind::kMark;
+      push_locked(std::move(e), lock);
+    } catch (...) {
+      cancels_.pop_back();
+      throw;
+    }
+    for (auto& e : queue_) {
+      if (e.kind != Kind::kWork) continue;
+      e.kind = Kind::kDropped;
+      dropped.push_back(std::move(e.work));
+    }
+    work_pending_.fetch_sub(n, std::memory_order_relaxed);
+  }
+  // Destroyed here, on the caller, outside the lock: destructors of captured state may call
+  // streamrt (even this stream).
+  const auto count = dropped.size();
+  dropped.clear();
+  return count;
 }
 
 void CpuStream::close_failure_locked(std::uint64_t to) {
@@ -232,8 +293,9 @@ void CpuStream::run() noexcept {
       return;
     }
     Entry& front = queue_.front();
-    if (front.kind == Kind::kWait && !active_error_ &&
-        !front.event->stream->is_complete(front.event->seq)) {
+    // Waits hold even while a failure is active: a synchronize may report it before the event
+    // completes, and work launched after that must still wait for the event.
+    if (front.kind == Kind::kWait && !front.event->stream->is_complete(front.event->seq)) {
       // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
       auto target = front.event;
       sched_ = Sched::kBlocked;
@@ -255,6 +317,7 @@ void CpuStream::run() noexcept {
           lock.unlock();
           e.work.reset();
           lock.lock();
+          work_pending_.fetch_sub(1, std::memory_order_relaxed);
           break;
         }
         lock.unlock();
@@ -271,9 +334,25 @@ void CpuStream::run() noexcept {
         }
         e.work.reset();
         lock.lock();
+        work_pending_.fetch_sub(1, std::memory_order_relaxed);
         if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e.seq);
         break;
       }
+      case Kind::kDropped:
+        // Events recorded from here to the cancel's mark complete with Cancelled, unless a
+        // failure already covers them (that one must still be reported).
+        if (!active_error_ && cancel_mark_ == 0) {
+          open_span_locked(cancels_.front().error, e.seq);
+          cancel_mark_ = cancels_.front().mark;
+        }
+        break;
+      case Kind::kMark:
+        if (cancel_mark_ == e.seq) {
+          close_failure_locked(e.seq);
+          cancel_mark_ = 0;
+        }
+        cancels_.pop_front();
+        break;
       case Kind::kWait:
         if (!active_error_) {
           if (auto f = e.event->stream->failure_at(e.event->seq)) set_failure_locked(f, e.seq);
@@ -346,6 +425,47 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   }
 }
 
+void CpuStream::lock_for_fork() {
+  mutex_.lock();
+  failure_mutex_.lock();
+}
+
+void CpuStream::unlock_after_fork() {
+  failure_mutex_.unlock();
+  mutex_.unlock();
+}
+
+std::shared_ptr<void> CpuStream::reset_in_fork_child() {
+  // Only the forking thread exists now and it holds both locks (lock_for_fork). The queue and any
+  // running item belong to the parent, which runs them; running them here too would repeat their
+  // side effects. So the child starts with the stream idle: positions the parent had not finished
+  // complete at once with Cancelled (unless a failure already covers them).
+  const auto done = completed_.load(std::memory_order_relaxed);
+  const auto end = submitted_.load(std::memory_order_relaxed);
+  if (end > done && !active_error_) {
+    if (cancel_mark_ != 0) spans_.back().to = done + 1;
+    auto error = std::make_shared<ErrorRecord>(
+        std::make_exception_ptr(Cancelled(
+            "work on " + str() +
+            " was queued or running when the process forked: it runs in the parent only")),
+        str());
+    error->observed.store(true, std::memory_order_relaxed);
+    spans_.push_back(Span{done + 1, end + 1, std::move(error)});
+    ever_failed_.store(true, std::memory_order_relaxed);
+  }
+  cancel_mark_ = 0;
+  // Returned, to be destroyed after the locks are released: destructors may call streamrt.
+  auto garbage = std::make_shared<std::pair<std::deque<Entry>, std::vector<Continuation>>>(
+      std::move(queue_), std::move(continuations_));
+  queue_.clear();
+  continuations_.clear();
+  cancels_.clear();
+  work_pending_.store(0, std::memory_order_relaxed);
+  sched_ = Sched::kIdle;
+  completed_.store(end, std::memory_order_relaxed);
+  return garbage;
+}
+
 bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   if (held_by_this_thread()) {
     throw Error("Stream::synchronize() called from work running on " + str() +
@@ -378,7 +498,10 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
     int expected = SyncPoint::kWaiting;
     if (sp->state.compare_exchange_strong(expected, SyncPoint::kAbandoned,
                                           std::memory_order_acq_rel)) {
-      return is_complete(seq);  // timed out: the failure, if any, stays for a later sync
+      // Timed out: the failure, if any, stays for a later sync. False even if the stream got
+      // there just now: the abandoned point no longer hands over a failure, so a true here could
+      // hide one.
+      return false;
     }
   }
   if (sp->state.load(std::memory_order_acquire) == SyncPoint::kConsumed) sp->error->rethrow();

@@ -77,11 +77,19 @@ class CpuStream final : public impl::StreamImpl,
     return completed_.load(std::memory_order_acquire) >= submitted;
   }
   bool synchronize(std::optional<std::chrono::nanoseconds> timeout);
+  // Launched work items not finished yet (queued or running; dropped ones excluded).
   std::uint64_t pending() const noexcept {
-    const auto completed = completed_.load(std::memory_order_acquire);
-    const auto submitted = submitted_.load(std::memory_order_acquire);
-    return submitted > completed ? submitted - completed : 0;
+    // Relaxed: a debugging figure; it is exact for a caller that synchronized with the stream.
+    return work_pending_.load(std::memory_order_relaxed);
   }
+  // Drops the queued work that has not started; returns how many items were dropped.
+  std::uint64_t cancel();
+  // fork() support (see cpu_backend.cpp): take / release every lock of the stream, and in the
+  // child drop everything that was queued or running in the parent.
+  void lock_for_fork();
+  void unlock_after_fork();
+  // Returns what the child must destroy after unlock_after_fork().
+  std::shared_ptr<void> reset_in_fork_child();
   std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
 
   // Position queries.
@@ -113,7 +121,8 @@ class CpuStream final : public impl::StreamImpl,
 
  private:
   enum class Sched { kIdle, kScheduled, kBlocked };
-  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync };
+  // kDropped: work removed by cancel() (its callable is gone); kMark: the end of a cancel.
+  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync, kDropped, kMark };
   struct Entry {
     std::uint64_t seq = 0;
     Kind kind = Kind::kWork;
@@ -137,6 +146,7 @@ class CpuStream final : public impl::StreamImpl,
   void resume();
   void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
   void close_failure_locked(std::uint64_t to);
+  void open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
 
   CpuBackend& cpu_;
   mutable std::mutex mutex_;
@@ -147,6 +157,20 @@ class CpuStream final : public impl::StreamImpl,
   // sequence number also sees the entry's effects (completed_) or at least its existence.
   std::atomic<std::uint64_t> submitted_{0};
   std::atomic<std::uint64_t> completed_{0};
+  // Work items launched and not finished (dropped ones are subtracted at cancel). Written under
+  // mutex_.
+  std::atomic<std::uint64_t> work_pending_{0};
+
+  // Cancellations not yet passed by the runner, oldest first (guarded by mutex_). Their ranges
+  // [first, mark) are disjoint and increasing: a cancel drops only entries still queued.
+  struct CancelRange {
+    std::uint64_t first, mark;
+    std::shared_ptr<ErrorRecord> error;  // a Cancelled exception
+  };
+  std::deque<CancelRange> cancels_;
+  // Non-zero while a span of cancelled positions is open: its mark (guarded by mutex_). Never
+  // open at the same time as active_error_: a failure closes it.
+  std::uint64_t cancel_mark_ = 0;
 
   // Continuations: a min-heap on seq, guarded by mutex_. completed_ is only advanced under
   // mutex_ too, so a registration and a completion never miss each other.

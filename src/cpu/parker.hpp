@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace streamrt::cpu {
 
@@ -44,15 +45,27 @@ class Parker {
 // This thread's parker. Shared so that a continuation registered by a wait that has since timed
 // out can still unpark it safely after the thread has gone. Thread-local destructors run before
 // atexit handlers, so a wait during exit (finishing pending work) gets a fresh parker.
+namespace parker_detail {
+inline thread_local bool destroyed = false;  // trivially destructible: readable during exit
+struct Holder {
+  std::shared_ptr<Parker> parker = std::make_shared<Parker>();
+  ~Holder() { destroyed = true; }
+};
+inline thread_local Holder holder;
+}  // namespace parker_detail
+
 inline std::shared_ptr<Parker> this_thread_parker() {
-  thread_local bool destroyed = false;  // trivially destructible: readable during exit
-  struct Holder {
-    std::shared_ptr<Parker> parker = std::make_shared<Parker>();
-    ~Holder() { destroyed = true; }
-  };
-  if (destroyed) return std::make_shared<Parker>();
-  thread_local Holder holder;
-  return holder.parker;
+  if (parker_detail::destroyed) return std::make_shared<Parker>();
+  return parker_detail::holder.parker;
+}
+
+// In a child of fork(): another thread may have held this thread's parker lock at the fork, and it
+// would stay locked. Gives the thread a new parker; the old one is leaked, never destroyed locked.
+inline void renew_this_thread_parker() {
+  if (parker_detail::destroyed) return;
+  static auto* const abandoned = new std::vector<std::shared_ptr<Parker>>;  // stays reachable
+  abandoned->push_back(std::move(parker_detail::holder.parker));
+  parker_detail::holder.parker = std::make_shared<Parker>();
 }
 
 // A pause for spin loops: lets the sibling hyper-thread run and saves power.

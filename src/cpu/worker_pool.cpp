@@ -4,6 +4,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 
 #include "clock.hpp"
 
@@ -17,9 +21,55 @@ thread_local int tls_worker_index = -1;
 // making an idle process busy (it is paid once per burst, not per second).
 constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 
+// splitmix64: a tiny, well-mixed generator; one step per random pick.
+std::uint64_t next_random(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// kRandom: before a task, a worker sometimes gives up its core or dawdles, so that the relative
+// timing of streams varies from run to run (the seed fixes the picks, not the OS scheduler).
+void random_pause(std::uint64_t& state) {
+  const auto r = next_random(state);
+  if ((r & 7) == 0) {
+    std::this_thread::yield();
+  } else if ((r & 7) == 1) {
+    for (auto i = (r >> 8) & 1023; i > 0; --i) cpu_relax();
+  } else if ((r & 255) == 2) {
+    std::this_thread::sleep_for(std::chrono::microseconds((r >> 16) & 255));
+  }
+}
+
 }  // namespace
 
-WorkerPool::WorkerPool(int num_threads) { resize(num_threads); }
+bool parse_schedule(const char* text, Schedule& out) {
+  out = Schedule{};
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "default") == 0) return true;
+  if (std::strcmp(text, "serial") == 0) {
+    out.mode = Schedule::Mode::kSerial;
+    return true;
+  }
+  constexpr const char* kRandom = "random:";
+  if (std::strncmp(text, kRandom, std::strlen(kRandom)) != 0) return false;
+  const char* digits = text + std::strlen(kRandom);
+  if (*digits < '0' || *digits > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long seed = std::strtoull(digits, &end, 10);
+  if (*end != '\0' || errno == ERANGE) return false;
+  out.mode = Schedule::Mode::kRandom;
+  out.seed = seed;
+  return true;
+}
+
+WorkerPool::WorkerPool(int num_threads, Schedule schedule)
+    : schedule_(schedule),
+      random_(schedule.mode == Schedule::Mode::kRandom),
+      rng_(schedule.seed) {
+  resize(num_threads);
+}
 
 WorkerPool::~WorkerPool() { shutdown(); }
 
@@ -30,6 +80,8 @@ std::shared_ptr<Task> WorkerPool::pop_locked() {
   for (int level = 0; level < kNumLevels; ++level) {
     auto& q = ready_[level];
     if (!q.empty()) {
+      // kRandom: any ready task of the most urgent level may go first (priorities still hold).
+      if (random_ && q.size() > 1) std::swap(q.front(), q[next_random(rng_) % q.size()]);
       auto t = std::move(q.front());
       q.pop_front();
       // Relaxed: the counters are hints; the queues themselves are read under mutex_.
@@ -71,6 +123,7 @@ void WorkerPool::push(std::shared_ptr<Task> task) {
 }
 
 bool WorkerPool::should_yield(int level) const noexcept {
+  if (random_) return true;  // kRandom: every item is a scheduling point
   for (int l = 0; l <= level && l < kNumLevels; ++l) {
     if (level_count_[l].load(std::memory_order_relaxed) > 0) return true;
   }
@@ -166,7 +219,9 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
 
 void WorkerPool::worker_main(int index) {
   tls_worker_index = index;
+  std::uint64_t pause_state = schedule_.seed ^ (0x5851f42d4c957f2dULL * (index + 1));
   while (auto t = next_task(index)) {
+    if (random_) random_pause(pause_state);
     t->run();
   }
 }

@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -31,9 +32,25 @@ class Task {
   virtual int level() const noexcept = 0;
 };
 
+// How the pool picks work (env STREAMRT_SCHEDULE, parsed by the backend). kRandom and kSerial are
+// schedule fuzzers for finding missing dependencies in user code, not for production.
+struct Schedule {
+  enum class Mode : std::uint8_t {
+    kNormal,  // FIFO per priority level, streams keep their worker while nothing else is ready
+    kRandom,  // a seeded random pick among the ready tasks of the most urgent level; streams
+              // yield after every item; workers pause at random
+    kSerial,  // one worker runs everything (the backend sizes the pool to 1)
+  };
+  Mode mode = Mode::kNormal;
+  std::uint64_t seed = 0;
+};
+
+// Parses STREAMRT_SCHEDULE text: "" or "default", "serial", "random:SEED". False on bad text.
+bool parse_schedule(const char* text, Schedule& out);
+
 class WorkerPool {
  public:
-  explicit WorkerPool(int num_threads);
+  explicit WorkerPool(int num_threads, Schedule schedule = {});
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -85,6 +102,10 @@ class WorkerPool {
   std::atomic<int> target_{0};
   std::vector<std::thread> threads_;  // guarded by resize_mutex_
   std::atomic<bool> stopped_{false};
+
+  const Schedule schedule_;
+  const bool random_;
+  std::uint64_t rng_;  // guarded by mutex_ (kRandom picks)
 };
 
 }  // namespace streamrt::cpu

@@ -124,8 +124,8 @@ class Backend {
 
   //! Items queued and not finished on `stream`.
   virtual std::uint64_t pending(const StreamImpl& stream);
-  //! Drops queued work that has not started.
-  virtual void cancel(StreamImpl& stream);
+  //! Drops queued work that has not started; returns how many items were dropped. Returns at once.
+  virtual std::uint64_t cancel(StreamImpl& stream);
   //! Sets the host worker count (CPU only).
   virtual void set_num_threads(int n);
   //! Host worker count (CPU only).
