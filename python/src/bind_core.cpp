@@ -41,7 +41,8 @@ Device to_device(py::handle obj, const char* what) {
   }
   throw py::type_error(std::string(what) +
                        ": expected a device such as 'cpu' or 'cpu:0' (a str or streamrt.Device), "
-                       "got " + type_name(obj));
+                       "got " +
+                       type_name(obj));
 }
 
 namespace {
@@ -142,8 +143,10 @@ struct DoneCallback {
   void run(const std::exception_ptr& failure) {
     PythonScope scope;
     if (!scope.ok()) {
-      std::fputs("streamrt: a completion callback was not run: the Python interpreter is "
-                 "shutting down\n", stderr);
+      std::fputs(
+          "streamrt: a completion callback was not run: the Python interpreter is "
+          "shutting down\n",
+          stderr);
       return;
     }
     try {
@@ -191,8 +194,7 @@ bool takes_error_argument(py::handle fn) {
 
 std::string stream_repr(const Stream& s) {
   return "streamrt.Stream(device='" + s.device().str() + "', id=" + std::to_string(s.id()) +
-         ", priority=" + std::to_string(s.priority()) + ", " +
-         (s.query() ? "idle" : "busy") + ")";
+         ", priority=" + std::to_string(s.priority()) + ", " + (s.query() ? "idle" : "busy") + ")";
 }
 
 std::string event_repr(const Event& e) {
@@ -216,16 +218,18 @@ void bind_core(py::module_& m) {
                      "A device: type ('cpu' or 'cuda') and index. streamrt.Device('cpu:0').")
       .def(py::init([](py::object spec) { return to_device(spec, "Device"); }), "device"_a)
       .def(py::init([](const std::string& type, int index) {
-             if (index < 0) throw py::value_error("Device: index must be >= 0, got " +
-                                                  std::to_string(index));
+             if (index < 0)
+               throw py::value_error("Device: index must be >= 0, got " + std::to_string(index));
              Device d = to_device(py::str(type), "Device");
              d.index = index;
              return d;
            }),
            "type"_a, "index"_a)
-      .def_property_readonly("type", [](const Device& d) { return std::string(to_string(d.type)); },
-                             "'cpu' or 'cuda'.")
-      .def_property_readonly("index", [](const Device& d) { return d.index; }, "The index.")
+      .def_property_readonly(
+          "type", [](const Device& d) { return std::string(to_string(d.type)); },
+          "'cpu' or 'cuda'.")
+      .def_property_readonly(
+          "index", [](const Device& d) { return d.index; }, "The index.")
       .def("__str__", &Device::str)
       .def("__repr__",
            [](const Device& d) {
@@ -286,8 +290,11 @@ void bind_core(py::module_& m) {
               throw py::type_error("Stream.launch: fn must be callable, got " + type_name(fn));
             }
             const char* label = callable_label(fn);
-            PyWork work{SafeObject(std::move(fn)), SafeObject(std::move(args)),
-                        kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)), label, {}};
+            PyWork work{SafeObject(std::move(fn)),
+                        SafeObject(std::move(args)),
+                        kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)),
+                        label,
+                        {}};
             s.launch(label, std::move(work));
           },
           "fn"_a,
@@ -321,8 +328,9 @@ void bind_core(py::module_& m) {
              return PyStreamContext{to_optional_stream(s, "StreamContext")};
            }),
            "stream"_a)
-      .def_property_readonly("stream", [](const PyStreamContext& c) { return c.stream; },
-                             "The stream made current (None for a no-op context).")
+      .def_property_readonly(
+          "stream", [](const PyStreamContext& c) { return c.stream; },
+          "The stream made current (None for a no-op context).")
       .def("__enter__",
            [](PyStreamContext& c) {
              enter_stream(c.stream);
@@ -465,8 +473,8 @@ void bind_core(py::module_& m) {
             }
             const bool with_error = takes_error_argument(fn);
             const Event& e = self.cast<const Event&>();
-            auto cb = std::make_shared<DoneCallback>(
-                DoneCallback{SafeObject(std::move(fn)), SafeObject(std::move(self)), with_error, {}});
+            auto cb = std::make_shared<DoneCallback>(DoneCallback{
+                SafeObject(std::move(fn)), SafeObject(std::move(self)), with_error, {}});
             e.on_complete([cb](std::exception_ptr failure) { cb->run(failure); });
           },
           "fn"_a,
@@ -482,8 +490,8 @@ void bind_core(py::module_& m) {
         std::size_t i = 0;
         for (py::handle item : events) {
           if (!py::isinstance<Event>(item)) {
-            throw py::type_error("wait_all: item " + std::to_string(i) + " is " +
-                                 type_name(item) + ", not a streamrt.Event");
+            throw py::type_error("wait_all: item " + std::to_string(i) + " is " + type_name(item) +
+                                 ", not a streamrt.Event");
           }
           list.push_back(item.cast<Event>());
           ++i;

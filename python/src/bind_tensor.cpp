@@ -32,7 +32,9 @@ constexpr const char* kSupportedDTypes =
     "streamrt.float32, streamrt.float64, streamrt.int32 or streamrt.int64 (or the numpy "
     "equivalents)";
 
-py::module_ numpy() { return py::module_::import("numpy"); }
+py::module_ numpy() {
+  return py::module_::import("numpy");
+}
 
 // ---------------------------------------------------------------------------------------------
 // dtypes
@@ -252,7 +254,8 @@ Tensor from_dlpack_impl(py::handle obj) {
   } else {
     throw py::type_error(std::string(what) +
                          ": expected an object with __dlpack__ (numpy array, torch tensor, ...) "
-                         "or a DLPack capsule, got " + type_name(obj));
+                         "or a DLPack capsule, got " +
+                         type_name(obj));
   }
   if (PyCapsule_IsValid(capsule.ptr(), dlpack::kCapsuleName) == 0) {
     throw py::value_error(std::string(what) +
@@ -268,9 +271,9 @@ Tensor from_dlpack_impl(py::handle obj) {
   }
   const auto dtype = dtype_from_dlpack(t.dtype);
   if (!dtype) {
-    throw py::type_error(std::string(what) + ": DLPack dtype (code " + std::to_string(t.dtype.code) +
-                         ", bits " + std::to_string(t.dtype.bits) + ", lanes " +
-                         std::to_string(t.dtype.lanes) + ") is not supported; use " +
+    throw py::type_error(std::string(what) + ": DLPack dtype (code " +
+                         std::to_string(t.dtype.code) + ", bits " + std::to_string(t.dtype.bits) +
+                         ", lanes " + std::to_string(t.dtype.lanes) + ") is not supported; use " +
                          kSupportedDTypes);
   }
   if (t.ndim < 0 || t.ndim > kMaxDims) {
@@ -402,8 +405,8 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
     return t;
   }
   const bool is_array = py::isinstance<py::array>(obj);
-  const bool python_data = !is_array && !py::hasattr(obj, "__dlpack__") &&
-                           PyObject_CheckBuffer(obj.ptr()) == 0;
+  const bool python_data =
+      !is_array && !py::hasattr(obj, "__dlpack__") && PyObject_CheckBuffer(obj.ptr()) == 0;
   if (copy != true && !python_data) {
     // Share memory when the layout and dtype allow it.
     py::object source = py::reinterpret_borrow<py::object>(obj);
@@ -432,8 +435,7 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
           (allow_readonly || (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) != 0);
       if (shareable) return from_numpy_impl(arr, allow_readonly, what);
       if (copy == false) {
-        throw py::value_error(std::string(what) +
-                              ": the memory cannot be shared (dtype " + name +
+        throw py::value_error(std::string(what) + ": the memory cannot be shared (dtype " + name +
                               (dtype ? " requested " + std::string(to_string(*dtype)) : "") +
                               ", or not C-contiguous/aligned/writable) and copy=False");
       }
@@ -458,8 +460,8 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
       throw py::type_error(std::string(what) + ": dtype " + name + " is not supported; use " +
                            kSupportedDTypes + " (pass dtype= to convert)");
     }
-    py::object copied = numpy().attr("array")(
-        arr, "dtype"_a = numpy_dtype(dtype ? *dtype : *have), "order"_a = "C", "copy"_a = true);
+    py::object copied = numpy().attr("array")(arr, "dtype"_a = numpy_dtype(dtype ? *dtype : *have),
+                                              "order"_a = "C", "copy"_a = true);
     return from_numpy_impl(copied, false, what);
   }
   return from_numpy_impl(array_from_python(obj, dtype, what), false, what);
@@ -476,7 +478,8 @@ Tensor operand(py::handle obj, const char* what) {
   }
   throw py::type_error(std::string(what) +
                        ": expected a streamrt.Tensor, a numpy array, or an object with "
-                       "__dlpack__ or the buffer protocol, got " + type_name(obj));
+                       "__dlpack__ or the buffer protocol, got " +
+                       type_name(obj));
 }
 
 // Runs an enqueueing op with the GIL released. Its Errors are argument errors (nothing waits),
@@ -593,16 +596,17 @@ py::object matmul_operator(py::handle a, py::handle b) {
 void check_same(const Tensor& a, const Tensor& b, const char* what, bool need_shape) {
   if (a.dtype() != b.dtype() || (need_shape && a.shape() != b.shape())) {
     throw py::value_error(std::string(what) + ": the tensors differ: " + to_string(a.shape()) +
-                          " " + std::string(to_string(a.dtype())) + " vs " +
-                          to_string(b.shape()) + " " + std::string(to_string(b.dtype())) +
+                          " " + std::string(to_string(a.dtype())) + " vs " + to_string(b.shape()) +
+                          " " + std::string(to_string(b.dtype())) +
                           (need_shape ? " (same shape and dtype needed)" : " (same dtype needed)"));
   }
 }
 
 py::object item_of(const Tensor& t) {
   if (t.numel() != 1) {
-    throw py::value_error("Tensor.item: only a one-element tensor has an item; this one has shape " +
-                          to_string(t.shape()));
+    throw py::value_error(
+        "Tensor.item: only a one-element tensor has an item; this one has shape " +
+        to_string(t.shape()));
   }
   switch (t.dtype()) {
     case DType::Float32: {
@@ -703,11 +707,11 @@ void bind_tensor(py::module_& m) {
       .value("float64", DType::Float64)
       .value("int32", DType::Int32)
       .value("int64", DType::Int64)
-      .def_property_readonly("itemsize", [](DType d) { return element_size(d); },
-                             "Bytes per element.")
+      .def_property_readonly(
+          "itemsize", [](DType d) { return element_size(d); }, "Bytes per element.")
       .def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
-      .def_property_readonly("numpy", [](DType d) { return numpy_dtype(d); },
-                             "The numpy dtype.");
+      .def_property_readonly(
+          "numpy", [](DType d) { return numpy_dtype(d); }, "The numpy dtype.");
   // Replace (not overload) the enum's own dunders: repr like torch's, and equality with numpy
   // dtypes and dtype names.
   py::object dtype_cls = m.attr("dtype");
@@ -819,9 +823,10 @@ void bind_tensor(py::module_& m) {
       .def("item", &item_of, "The only element as a Python number (waits for the writer).")
       .def("__float__", [](const Tensor& t) { return item_of(t).cast<double>(); })
       .def("__int__", [](const Tensor& t) { return item_of(t).cast<std::int64_t>(); })
-      .def("data_ptr",
-           [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr_unsafe()); },
-           "Address of the first element (no wait, as torch).")
+      .def(
+          "data_ptr",
+          [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr_unsafe()); },
+          "Address of the first element (no wait, as torch).")
       .def("wait", &Tensor::wait, py::call_guard<py::gil_scoped_release>(),
            "Blocks (GIL released) until the queued work that writes the tensor has finished; "
            "re-raises its failure.")
@@ -867,12 +872,18 @@ void bind_tensor(py::module_& m) {
       .def("shares_storage", &Tensor::shares_storage, "other"_a)
       .def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
       .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); })
-      .def("__add__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, a, b); })
-      .def("__radd__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, b, a); })
-      .def("__sub__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, a, b); })
-      .def("__rsub__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, b, a); })
-      .def("__mul__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, a, b); })
-      .def("__rmul__", [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, b, a); })
+      .def("__add__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, a, b); })
+      .def("__radd__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, b, a); })
+      .def("__sub__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, a, b); })
+      .def("__rsub__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, b, a); })
+      .def("__mul__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, a, b); })
+      .def("__rmul__",
+           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, b, a); })
       .def("__truediv__",
            [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, a, b); })
       .def("__rtruediv__",
@@ -883,9 +894,8 @@ void bind_tensor(py::module_& m) {
   m.attr("Tensor").attr("__array_ufunc__") = py::none();
 
   m.def(
-      "from_numpy",
-      [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); }, "array"_a,
-      "A tensor sharing the memory of a C-contiguous, aligned, writable numpy array.");
+      "from_numpy", [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); },
+      "array"_a, "A tensor sharing the memory of a C-contiguous, aligned, writable numpy array.");
   m.def(
       "from_dlpack", [](py::object obj) { return from_dlpack_impl(obj); }, "obj"_a,
       "A tensor sharing the memory of a DLPack producer (numpy array, torch CPU tensor, capsule).");
@@ -1048,10 +1058,10 @@ void bind_tensor(py::module_& m) {
       .def_readonly("end_ns", &TraceRecord::end_ns)
       .def_readonly("worker", &TraceRecord::worker)
       .def("__repr__", [](const TraceRecord& r) {
-        return "streamrt.TraceRecord(label='" + r.label + "', stream_id=" +
-               std::to_string(r.stream_id) + ", start_ns=" + std::to_string(r.start_ns) +
-               ", end_ns=" + std::to_string(r.end_ns) + ", worker=" + std::to_string(r.worker) +
-               ")";
+        return "streamrt.TraceRecord(label='" + r.label +
+               "', stream_id=" + std::to_string(r.stream_id) +
+               ", start_ns=" + std::to_string(r.start_ns) + ", end_ns=" + std::to_string(r.end_ns) +
+               ", worker=" + std::to_string(r.worker) + ")";
       });
 
   auto fspath = [](py::object path) {

@@ -19,13 +19,13 @@ namespace {
 // it, and Python code never runs under it), so holding it never waits for the GIL.
 struct Gate {
   std::mutex mutex;
-  std::condition_variable idle;   // active == 0, or pending == 0
-  int active = 0;                 // threads inside PythonScope
-  bool closed = false;            // set once at exit; never cleared
+  std::condition_variable idle;  // active == 0, or pending == 0
+  int active = 0;                // threads inside PythonScope
+  bool closed = false;           // set once at exit; never cleared
   // Releases requested without the GIL (a reference drop, a DLPack deleter), not yet run.
   std::vector<std::pair<void (*)(void*), void*>> deferred;
-  bool drain_scheduled = false;     // a Py_AddPendingCall for drain() is outstanding
-  long pending = 0;                 // PendingPythonWork alive
+  bool drain_scheduled = false;  // a Py_AddPendingCall for drain() is outstanding
+  long pending = 0;              // PendingPythonWork alive
 };
 
 Gate& gate() {
@@ -73,7 +73,9 @@ void attach_traceback(const py::error_already_set& e) {
   }
 }
 
-bool python_closed() noexcept { return g_closed.load(std::memory_order_acquire); }
+bool python_closed() noexcept {
+  return g_closed.load(std::memory_order_acquire);
+}
 
 void call_with_gil(void (*fn)(void*), void* arg) noexcept {
   Gate& g = gate();
@@ -191,8 +193,7 @@ void report_at_exit(const std::exception_ptr& e) {
   py::module_ sys = py::module_::import("sys");
   py::module_ traceback = py::module_::import("traceback");
   py::object err = sys.attr("stderr");
-  err.attr("write")(
-      "streamrt: at exit, a failure in stream work that was never synchronized:\n");
+  err.attr("write")("streamrt: at exit, a failure in stream work that was never synchronized:\n");
   traceback.attr("print_exception")(exc, py::arg("file") = err);
 }
 

@@ -93,7 +93,8 @@ class PendingPythonWork {
   //! Counts one less, if this one still counts.
   ~PendingPythonWork();
   //! Transfers the count.
-  PendingPythonWork(PendingPythonWork&& other) noexcept : counted_(std::exchange(other.counted_, false)) {}
+  PendingPythonWork(PendingPythonWork&& other) noexcept
+      : counted_(std::exchange(other.counted_, false)) {}
   PendingPythonWork& operator=(PendingPythonWork&&) = delete;
   PendingPythonWork(const PendingPythonWork&) = delete;
   PendingPythonWork& operator=(const PendingPythonWork&) = delete;
