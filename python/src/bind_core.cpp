@@ -270,6 +270,13 @@ void bind_core(py::module_& m) {
       .def("wait_stream", &Stream::wait_stream, "stream"_a,
            "Work submitted later waits for all work submitted to `stream` so far. Returns at "
            "once.")
+      .def("cancel", &Stream::cancel,
+           "Drops the queued work that has not started (the running item finishes) and returns "
+           "how many items were dropped. Events recorded after dropped work complete with "
+           "streamrt.Cancelled; this stream's synchronize() does not raise for it. Returns at "
+           "once.")
+      .def("pending", &Stream::pending,
+           "Launched items not finished yet (queued or running). A snapshot; never blocks.")
       .def(
           "record_event",
           [](Stream& s, py::object event) -> py::object {

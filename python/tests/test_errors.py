@@ -1,12 +1,13 @@
 """Exceptions raised by launched callables: re-raised as raised (type, object, traceback), later
 work skipped, the stream usable again after the report."""
 
+import threading
 import traceback
 
 import pytest
 
 import streamrt
-from helpers import Recorder
+from helpers import RENDEZVOUS_S, Recorder
 
 
 class CustomError(Exception):
@@ -105,3 +106,33 @@ def test_base_exceptions_are_carried_too():
     s.launch(stop)
     with pytest.raises(KeyboardInterrupt, match="from a stream"):
         s.synchronize()
+
+
+def test_cancel_drops_queued_python_work():
+    s = streamrt.Stream()
+    gate = threading.Event()
+    started = threading.Event()
+    rec = Recorder()
+
+    def first():
+        started.set()
+        assert gate.wait(RENDEZVOUS_S)
+        rec("first")
+
+    s.launch(first)
+    assert started.wait(RENDEZVOUS_S)
+    for i in range(5):
+        s.launch(rec, i)
+    after = s.record_event()
+    assert s.pending() == 6
+    assert s.cancel() == 5  # the running item is not dropped
+    gate.set()
+    s.synchronize()  # the caller asked for the cancel: no error here
+    assert rec.items == ["first"]
+    with pytest.raises(streamrt.Cancelled, match="dropped by Stream::cancel"):
+        after.synchronize()
+    assert after.state == "cancelled"
+    s.launch(rec, "after cancel")  # the stream stays usable
+    s.synchronize()
+    assert rec.items == ["first", "after cancel"]
+    assert s.pending() == 0 and s.cancel() == 0
