@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "streamrt/device.hpp"
+#include "streamrt/stream.hpp"
 
 namespace streamrt {
 
@@ -52,6 +53,9 @@ class Profiler {
   void stop();
   //! True between start() and stop().
   bool running() const noexcept;
+
+  //! Shows `stream` as `name` in exports (instead of "stream <id>"). Never blocks.
+  void name_stream(const Stream& stream, std::string name);
 
   //! Records collected so far (collects finished items first), sorted by start time.
   std::vector<TraceRecord> records() const;

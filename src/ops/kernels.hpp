@@ -29,6 +29,23 @@ decltype(auto) dispatch(DType dtype, F&& f) {
   return f(std::int64_t{});
 }
 
+// Calls f(T{}) for the floating dtypes (the caller has checked that `dtype` is one).
+template <class F>
+decltype(auto) dispatch_floating(DType dtype, F&& f) {
+  if (dtype == DType::Float32) return f(float{});
+  return f(double{});
+}
+
+// fn(begin, end) over sub-ranges of [0, n), split across the pool when n is large.
+template <class Fn>
+void parallel_ranges(std::int64_t n, Fn&& fn) {
+  if (n <= kElementGrain) {
+    if (n > 0) fn(std::int64_t{0}, n);
+    return;
+  }
+  cpu::parallel_for(n, kElementGrain, fn);
+}
+
 // for i in [0, n): body(i), split across the pool when n is large.
 template <class Body>
 void parallel_elements(std::int64_t n, Body&& body) {

@@ -269,9 +269,11 @@ bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, Pred p
 
 // ---- matmul ------------------------------------------------------------------------------------
 
-// Products smaller than this many multiply-adds run as one BLAS call: splitting them costs more
-// in hand-off and repeated packing than it gains (see docs/performance.md).
-constexpr double kSplitMacs = 8.0 * 1024 * 1024;
+// Products smaller than this many multiply-adds (about 320^3) run as one BLAS call on the
+// stream's worker. Below it, parallelism comes from streams (a 256x256 product per stream keeps one
+// core busy, so two streams double throughput); splitting would make one stream take both cores in
+// small slices, with extra hand-offs and repeated packing of B (see docs/performance.md).
+constexpr double kSplitMacs = 32.0 * 1024 * 1024;
 // Fewest rows per block when splitting.
 constexpr std::int64_t kMinRows = 32;
 

@@ -83,6 +83,12 @@ void write_file(const std::string& path, const std::string& text, const char* wh
   if (!f) throw Error(std::string(what) + ": writing '" + path + "' failed");
 }
 
+// Identifies a stream across devices, ordered for maps.
+using StreamKey = std::pair<int, std::uint64_t>;
+StreamKey key_of(const Device& d, std::uint64_t id) {
+  return {static_cast<int>(d.type) * 1000 + d.index, id};
+}
+
 std::string stream_name(const TraceRecord& r) {
   std::string name = r.stream_id == 0 ? "default stream" : "stream " + std::to_string(r.stream_id);
   if (r.stream_priority != 0) name += " (prio " + std::to_string(r.stream_priority) + ")";
@@ -93,11 +99,12 @@ std::string stream_name(const TraceRecord& r) {
 
 struct Profiler::State {
   mutable std::mutex mutex;
-  bool running = false;              // guarded by mutex
-  std::uint64_t session = 0;         // guarded by mutex
-  std::int64_t start_ns = 0;         // guarded by mutex
-  std::int64_t stop_ns = 0;          // guarded by mutex; 0 while running
-  std::vector<TraceRecord> records;  // guarded by mutex
+  bool running = false;                    // guarded by mutex
+  std::uint64_t session = 0;               // guarded by mutex
+  std::int64_t start_ns = 0;               // guarded by mutex
+  std::int64_t stop_ns = 0;                // guarded by mutex; 0 while running
+  std::vector<TraceRecord> records;        // guarded by mutex
+  std::map<StreamKey, std::string> names;  // guarded by mutex
 };
 
 Profiler::Profiler() : state_(std::make_unique<State>()) {}
@@ -140,6 +147,11 @@ void Profiler::stop() {
   collect();
 }
 
+void Profiler::name_stream(const Stream& stream, std::string name) {
+  std::lock_guard lock(state_->mutex);
+  state_->names[key_of(stream.device(), stream.id())] = std::move(name);
+}
+
 bool Profiler::running() const noexcept {
   std::lock_guard lock(state_->mutex);
   return state_->running;
@@ -176,10 +188,16 @@ void Profiler::clear() {
 std::string Profiler::chrome_trace_json() const {
   const auto recs = records();
   std::int64_t origin;
+  std::map<StreamKey, std::string> names;
   {
     std::lock_guard lock(state_->mutex);
     origin = state_->start_ns;
+    names = state_->names;
   }
+  auto name_of = [&](const TraceRecord& r) {
+    auto it = names.find(key_of(r.device, r.stream_id));
+    return it != names.end() ? it->second : stream_name(r);
+  };
   auto pid_of = [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index + 1; };
   std::ostringstream o;
   o << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
@@ -200,7 +218,7 @@ std::string Profiler::chrome_trace_json() const {
     if (tracks.insert({pid, r.stream_id}).second) {
       sep();
       o << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << pid
-        << ",\"tid\":" << r.stream_id + 1 << ",\"args\":{\"name\":\"" << json_escape(stream_name(r))
+        << ",\"tid\":" << r.stream_id + 1 << ",\"args\":{\"name\":\"" << json_escape(name_of(r))
         << "\"}}";
       sep();
       o << "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":" << pid
@@ -226,16 +244,22 @@ void Profiler::export_chrome_trace(const std::string& path) const {
 std::string Profiler::timeline_svg(const std::string& title) const {
   const auto recs = records();
   std::int64_t origin;
+  std::map<StreamKey, std::string> names;
   {
     std::lock_guard lock(state_->mutex);
     origin = state_->start_ns;
+    names = state_->names;
   }
+  auto name_of = [&](const TraceRecord& r) {
+    auto it = names.find(key_of(r.device, r.stream_id));
+    return it != names.end() ? it->second : r.device.str() + " " + stream_name(r);
+  };
   // Rows: one per stream, in id order.
   std::map<std::pair<int, std::uint64_t>, std::pair<int, std::string>> rows;
   for (const auto& r : recs) {
     rows.emplace(
         std::make_pair(static_cast<int>(r.device.type) * 1000 + r.device.index, r.stream_id),
-        std::make_pair(0, r.device.str() + " " + stream_name(r)));
+        std::make_pair(0, name_of(r)));
   }
   int row_index = 0;
   for (auto& [key, row] : rows) row.first = row_index++;

@@ -397,20 +397,18 @@ Tensor random_tensor(const char* op, Shape shape, std::uint64_t seed, std::uint6
   auto st = detail::TensorAccess::storage(t);
   const std::int64_t n = t.numel();
   ops::submit(op, device, {}, {&t}, [st, n, seed, offset, normal, dtype] {
-    if (dtype == DType::Float32) {
-      float* p = static_cast<float*>(st->data());
-      ops::parallel_elements(n, [&](std::int64_t i) {
-        const auto k = offset + static_cast<std::uint64_t>(i);
-        p[i] =
-            normal ? static_cast<float>(ops::normal_double(k, seed)) : ops::uniform_float(k, seed);
+    ops::dispatch_floating(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = static_cast<T*>(st->data());
+      ops::parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
+        const auto first = offset + static_cast<std::uint64_t>(begin);
+        if (normal) {
+          ops::fill_normal(p + begin, first, end - begin, seed);
+        } else {
+          ops::fill_uniform(p + begin, first, end - begin, seed);
+        }
       });
-    } else {
-      double* p = static_cast<double*>(st->data());
-      ops::parallel_elements(n, [&](std::int64_t i) {
-        const auto k = offset + static_cast<std::uint64_t>(i);
-        p[i] = normal ? ops::normal_double(k, seed) : ops::uniform_double(k, seed);
-      });
-    }
+    });
   });
   return t;
 }

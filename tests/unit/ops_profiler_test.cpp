@@ -130,6 +130,18 @@ assert any(e["name"] == 'quote"and\\backslash' for e in x), [e["name"] for e in 
   EXPECT_THROW(prof.export_chrome_trace("/nonexistent-dir/x.json"), Error);
 }
 
+TEST(Profiler, NamedStreamsAppearInBothExports) {
+  Stream s;
+  Profiler prof;
+  prof.name_stream(s, "loader <1>");
+  prof.start();
+  s.launch("step", [] {});
+  s.synchronize();
+  prof.stop();
+  EXPECT_NE(prof.chrome_trace_json().find("\"name\":\"loader <1>\""), std::string::npos);
+  EXPECT_NE(prof.timeline_svg().find(">loader &lt;1&gt;</text>"), std::string::npos);
+}
+
 TEST(Profiler, TimelineSvgIsWellFormedWithARowPerStream) {
   Stream s1, s2;
   Profiler prof;
