@@ -1074,6 +1074,8 @@ void bind_tensor(py::module_& m) {
       .def("start", &Profiler::start)
       .def("stop", &Profiler::stop)
       .def_property_readonly("running", &Profiler::running)
+      .def("name_stream", &Profiler::name_stream, "stream"_a, "name"_a,
+           "Shows `stream` as `name` in the exports (instead of 'stream <id>').")
       .def("records", &Profiler::records, "The items recorded so far, by start time.")
       .def("clear", &Profiler::clear)
       .def("chrome_trace_json", &Profiler::chrome_trace_json)

@@ -18,6 +18,7 @@ def test_profile_records_ops_and_launches_per_stream(tmp_path):
 
     with streamrt.profile() as p:
         assert p.running
+        p.name_stream(s1, "matmul stream")
         with s1:
             streamrt.matmul(a, a)
         with s2:
@@ -42,6 +43,7 @@ def test_profile_records_ops_and_launches_per_stream(tmp_path):
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     names = {e.get("name") for e in events}
     assert {"matmul", "relu"} <= names
+    assert "matmul stream" in trace.read_text()
     svg = tmp_path / "timeline.svg"
     p.export_timeline_svg(str(svg), title="test")
     assert svg.read_text().lstrip().startswith(("<svg", "<?xml"))
