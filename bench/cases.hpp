@@ -225,11 +225,14 @@ double efficiency(P& p, std::vector<typename P::Stream>& streams, int items, dou
   return ideal / measured;
 }
 
-//! Idle CPU use: makes `streams` streams, runs one empty item on each and syncs, then sleeps
-//! for `seconds` with everything alive. Returns CPU milliseconds used by the whole process per
-//! second of idling (getrusage), so run it where nothing else in the process is busy.
+//! Idle CPU use: waits `settle` seconds (start-up transients of the process, such as OpenBLAS
+//! threads spinning after load, are not the peer's), makes `streams` streams, runs one empty item
+//! on each and syncs, then sleeps for `seconds` with everything alive. Returns CPU milliseconds
+//! used by the whole process per second of idling (getrusage), so run it where nothing else in
+//! the process is busy. What the peer does right after work (spinning workers) is included.
 template <class P>
-double idle_cpu_ms_per_s(P& p, int streams, double seconds) {
+double idle_cpu_ms_per_s(P& p, int streams, double seconds, double settle = 0.3) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(settle));
   std::vector<typename P::Stream> v;
   for (int i = 0; i < streams; ++i) v.push_back(p.make_stream());
   for (auto& s : v) p.launch(s, [] {});
