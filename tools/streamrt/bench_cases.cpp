@@ -582,7 +582,6 @@ std::vector<std::pair<std::string, std::string>> library_versions() {
   v.emplace_back("streamrt", STREAMRT_TOOL_VERSION);
 #endif
   v.emplace_back("libstdc++", std::to_string(__GLIBCXX__));
-  v.emplace_back("compiler", __VERSION__);
 #ifdef STREAMRT_BENCH_HAVE_TBB
   v.emplace_back("oneTBB", std::string(TBB_VERSION_STRING) + " (runtime " + TBB_runtime_version() +
                                ", interface " + std::to_string(TBB_runtime_interface_version()) +
