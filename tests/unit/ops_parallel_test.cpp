@@ -36,16 +36,36 @@ TEST_P(ParallelFor, CoversEveryIndexExactlyOnce) {
 }
 
 TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
+  // Every worker is held, so the calling (host) thread runs the chunks, in order: chunk 0 throws
+  // and none of the other 999 may run after that.
+  test::Gate gate;
+  std::vector<Stream> holders(static_cast<std::size_t>(GetParam()));
+  auto entered = std::make_shared<std::atomic<int>>(0);
+  for (auto& h : holders) {
+    h = Stream();
+    gate.hold(h, entered);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
+  while (entered->load() < GetParam() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(entered->load(), GetParam()) << "the workers never all reached the gates";
   std::atomic<int> ran{0};
-  EXPECT_THROW(cpu::parallel_for(
-                   1000, 1,
-                   [&](std::int64_t b, std::int64_t) {
-                     ran.fetch_add(1);
-                     if (b == 0) throw Error("chunk 0 failed");
-                   },
-                   1000),
-               Error);
-  EXPECT_LT(ran.load(), 1000);  // chunk 0 runs first on the caller: the rest are skipped
+  try {
+    cpu::parallel_for(
+        1000, 1,
+        [&](std::int64_t b, std::int64_t) {
+          ran.fetch_add(1);
+          if (b == 0) throw Error("chunk 0 failed");
+        },
+        1000);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "chunk 0 failed");
+  }
+  EXPECT_EQ(ran.load(), 1);
+  gate.open();
+  for (auto& h : holders) h.synchronize();
 }
 
 TEST_P(ParallelFor, NestedCallsRunInline) {

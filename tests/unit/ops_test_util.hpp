@@ -3,12 +3,14 @@
 // float64 reference loops.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "streamrt/streamrt.hpp"
@@ -42,6 +44,13 @@ class Gate {
   // Enqueues a wait at this gate on `s` (holds the stream, and one worker, until open()).
   void hold(Stream s) {
     s.launch("gate", [state = state_] { state->wait(); });
+  }
+  // As hold(s), and counts `entered` up when the stream's worker has reached the gate.
+  void hold(Stream s, std::shared_ptr<std::atomic<int>> entered) {
+    s.launch("gate", [state = state_, entered] {
+      entered->fetch_add(1);
+      state->wait();
+    });
   }
 
  private:
