@@ -314,9 +314,11 @@ void CpuBackend::prepare_fork() noexcept {
   } catch (...) {
     // Out of memory: lock what we could gather; the rest are not protected in the child.
   }
-  for (const auto& s : forking_) s->lock_for_fork();
-  // Not a lock for the child's sake, but a stream mutex taken twice would deadlock here: the
-  // default stream is never in streams_, so each stream appears once.
+  // All queue locks before any failure lock: a runner holding its queue lock takes another
+  // stream's failure lock (failure_at), so the other order would deadlock with it. The default
+  // stream is never in streams_, so no stream is locked twice.
+  for (const auto& s : forking_) s->lock_for_fork(false);
+  for (const auto& s : forking_) s->lock_for_fork(true);
 }
 
 void CpuBackend::after_fork_in_parent() noexcept {

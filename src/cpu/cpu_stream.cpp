@@ -425,9 +425,12 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   }
 }
 
-void CpuStream::lock_for_fork() {
-  mutex_.lock();
-  failure_mutex_.lock();
+void CpuStream::lock_for_fork(bool failures) {
+  if (failures) {
+    failure_mutex_.lock();
+  } else {
+    mutex_.lock();
+  }
 }
 
 void CpuStream::unlock_after_fork() {

@@ -84,9 +84,10 @@ class CpuStream final : public impl::StreamImpl,
   }
   // Drops the queued work that has not started; returns how many items were dropped.
   std::uint64_t cancel();
-  // fork() support (see cpu_backend.cpp): take / release every lock of the stream, and in the
-  // child drop everything that was queued or running in the parent.
-  void lock_for_fork();
+  // fork() support (see cpu_backend.cpp): take (mutex_ of every stream first, then every
+  // failure_mutex_, as runners nest them) / release every lock of the stream, and in the child
+  // drop everything that was queued or running in the parent.
+  void lock_for_fork(bool failures);
   void unlock_after_fork();
   // Returns what the child must destroy after unlock_after_fork().
   std::shared_ptr<void> reset_in_fork_child();
