@@ -212,17 +212,56 @@ double run_items(P& p, std::vector<typename P::Stream>& streams, int items, std:
   return static_cast<double>(now_ns() - t0);
 }
 
+//! The same items with no runtime at all: `threads` plain threads (made before the clock
+//! starts) each run their share of `items` items of `iters` work back to back. Returns the wall
+//! time in ns. This is the ideal the peers are measured against, taken in the same conditions
+//! (on a shared machine, other processes slow it down exactly as they slow the peers).
+inline double run_bare(int items, std::int64_t iters, int threads) {
+  std::atomic<std::uint32_t> go{0};
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    const int share = items / threads + (t < items % threads ? 1 : 0);
+    pool.emplace_back([&go, share, iters] {
+      go.wait(0, std::memory_order_acquire);
+      for (int i = 0; i < share; ++i) spin_work(iters);
+    });
+  }
+  const auto t0 = now_ns();
+  go.store(1, std::memory_order_release);
+  go.notify_all();
+  for (auto& t : pool) t.join();
+  return static_cast<double>(now_ns() - t0);
+}
+
 //! Efficiency of running `items` items of `item_us` each on `streams.size()` streams: the ideal
-//! time (total work / the cores that can help) over the measured time. In-order peers can use
-//! min(streams, cores) cores; unordered ones (task_group) all cores whatever the stream count.
+//! time over the measured time. The ideal is measured right before, in the same conditions: the
+//! same items on plain threads, as many as the cores the peer could use (min(streams, cores) for
+//! in-order peers; all cores for unordered ones such as task_group).
 template <class P>
 double efficiency(P& p, std::vector<typename P::Stream>& streams, int items, double item_us,
                   const Calibration& cal) {
-  const double measured = run_items(p, streams, items, cal.iters(item_us));
+  const auto iters = cal.iters(item_us);
   const int usable = P::kInOrder ? static_cast<int>(streams.size()) : items;
   const int parallel = std::min<int>(usable, hardware_threads());
-  const double ideal = items * item_us * 1000.0 / parallel;
+  const double ideal = run_bare(items, iters, parallel);
+  const double measured = run_items(p, streams, items, iters);
   return ideal / measured;
+}
+
+//! Overlap with no runtime: two items of `iters` work on this thread one after the other, then
+//! one on each of two new std::threads. Returns the speedup: what the machine allows right now.
+inline double overlap_bare(std::int64_t iters) {
+  auto t0 = now_ns();
+  spin_work(iters);
+  spin_work(iters);
+  const double serial = static_cast<double>(now_ns() - t0);
+  t0 = now_ns();
+  std::thread a([iters] { spin_work(iters); });
+  std::thread b([iters] { spin_work(iters); });
+  a.join();
+  b.join();
+  return serial / static_cast<double>(now_ns() - t0);
 }
 
 //! Idle CPU use: waits `settle` seconds (start-up transients of the process, such as OpenBLAS

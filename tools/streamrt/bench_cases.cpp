@@ -147,7 +147,7 @@ std::vector<CaseSpec> case_specs(bool quick) {
       auto c = spec("granularity/item=" + std::to_string(item) + "us/streams=" + std::to_string(s),
                     "granularity",
                     "granularity: " + std::to_string(item) + " us items on " + streams_text(s) +
-                        " (efficiency)",
+                        " (efficiency vs bare threads)",
                     "%", Better::kHigher, 5, 1);
       c.params = {{"item_us", item}, {"streams", s}};
       if (item == 10 && s == 2) c = with_target(std::move(c), ">= 90%", 90);
@@ -490,6 +490,26 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
   add_missing_peer(suite, "opencl", "OpenCL (PoCL)", "OpenCL not found at configure time");
   d.resize(suite.peers.size());
 #endif
+  // Reference without any runtime: two plain std::threads for the overlap case, so the table
+  // shows what the machine allowed during the run (other processes take cores too).
+  {
+    add_missing_peer(suite, "bare_threads", "bare threads", "");
+    suite.peers.back().built = true;
+    d.push_back([](PeerInfo& info) {
+      info.version = "std::thread, no runtime (reference)";
+      info.workers = sb::hardware_threads();
+    });
+    const std::size_t bare_pi = suite.peers.size() - 1;
+    for (std::size_t ci = 0; ci < suite.cases.size(); ++ci) {
+      if (suite.cases[ci].group != "overlap") continue;
+      Job j;
+      j.case_index = ci;
+      j.peer_index = bare_pi;
+      const auto iters = cfg.cal.iters(20'000);
+      j.setup = [iters]() -> RepFn { return [iters] { return sb::overlap_bare(iters); }; };
+      suite.jobs.push_back(std::move(j));
+    }
+  }
   const std::size_t openblas_pi = suite.peers.size();
 #ifdef STREAMRT_BENCH_HAVE_OPENBLAS
   add_missing_peer(suite, "openblas", "OpenBLAS direct", "");

@@ -22,9 +22,9 @@ namespace {
 
 const char* color_of(const std::string& peer_id) {
   static const std::map<std::string, const char*> colors = {
-      {"streamrt", "#c0392b"},   {"async", "#7f7f7f"},     {"thread_queue", "#8c564b"},
-      {"tbb_strand", "#2ca02c"}, {"tbb_group", "#98c379"}, {"asio_strand", "#9467bd"},
-      {"opencl", "#ff7f0e"},     {"openblas", "#17becf"}};
+      {"streamrt", "#c0392b"},   {"async", "#7f7f7f"},        {"thread_queue", "#8c564b"},
+      {"tbb_strand", "#2ca02c"}, {"tbb_group", "#98c379"},    {"asio_strand", "#9467bd"},
+      {"opencl", "#ff7f0e"},     {"bare_threads", "#bbbbbb"}, {"openblas", "#17becf"}};
   auto it = colors.find(peer_id);
   return it == colors.end() ? "#333333" : it->second;
 }
@@ -277,11 +277,11 @@ bool efficiency_plot(const Report& r, const std::string& path) {
   const int W = static_cast<int>(ml + (pw + gap) * static_cast<double>(streams.size()));
   const int H = static_cast<int>(mt + ph + 70);
   Svg svg(W, H);
-  svg.text(W / 2.0, 22, "Efficiency vs item size (ideal time / measured time; fixed total work)",
+  svg.text(W / 2.0, 22, "Efficiency vs item size (ideal time / measured time, fixed total work)",
            "middle", 15, 0, "#222", "bold");
   svg.text(W / 2.0, 40,
-           "ideal = total work / min(streams, " + std::to_string(r.machine.hardware_threads) +
-               " hardware threads); higher is better; dashed: 90% target",
+           "ideal = the same items on min(streams, " + std::to_string(r.machine.hardware_threads) +
+               ") plain threads, measured just before; higher is better; dashed: 90% target",
            "middle", 11, 0, "#555");
   legend(svg, r, peers, ml, 62, W - 10);
   for (std::size_t si = 0; si < streams.size(); ++si) {
