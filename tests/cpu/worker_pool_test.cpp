@@ -167,7 +167,7 @@ TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
   std::vector<int> order;
   std::atomic<int> ran{0};
   const std::vector<std::pair<int, int>> tasks{{3, 30}, {2, 20}, {1, 10}, {0, 0},
-                                                {3, 31}, {0, 1},  {1, 11}};
+                                               {3, 31}, {0, 1},  {1, 11}};
   for (auto [level, tag] : tasks) {
     push(
         pool,
@@ -190,7 +190,8 @@ TEST(WorkerPool, ShouldYieldSeesEqualOrMoreUrgentWaitingTasks) {
   occupy(pool, 1, gate);
   EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1));
   std::atomic<bool> ran{false};
-  push(pool, [&] { ran = true; }, 2);
+  push(
+      pool, [&] { ran = true; }, 2);
   EXPECT_FALSE(pool.should_yield(0));
   EXPECT_FALSE(pool.should_yield(1));
   EXPECT_TRUE(pool.should_yield(2));

@@ -92,7 +92,8 @@ TEST_P(OnComplete, ManyCallbacksOnManyEventsEachRunExactlyOnce) {
     s.launch([] { std::this_thread::yield(); });
     streamrt::Event e = s.record_event();
     for (int k = 0; k < kPerEvent; ++k) {
-      e.on_complete([&counts, i, k](std::exception_ptr) { counts[i * kPerEvent + k].fetch_add(1); });
+      e.on_complete(
+          [&counts, i, k](std::exception_ptr) { counts[i * kPerEvent + k].fetch_add(1); });
     }
     e.record(s);  // a re-record must not fire the callbacks of the old version again
   }
@@ -336,6 +337,46 @@ TEST_P(Failures, DeviceSynchronizeRethrowsAndReportsOnce) {
   EXPECT_THROW(streamrt::synchronize(), TestFailure);
   EXPECT_NO_THROW(streamrt::synchronize());
   EXPECT_NO_THROW(s.synchronize());
+}
+
+TEST_P(Failures, WaitAllWaitsForEveryEventThenRethrowsTheFirstFailureInArgumentOrder) {
+  struct Other : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+  streamrt::Stream ok_stream;
+  streamrt::Stream first_bad;
+  streamrt::Stream second_bad;
+  Gate g;
+  std::atomic<bool> slow_done{false};
+  ok_stream.launch([&] {
+    g.wait();
+    std::this_thread::sleep_for(5ms);
+    slow_done = true;
+  });
+  first_bad.launch([] { throw TestFailure("first-in-order"); });
+  second_bad.launch([] { throw Other("second-in-order"); });
+  // The failure listed first wins, even though it is given after a clean, slower event.
+  std::vector<streamrt::Event> events{ok_stream.record_event(), second_bad.record_event(),
+                                      first_bad.record_event()};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(5ms);
+    g.open();
+  });
+  try {
+    streamrt::wait_all(events);
+    ADD_FAILURE() << "wait_all did not rethrow";
+  } catch (const Other& e) {
+    EXPECT_STREQ(e.what(), "second-in-order");
+  } catch (...) {
+    ADD_FAILURE() << "wait_all rethrew another failure than the first in argument order";
+  }
+  opener.join();
+  EXPECT_TRUE(slow_done.load()) << "wait_all returned before every event completed";
+  EXPECT_THROW(first_bad.synchronize(), TestFailure);
+  EXPECT_THROW(second_bad.synchronize(), Other);
+  ok_stream.synchronize();
+  std::vector<streamrt::Event> clean{ok_stream.record_event(), first_bad.record_event()};
+  EXPECT_NO_THROW(streamrt::wait_all(clean));
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Failures, ::testing::Values(1, 2, 4, 8));

@@ -176,8 +176,7 @@ TEST(CurrentStream, ADeviceWithoutBackendIsAClearError) {
       call();
       ADD_FAILURE() << "no error for a device without backend";
     } catch (const streamrt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("no backend for device type 'cuda'"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("no backend for device type 'cuda'"), std::string::npos)
           << e.what();
     }
   }

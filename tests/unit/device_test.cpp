@@ -49,8 +49,7 @@ TEST(Device, IndexOutOfRangeIsAnError) {
 }
 
 TEST(Device, NoBackendForCudaInThisBuild) {
-  const std::string msg =
-      error_of([] { streamrt::Stream s(streamrt::Device::parse("cuda:0")); });
+  const std::string msg = error_of([] { streamrt::Stream s(streamrt::Device::parse("cuda:0")); });
   EXPECT_NE(msg.find("no backend for device type 'cuda'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;  // names the fix
 }
@@ -86,8 +85,8 @@ TEST(WorkerCount, SetNumThreadsFromWorkIsAnError) {
 }
 
 TEST(WorkerCount, EnvironmentVariableSetsTheCount) {
-  const auto r = run_child(std::string("STREAMRT_NUM_THREADS=3 timeout 120 ") + STREAMRT_TEST_CHILD +
-                           " num-threads");
+  const auto r = run_child(std::string("STREAMRT_NUM_THREADS=3 timeout 120 ") +
+                           STREAMRT_TEST_CHILD + " num-threads");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("num_threads=3\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("met=3\n"), std::string::npos) << r.output;

@@ -4,11 +4,13 @@
 // refused, without any GPU. Registering is process-global, hence this separate executable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "streamrt/impl/backend.hpp"
@@ -151,7 +153,9 @@ TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
   EXPECT_NE(s.id(), 0u);
   // The range checks use the fake backend's range and device count.
   EXPECT_NE(error_of([] { streamrt::Stream(kCuda0, -2); }).find("out of range"), std::string::npos);
-  EXPECT_NE(error_of([] { streamrt::Stream(Device{DeviceType::CUDA, 2}); }).find("cuda:2"),
+  EXPECT_NE(error_of([] {
+              streamrt::Stream(Device{DeviceType::CUDA, 2});
+            }).find("cuda:2"),
             std::string::npos);
   // And the CPU backend is still there, untouched.
   streamrt::Stream cpu;
@@ -173,9 +177,9 @@ TEST_F(FakeBackendTest, StreamCallsAreForwarded) {
   s.synchronize();
   streamrt::synchronize(kCuda1);
   const auto id = std::to_string(s.id());
-  EXPECT_EQ(fake().take(), (std::vector<std::string>{"enqueue(" + id + ")", "query_stream(" + id +
-                                                         ")", "synchronize_stream(" + id + ")",
-                                                     "synchronize_device(1)"}));
+  EXPECT_EQ(fake().take(),
+            (std::vector<std::string>{"enqueue(" + id + ")", "query_stream(" + id + ")",
+                                      "synchronize_stream(" + id + ")", "synchronize_device(1)"}));
   auto d = streamrt::Stream::default_stream(kCuda1);
   EXPECT_EQ(d.id(), 0u);
   EXPECT_EQ(d.device(), kCuda1);

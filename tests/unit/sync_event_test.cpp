@@ -287,6 +287,27 @@ TEST_P(EventVersions, WaitStreamWaitsForWorkSubmittedSoFar) {
   EXPECT_EQ(seen, 5);
 }
 
+TEST_P(EventVersions, BlockingEventsWaitTheSameWay) {
+  streamrt::Stream s;
+  Gate g;
+  std::atomic<bool> done{false};
+  s.launch([&] {
+    g.wait();
+    done = true;
+  });
+  streamrt::Event e(streamrt::EventOptions{.blocking = true});
+  e.record(s);
+  EXPECT_TRUE(e.options().blocking);
+  EXPECT_FALSE(e.wait_for(1ms));
+  std::thread opener([&] {
+    std::this_thread::sleep_for(5ms);
+    g.open();
+  });
+  e.synchronize();
+  EXPECT_TRUE(done.load());
+  opener.join();
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, EventVersions, ::testing::Values(1, 2, 4, 8));
 
 // ---- 7. Never-recorded and reset events -------------------------------------------------------
@@ -388,10 +409,9 @@ TEST(ElapsedTime, RequiresTimingOnBothEvents) {
   timed.record(s);
   timed2.record(s);
   s.synchronize();
-  for (const auto& msg : {elapsed_error(plain, timed), elapsed_error(timed, plain),
-                          elapsed_error(plain, plain)}) {
-    EXPECT_NE(msg.find("Both events must be created with enable_timing"), std::string::npos)
-        << msg;
+  for (const auto& msg :
+       {elapsed_error(plain, timed), elapsed_error(timed, plain), elapsed_error(plain, plain)}) {
+    EXPECT_NE(msg.find("Both events must be created with enable_timing"), std::string::npos) << msg;
   }
   EXPECT_GE(timed.elapsed_time(timed2), 0.0);
 }

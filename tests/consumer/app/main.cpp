@@ -1,10 +1,9 @@
 // Uses the installed streamrt: two streams, a cross-stream wait on an event, a timed pair of
 // events. Prints "consumer: ok" only when everything checked out.
-#include <streamrt/streamrt.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <streamrt/streamrt.hpp>
 #include <thread>
 
 int main() {
