@@ -115,7 +115,14 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
   for (std::size_t i = 0; i < count; ++i) {
     Storage& st = *uses[i].storage;
     if (uses[i].write) {
-      st.last_write = detail::Access{sid, pos};
+      st.last_write.stream_id = sid;
+      // The last use can take the reference instead of copying it (one atomic pair fewer on the
+      // common single-output path).
+      if (i + 1 == count) {
+        st.last_write.position = std::move(pos);
+      } else {
+        st.last_write.position = pos;
+      }
       st.reads.clear();
       continue;
     }
