@@ -283,7 +283,9 @@ void CpuStream::resume() {
   cpu_.pool().push(shared_from_this());
 }
 
-void CpuStream::run() noexcept {
+void CpuStream::run() noexcept { drain(0); }
+
+void CpuStream::drain(std::uint64_t stop_at) noexcept {
   RunningScope running(this);
   WorkerPool& pool = cpu_.pool();
   std::unique_lock lock(mutex_);
@@ -375,7 +377,10 @@ void CpuStream::run() noexcept {
         break;
     }
     complete_locked(e.seq, lock);
-    if (!queue_.empty() && pool.should_yield(level())) {
+    // A waiting worker runs us only up to what it waits for (help_towards).
+    const bool helped_enough =
+        stop_at != 0 && completed_.load(std::memory_order_relaxed) >= stop_at;
+    if (!queue_.empty() && (helped_enough || pool.should_yield(level()))) {
       // Let an equally or more urgent stream run; we stay scheduled and go to the back.
       lock.unlock();
       pool.push(shared_from_this());
@@ -384,6 +389,34 @@ void CpuStream::run() noexcept {
   }
 }
 
+
+bool CpuStream::help_towards(std::uint64_t seq) {
+  // Directed help: run, on this waiting worker, only the stream `seq` is waiting for (this one, or
+  // the stream it is parked on, following waits), and only up to the awaited position. Running
+  // any other ready work here could nest, under the waiting item, an item that itself waits for
+  // the waiting item's stream: a deadlock the program does not have
+  // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter).
+  WorkerPool& pool = cpu_.pool();
+  std::shared_ptr<CpuStream> s = shared_from_this();
+  std::uint64_t target = seq;
+  for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
+    if (s->is_complete(target)) return true;  // progress: the caller looks again
+    if (auto task = pool.try_take(s.get())) {
+      s->drain(target);
+      return true;
+    }
+    std::shared_ptr<CpuEvent> blocker;
+    {
+      std::lock_guard lock(s->mutex_);
+      // Running elsewhere (or just resumed): nothing to take; a push or completion wakes us.
+      if (s->sched_ != Sched::kBlocked || s->queue_.empty()) return false;
+      blocker = s->queue_.front().event;  // a parked stream's front is the wait it parks on
+    }
+    s = blocker->stream;
+    target = blocker->seq;
+  }
+  return false;
+}
 
 bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
                               bool blocking) {
@@ -396,8 +429,10 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
     if (deadline && *deadline < spin_until) spin_until = *deadline;
     for (unsigned i = 1;; ++i) {
       if (is_complete(seq)) return true;
-      if (worker && pool.try_run_one()) continue;
-      if (i % 64 == 0 && Clock::now() >= spin_until) break;
+      if (i % 64 == 0) {
+        if (worker && help_towards(seq)) continue;
+        if (Clock::now() >= spin_until) break;
+      }
       cpu_relax();
     }
   }
@@ -405,7 +440,8 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   bool registered = false;
   for (;;) {
     if (is_complete(seq)) return true;
-    if (worker && pool.try_run_one()) continue;  // help while waiting
+    const auto generation = worker ? pool.push_generation() : 0;
+    if (worker && help_towards(seq)) continue;  // help while waiting
     if (!registered) {
       Continuation c;
       c.seq = seq;
@@ -416,7 +452,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
     }
     if (deadline && Clock::now() >= *deadline) return is_complete(seq);
     if (worker) {
-      pool.park_helper(parker, deadline);
+      pool.park_helper(parker, deadline, generation);
     } else if (deadline) {
       parker->park_until(*deadline);
     } else {

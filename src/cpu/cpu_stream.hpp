@@ -101,6 +101,8 @@ class CpuStream final : public impl::StreamImpl,
   std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const;
   // Blocks until `seq` completes (helping the pool when on a worker). False on time-out.
   bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
+  // One step of directed help towards `seq` (see cpu_stream.cpp). True when progress was made.
+  bool help_towards(std::uint64_t seq);
   // Runs `fn` (on a pool thread) once `seq` completes; false, registering nothing, if it already
   // has.
   bool on_complete(std::uint64_t seq, std::function<void()> fn);
@@ -116,6 +118,8 @@ class CpuStream final : public impl::StreamImpl,
 
   // Task: drains the queue on a worker.
   void run() noexcept override;
+  // Drains the queue; when stop_at != 0, yields (stays scheduled) once stop_at has completed.
+  void drain(std::uint64_t stop_at) noexcept;
   // Priorities run from 0 (least urgent) down to -(kNumLevels - 1) (most urgent); pool level 0 is
   // the most urgent, so priority p maps to level p + kNumLevels - 1.
   int level() const noexcept override { return priority() + (kNumLevels - 1); }

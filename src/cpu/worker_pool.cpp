@@ -117,7 +117,10 @@ void WorkerPool::push(std::shared_ptr<Task> task) {
     ready_[level].push_back(std::move(task));
     level_count_[level].fetch_add(1, std::memory_order_relaxed);
     ready_count_.fetch_add(1, std::memory_order_relaxed);
+    push_gen_.fetch_add(1, std::memory_order_relaxed);
     wake_one_locked(to_wake);
+    // Waiting workers look for what they wait for; they stay registered until they wake.
+    to_wake.insert(to_wake.end(), helpers_.begin(), helpers_.end());
   }
   for (auto& p : to_wake) p->unpark();
 }
@@ -145,27 +148,37 @@ bool WorkerPool::try_run_one() {
   return true;
 }
 
+std::shared_ptr<Task> WorkerPool::try_take(const Task* task) {
+  if (ready_count_.load(std::memory_order_relaxed) == 0) return nullptr;
+  const int level = std::clamp(task->level(), 0, kNumLevels - 1);
+  std::lock_guard lock(mutex_);
+  auto& q = ready_[level];
+  const auto it = std::find_if(q.begin(), q.end(), [&](const auto& t) { return t.get() == task; });
+  if (it == q.end()) return nullptr;
+  auto t = std::move(*it);
+  q.erase(it);
+  level_count_[level].fetch_sub(1, std::memory_order_relaxed);
+  ready_count_.fetch_sub(1, std::memory_order_relaxed);
+  return t;
+}
+
 void WorkerPool::park_helper(const std::shared_ptr<Parker>& parker,
-                             std::optional<std::chrono::steady_clock::time_point> deadline) {
+                             std::optional<std::chrono::steady_clock::time_point> deadline,
+                             std::uint64_t generation) {
   {
     std::lock_guard lock(mutex_);
-    if (ready_count_.load(std::memory_order_relaxed) > 0) return;
-    idle_.push_back(parker);
+    // A push since the caller last looked may be what it waits for: look again first.
+    if (push_gen_.load(std::memory_order_relaxed) != generation) return;
+    helpers_.push_back(parker);
   }
   if (deadline) {
     parker->park_until(*deadline);
   } else {
     parker->park();
   }
-  std::vector<std::shared_ptr<Parker>> to_wake;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = std::find(idle_.begin(), idle_.end(), parker);
-    if (it != idle_.end()) idle_.erase(it);
-    // We may have been woken for a task and be about to return for another reason: pass it on.
-    wake_one_locked(to_wake);
-  }
-  for (auto& p : to_wake) p->unpark();
+  std::lock_guard lock(mutex_);
+  auto it = std::find(helpers_.begin(), helpers_.end(), parker);
+  if (it != helpers_.end()) helpers_.erase(it);
 }
 
 std::shared_ptr<Task> WorkerPool::next_task(int index) {

@@ -58,15 +58,29 @@ class WorkerPool {
   // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
   void push(std::shared_ptr<Task> task);
 
-  // Runs one ready task on this thread if there is one (help-while-waiting). True if it ran one.
+  // Runs one ready task on this thread if there is one. True if it ran one. (Waiting workers do
+  // not use it: they help only towards what they wait for, see CpuStream::help_towards.)
   bool try_run_one();
+
+  // Removes `task` from the ready queue if it is there, for the caller to run now (directed
+  // help-while-waiting). Null when it is not queued (running elsewhere, blocked or idle).
+  std::shared_ptr<Task> try_take(const Task* task);
+
+  // Counts pushes. A helper reads it before looking for work to help with and passes it to
+  // park_helper, so that a push in between is never missed.
+  std::uint64_t push_generation() const noexcept {
+    return push_gen_.load(std::memory_order_relaxed);
+  }
 
   // True when a task at `level` or more urgent is waiting: a stream then yields after its item.
   bool should_yield(int level) const noexcept;
 
-  // Sleeps a helping waiter until a task is pushed, it is unparked, or `deadline`.
+  // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
+  // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle
+  // worker, since only they know whether the task is what they wait for.
   void park_helper(const std::shared_ptr<Parker>& parker,
-                   std::optional<std::chrono::steady_clock::time_point> deadline);
+                   std::optional<std::chrono::steady_clock::time_point> deadline,
+                   std::uint64_t generation);
 
   // Resizes; blocks until removed workers have finished their current task and exited.
   void resize(int num_threads);
@@ -95,7 +109,10 @@ class WorkerPool {
   // stale value, which only delays a yield or a spin exit: the authoritative check is under mutex_.
   std::atomic<int> ready_count_{0};
   std::array<std::atomic<int>, kNumLevels> level_count_{};
-  std::vector<std::shared_ptr<Parker>> idle_;  // guarded by mutex_
+  std::vector<std::shared_ptr<Parker>> idle_;     // guarded by mutex_
+  std::vector<std::shared_ptr<Parker>> helpers_;  // guarded by mutex_
+  // Written under mutex_; read without it only for the snapshot park_helper re-checks under it.
+  std::atomic<std::uint64_t> push_gen_{0};
   std::atomic<int> spinning_{0};
 
   std::mutex resize_mutex_;

@@ -72,7 +72,7 @@ TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsThe
     EXPECT_STREQ(e.what(), "reported-later");
   }
   EXPECT_NO_THROW(s.synchronize());
-  EXPECT_TRUE(s.synchronize_for(0ns));
+  EXPECT_TRUE(s.synchronize_for(kTimeout));
   EXPECT_FALSE(skipped_ran.load());
 }
 
@@ -138,6 +138,8 @@ INSTANTIATE_TEST_SUITE_P(Workers, Timeouts, ::testing::Values(1, 2, 4, 8));
 
 // ---- help while waiting -----------------------------------------------------------------------
 
+class HelpWhileWaitingWorkers : public WorkersTest {};
+
 TEST(HelpWhileWaiting, WorkOnAStreamSynchronizesOnAnotherStreamsEventWithOneWorker) {
   ThreadCount one(1);
   streamrt::Stream a, b;
@@ -196,6 +198,36 @@ TEST(HelpWhileWaiting, StreamSynchronizeAndWaitAllInsideWorkHelpToo) {
   if (!a.synchronize_for(60s)) fail_hard("nested waits deadlocked on one worker");
   EXPECT_EQ(done.load(), 3);
 }
+
+TEST_P(HelpWhileWaitingWorkers, HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter) {
+  // X (stream a) waits for b. Ready before b are d (waiting for a, after X) and y (stream c,
+  // waiting for d). A waiter that ran any ready work would nest y under X: y then waits for d,
+  // which waits for X, which cannot resume under y -- a deadlock the program does not have. The
+  // waiter must only run what it waits for.
+  streamrt::Stream g, a, b, c, d;
+  Gate gate;
+  g.launch([&] {
+    if (!gate.wait()) fail_hard("never released");
+  });
+  b.wait_event(g.record_event());  // b becomes ready only when the gate opens, after the rest
+  std::atomic<bool> b_ran{false};
+  b.launch([&] { b_ran = true; });
+  streamrt::Event eb = b.record_event();
+  std::atomic<int> x_ok{-1}, y_ok{-1};
+  a.launch([&] { x_ok = eb.wait_for(kTimeout) ? 1 : 0; });
+  d.wait_event(a.record_event());
+  d.launch([] {});
+  streamrt::Event fd = d.record_event();
+  c.launch([&] { y_ok = fd.wait_for(kTimeout) ? 1 : 0; });
+  gate.open();
+  if (!c.synchronize_for(2 * kTimeout)) fail_hard("deadlock");
+  a.synchronize();
+  EXPECT_EQ(x_ok.load(), 1);
+  EXPECT_EQ(y_ok.load(), 1);  // 0: y timed out, nested under X
+  EXPECT_TRUE(b_ran.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, HelpWhileWaitingWorkers, ::testing::Values(1, 2, 4));
 
 TEST(HelpWhileWaiting, WaitingOnAFailedEventFromWorkRethrowsInsideTheWork) {
   ThreadCount one(1);
