@@ -89,6 +89,16 @@ double enqueue_throughput(P& p, std::vector<typename P::Stream>& streams, int it
   return static_cast<double>(now_ns() - t0) / items;
 }
 
+//! As enqueue_throughput, but returns the CPU time the whole process spent per item (host and
+//! workers, spinning included; getrusage). Less sensitive than wall time to other processes on a
+//! shared machine: it is what the runtime costs, not how long the machine made it wait.
+template <class P>
+double enqueue_cpu(P& p, std::vector<typename P::Stream>& streams, int items) {
+  const auto c0 = process_cpu_ns();
+  enqueue_throughput(p, streams, items);
+  return static_cast<double>(process_cpu_ns() - c0) / items;
+}
+
 //! Event record + poll on an idle stream: record, then poll query() until it reports complete.
 //! ns per op.
 template <class P>

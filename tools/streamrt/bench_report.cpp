@@ -81,8 +81,8 @@ std::string spread_text(const Stats& s) {
 }  // namespace
 
 std::string format_value(double v, const std::string& unit) {
-  if (unit == "ns" || unit == "ns/item") {
-    const std::string per = unit == "ns/item" ? "/item" : "";
+  if (unit == "ns" || unit == "ns/item" || unit == "CPU ns/item") {
+    const std::string per = unit == "ns" ? "" : "/item";
     const double a = std::fabs(v);
     if (a < 1e3) return sig3(v) + " ns" + per;
     if (a < 1e6) return sig3(v / 1e3) + " µs" + per;

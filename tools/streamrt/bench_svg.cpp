@@ -174,7 +174,8 @@ std::string ns_label(double ns) {
 bool latency_plot(const Report& r, const std::string& path) {
   std::vector<const CaseResult*> cases;
   for (const auto& c : r.cases) {
-    if ((c.spec.unit == "ns" || c.spec.unit == "ns/item") && c.streamrt() != nullptr) {
+    if ((c.spec.unit == "ns" || c.spec.unit == "ns/item" || c.spec.unit == "CPU ns/item") &&
+        c.streamrt() != nullptr) {
       cases.push_back(&c);
     }
   }
@@ -227,8 +228,7 @@ bool latency_plot(const Report& r, const std::string& path) {
                r.peers[peers[k]].name + ": " + format_value(res->stats.median, c.spec.unit));
       const double cx = x + bw / 2;
       svg.line(cx, y_of(res->stats.p25), cx, y_of(res->stats.p75), "#000", 1);
-      svg.text(cx + 3, std::min(y, y_of(res->stats.p75)) - 3,
-               format_value(res->stats.median, c.spec.unit == "ns/item" ? "ns" : c.spec.unit),
+      svg.text(cx + 3, std::min(y, y_of(res->stats.p75)) - 3, format_value(res->stats.median, "ns"),
                "start", 8, -90, "#333");
     }
     if (c.spec.target_value > 0) {
