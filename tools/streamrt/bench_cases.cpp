@@ -127,6 +127,14 @@ std::vector<CaseSpec> case_specs(bool quick) {
     c.params = {{"streams", s}};
     v.push_back(with_target(std::move(c), "<= 100 ns/item", 100));
   }
+  for (int s : {1, 4}) {
+    auto c =
+        spec("enqueue_cpu/streams=" + std::to_string(s), "enqueue_cpu",
+             "enqueue as above, process CPU time per item (host + workers), " + streams_text(s),
+             "CPU ns/item", Better::kLower, 11);
+    c.params = {{"streams", s}};
+    v.push_back(std::move(c));
+  }
   v.push_back(with_target(
       spec("record_poll", "event", "event record + poll (idle stream)", "ns", Better::kLower, 15),
       "<= 100 ns", 100));
@@ -237,7 +245,8 @@ void add_peer_jobs(Suite& suite, std::size_t pi, const std::shared_ptr<Lazy<P>>&
         auto s = std::make_shared<typename P::Stream>(p.make_stream());
         return [&p, s, ops] { return sb::round_trip(p, *s, P::kThreadPerItem ? ops / 10 : ops); };
       };
-    } else if (c.group == "enqueue") {
+    } else if (c.group == "enqueue" || c.group == "enqueue_cpu") {
+      const bool cpu = c.group == "enqueue_cpu";
       const int streams = static_cast<int>(param(c, "streams"));
       int items = enqueue_items(cfg.quick);
       if (P::kThreadPerItem) {
@@ -245,10 +254,12 @@ void add_peer_jobs(Suite& suite, std::size_t pi, const std::shared_ptr<Lazy<P>>&
         job.note = "2,000 items, not " + std::to_string(enqueue_items(cfg.quick)) +
                    ": one thread per item (100,000 outstanding fail with EAGAIN)";
       }
-      job.setup = [lazy, streams, items]() -> RepFn {
+      job.setup = [lazy, streams, items, cpu]() -> RepFn {
         auto& p = lazy->get();
         auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
-        return [&p, v, items] { return sb::enqueue_throughput(p, *v, items); };
+        return [&p, v, items, cpu] {
+          return cpu ? sb::enqueue_cpu(p, *v, items) : sb::enqueue_throughput(p, *v, items);
+        };
       };
     } else if (c.group == "event") {
       if constexpr (!P::kHasEvents) {
