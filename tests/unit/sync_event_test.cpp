@@ -576,7 +576,7 @@ TEST_P(SelfSynchronize, SynchronizingAnotherStreamFromWorkIsAllowed) {
   streamrt::Stream b;
   std::atomic<int> b_count{0};
   Gate hold;
-  a.launch([&] { hold.wait(); });  // b's work is queued before a's item can look at it
+  streamrt_test::occupy_worker(a, hold);  // b's work is queued before a's item looks at it
   bool ok = false;
   a.launch([&] {
     try {

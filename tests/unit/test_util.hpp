@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -71,6 +73,19 @@ class Rendezvous {
   std::condition_variable cv_;
   int left_;
 };
+
+// Launches on `s` an item that blocks until `release` opens, and returns once it has started: with
+// one worker, that worker is then certainly busy, so everything launched next is queued behind it
+// (and is picked by priority when it frees). Without the wait the worker might pick work launched
+// later first, as it is more urgent than the holder.
+inline void occupy_worker(streamrt::Stream& s, Gate& release) {
+  auto started = std::make_shared<Gate>();
+  s.launch([started, &release] {
+    started->open();
+    release.wait();
+  });
+  if (!started->wait()) throw std::runtime_error("the holding item never started");
+}
 
 // Called when the runtime is stuck in a way the test cannot undo (a worker blocked for ever):
 // report and leave at once, since exit handlers would wait for the stuck work.
