@@ -175,7 +175,9 @@ class AsyncPeer {
   //! An event is the future of the item it follows (a ready one on an empty stream).
   using Event = std::shared_future<void>;
 
+  //! A new stream. Never blocks long.
   Stream make_stream() { return Stream{}; }
+  //! Enqueues fn() in stream order. Returns at once.
   template <class F>
   void launch(Stream& s, F&& fn) {
     s.last = std::async(std::launch::async, [prev = std::move(s.last), deps = std::move(s.deps),
@@ -190,21 +192,28 @@ class AsyncPeer {
              }).share();
     s.deps.clear();
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) {
     if (s.last.valid()) s.last.wait();
   }
+  //! A marker at the current end of the stream. Returns at once.
   Event record(Stream& s) {
     if (s.last.valid()) return s.last;
     std::promise<void> p;
     p.set_value();
     return p.get_future().share();
   }
+  //! True once the marker is reached. Never blocks.
   bool query(const Event& e) {
     return e.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
+  //! Blocks until the marker is reached.
   void wait(const Event& e) { e.wait(); }
+  //! Later work on the stream waits for the marker. Returns at once.
   void wait_event(Stream& s, const Event& e) { s.deps.push_back(e); }
+  //! Worker threads the peer uses.
   int workers() const { return hardware_threads(); }
+  //! Library version text.
   static std::string version() { return "libstdc++ " + std::to_string(__GLIBCXX__); }
 };
 
@@ -265,23 +274,32 @@ class ThreadQueuePeer {
   using Stream = std::shared_ptr<Worker>;
   using Event = FlagEvent;
 
+  //! A new stream. Never blocks long.
   Stream make_stream() { return std::make_shared<Worker>(); }
+  //! Enqueues fn() in stream order. Returns at once.
   template <class F>
   void launch(Stream& s, F&& fn) {
     s->push(std::forward<F>(fn));
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) { wait(record(s)); }
+  //! A marker at the current end of the stream. Returns at once.
   Event record(Stream& s) {
     auto f = std::make_shared<Flag>();
     s->push([f] { f->set(); });
     return f;
   }
+  //! True once the marker is reached. Never blocks.
   bool query(const Event& e) { return e->is_set(); }
+  //! Blocks until the marker is reached.
   void wait(const Event& e) { e->wait(); }
+  //! Later work on the stream waits for the marker. Returns at once.
   void wait_event(Stream& s, const Event& e) {
     s->push([e] { e->wait(); });
   }
+  //! Worker threads the peer uses.
   int workers() const { return hardware_threads(); }
+  //! Library version text.
   static std::string version() { return "libstdc++ " + std::to_string(__GLIBCXX__); }
 };
 
@@ -315,13 +333,18 @@ class TbbGroupPeer {
   using Stream = std::unique_ptr<tbb::task_group>;
   struct Event {};
 
+  //! A new stream. Never blocks long.
   Stream make_stream() { return std::make_unique<tbb::task_group>(); }
+  //! Enqueues fn() in stream order. Returns at once.
   template <class F>
   void launch(Stream& s, F&& fn) {
     s->run(std::forward<F>(fn));
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) { s->wait(); }
+  //! Worker threads the peer uses.
   int workers() const { return hardware_threads(); }
+  //! Library version text.
   static std::string version() { return TBB_runtime_version(); }
 
  private:
@@ -347,7 +370,9 @@ class TbbStrandPeer {
   using Stream = std::shared_ptr<State>;
   using Event = FlagEvent;
 
+  //! A new stream. Never blocks long.
   Stream make_stream() { return std::make_shared<State>(); }
+  //! Enqueues fn() in stream order. Returns at once.
   template <class F>
   void launch(Stream& s, F&& fn) {
     s->queue.push(std::function<void()>(std::forward<F>(fn)));
@@ -356,18 +381,25 @@ class TbbStrandPeer {
       arena_.enqueue([st = s] { drain(*st); });
     }
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) { wait(record(s)); }
+  //! A marker at the current end of the stream. Returns at once.
   Event record(Stream& s) {
     auto f = std::make_shared<Flag>();
     launch(s, [f] { f->set(); });
     return f;
   }
+  //! True once the marker is reached. Never blocks.
   bool query(const Event& e) { return e->is_set(); }
+  //! Blocks until the marker is reached.
   void wait(const Event& e) { e->wait(); }
+  //! Later work on the stream waits for the marker. Returns at once.
   void wait_event(Stream& s, const Event& e) {
     launch(s, [e] { e->wait(); });
   }
+  //! Worker threads the peer uses.
   int workers() const { return hardware_threads(); }
+  //! Library version text.
   static std::string version() { return TBB_runtime_version(); }
 
  private:
@@ -402,23 +434,32 @@ class AsioStrandPeer {
   AsioStrandPeer(const AsioStrandPeer&) = delete;
   AsioStrandPeer& operator=(const AsioStrandPeer&) = delete;
 
+  //! A new stream. Never blocks long.
   Stream make_stream() { return boost::asio::make_strand(pool_.get_executor()); }
+  //! Enqueues fn() in stream order. Returns at once.
   template <class F>
   void launch(Stream& s, F&& fn) {
     boost::asio::post(s, std::forward<F>(fn));
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) { wait(record(s)); }
+  //! A marker at the current end of the stream. Returns at once.
   Event record(Stream& s) {
     auto f = std::make_shared<Flag>();
     launch(s, [f] { f->set(); });
     return f;
   }
+  //! True once the marker is reached. Never blocks.
   bool query(const Event& e) { return e->is_set(); }
+  //! Blocks until the marker is reached.
   void wait(const Event& e) { e->wait(); }
+  //! Later work on the stream waits for the marker. Returns at once.
   void wait_event(Stream& s, const Event& e) {
     launch(s, [e] { e->wait(); });
   }
+  //! Worker threads the peer uses.
   int workers() const { return hardware_threads(); }
+  //! Library version text.
   static std::string version() {
     return std::to_string(BOOST_VERSION / 100000) + "." +
            std::to_string(BOOST_VERSION / 100 % 1000) + "." + std::to_string(BOOST_VERSION % 100);
@@ -525,6 +566,7 @@ class OpenClPeer {
       check(rc, "clEnqueueNativeKernel");
     }
   }
+  //! Blocks until the work submitted to the stream so far has run.
   void sync(Stream& s) { check(clFinish(s->q), "clFinish"); }
   //! clEnqueueMarkerWithWaitList, then clFlush so that other queues can depend on it.
   Event record(Stream& s) {
@@ -533,13 +575,16 @@ class OpenClPeer {
     check(clFlush(s->q), "clFlush");
     return std::make_shared<EventRef>(e);
   }
+  //! True once the marker is reached. Never blocks.
   bool query(const Event& e) {
     cl_int status = CL_QUEUED;
     check(clGetEventInfo(e->e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
           "clGetEventInfo");
     return status == CL_COMPLETE;
   }
+  //! Blocks until the marker is reached.
   void wait(const Event& e) { check(clWaitForEvents(1, &e->e), "clWaitForEvents"); }
+  //! Later work on the stream waits for the marker. Returns at once.
   void wait_event(Stream& s, const Event& e) {
     check(clEnqueueBarrierWithWaitList(s->q, 1, &e->e, nullptr), "clEnqueueBarrierWithWaitList");
     check(clFlush(s->q), "clFlush");
@@ -563,6 +608,7 @@ class OpenClPeer {
           "clGetEventProfilingInfo");
     return {static_cast<std::int64_t>(start), static_cast<std::int64_t>(end)};
   }
+  //! Worker threads the peer uses.
   int workers() const {
     cl_uint cu = 0;
     clGetDeviceInfo(device_, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, nullptr);
