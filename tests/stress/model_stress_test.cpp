@@ -41,7 +41,7 @@ using namespace std::chrono_literals;
 constexpr bool kSanitized = sizeof(STREAMRT_TEST_SANITIZER) > 1;
 // Operations per worker count (1, 2, 4, 8): 400,000 in all in a normal run; fewer under
 // sanitizers, which are 5-20x slower.
-constexpr long kDefaultOps = kSanitized ? 10'000 : 100'000;
+constexpr long kDefaultOps = kSanitized ? 25'000 : 100'000;
 constexpr int kStreams = 6;
 constexpr int kEvents = 8;
 constexpr int kHostThreads = 4;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,12 @@ using streamrt_test::kTimeout;
 using streamrt_test::Rendezvous;
 using streamrt_test::ThreadCount;
 using namespace std::chrono_literals;
+
+// ThreadSanitizer cannot follow threads created in the child of a multi-threaded fork (its thread
+// registry still holds the parent's threads: "dup thread with used id"). Under TSan the children
+// check only what needs no new thread; the parent side (the fork handlers' locking) is checked in
+// full.
+constexpr bool kTsan = std::string_view(STREAMRT_TEST_SANITIZER) == "thread";
 
 // Runs `body` in a forked child; returns its exit status, or -1 if it crashed or had to be killed
 // after `timeout` (a hang). The child leaves with std::exit, so exit handlers run there too.
@@ -106,13 +113,16 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
     a.synchronize();
     if (counter.load() != 0) bad |= 4;
     if (a.pending() != 0) bad |= 8;
+    if (kTsan) return bad;
     std::atomic<int> ran{0};
     a.launch([&] { ran.fetch_add(1); });
     streamrt::Event e = a.record_event();
     e.synchronize();
     if (ran.load() != 1) bad |= 16;
     // Real concurrency in the child (when more than one worker): two streams meet.
-    if (streamrt::num_threads() >= 2) {
+    const char* schedule = std::getenv("STREAMRT_SCHEDULE");
+    const bool serial = schedule != nullptr && std::string_view(schedule) == "serial";
+    if (streamrt::num_threads() >= 2 && !serial) {
       Rendezvous meet(2);
       std::atomic<int> met{0};
       streamrt::Stream x, y;
@@ -153,6 +163,7 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
 }
 
 TEST_P(Fork, ChildExitsWithPendingWorkAfterFinishingIt) {
+  if (kTsan) GTEST_SKIP() << "the child must start workers, which TSan does not support after fork";
   streamrt::Stream warm;
   warm.launch([] {});
   warm.synchronize();
@@ -215,7 +226,7 @@ TEST_P(Fork, RepeatedForksWhileOtherThreadsUseTheRuntime) {
       }
     });
   }
-  constexpr int kForks = 20;
+  constexpr int kForks = kTsan ? 6 : 20;  // a fork costs ~1 s under TSan (its shadow memory)
   int failures = 0;
   for (int i = 0; i < kForks; ++i) {
     std::this_thread::sleep_for(2ms);
@@ -227,6 +238,7 @@ TEST_P(Fork, RepeatedForksWhileOtherThreadsUseTheRuntime) {
             } catch (const streamrt::Cancelled&) {
             }
           }
+          if (kTsan) return 0;
           streamrt::Stream fresh;
           std::atomic<int> ran{0};
           for (int k = 0; k < 100; ++k) fresh.launch([&] { ran.fetch_add(1); });
