@@ -1,0 +1,281 @@
+// libFuzzer harness (issue 5, item 8): each input is a program of streamrt API calls. Byte by
+// byte it picks an operation and its arguments over a few streams and events: launches (plain,
+// throwing any type, launching or recording from inside work, waiting inside work, cancelling its
+// own stream), records, waits, cancels, synchronizes with and without time-outs, event waits,
+// resets, elapsed times, callbacks, StreamContext, worker-count changes, Device::parse. Misuse
+// must come back as streamrt::Error; nothing may crash, hang, leak or trip ASan/UBSan. At the end
+// of each input every stream is synchronized and the harness checks that all work finished and
+// every callback ran exactly once.
+//
+// Deadlock-freedom of the programs: work only waits (host-style) on events that were recorded
+// before the work was launched ("frozen" events, never re-recorded), so the waits of a program
+// form no cycle; streamrt must then finish it (directed help-while-waiting makes this true even
+// with one worker).
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "streamrt/streamrt.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct NotStd {
+  int code;
+};
+
+// Reads the input as a stream of small numbers; zeros after the end.
+class Bytes {
+ public:
+  Bytes(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
+  bool done() const { return pos_ >= size_; }
+  unsigned next() { return pos_ < size_ ? data_[pos_++] : 0u; }
+  unsigned pick(unsigned n) { return next() % n; }
+  std::string_view text(std::size_t max) {
+    const std::size_t n =
+        std::min<std::size_t>(pick(static_cast<unsigned>(max) + 1), size_ - std::min(pos_, size_));
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t size_;
+  std::size_t pos_ = 0;
+};
+
+// What runs in work items and callbacks, shared so it outlives the input if it must.
+struct Shared {
+  std::atomic<long> ran{0};
+  std::atomic<long> callbacks_registered{0};
+  std::atomic<long> callbacks_run{0};
+};
+
+[[noreturn]] void finding(const char* what) {
+  std::fprintf(stderr, "streamrt fuzz finding: %s\n", what);
+  std::abort();
+}
+
+void swallow(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (...) {
+    // Failures and misuse errors are expected outcomes of random programs.
+  }
+}
+
+void throw_some(unsigned kind) {
+  switch (kind % 5) {
+    case 0:
+      throw 42;
+    case 1:
+      throw NotStd{7};
+    case 2:
+      throw std::runtime_error("fuzz failure");
+    case 3:
+      throw streamrt::Error("fuzz error");
+    default:
+      throw std::bad_alloc();
+  }
+}
+
+int g_threads_set = 0;  // worker-count changes are slow (threads start and join): few per input
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  constexpr int kStreams = 3;
+  constexpr int kEvents = 4;
+  Bytes in(data, size);
+  auto shared = std::make_shared<Shared>();
+  std::vector<streamrt::Stream> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    const auto [least, greatest] = streamrt::Stream::priority_range();
+    streams.emplace_back(streamrt::Device{},
+                         least - static_cast<int>(in.pick(least - greatest + 1)));
+  }
+  std::vector<streamrt::Event> events;
+  for (int i = 0; i < kEvents; ++i) {
+    events.emplace_back(streamrt::EventOptions{.enable_timing = i < 2, .blocking = i == 3});
+  }
+  std::vector<streamrt::Event> frozen;  // recorded once, never again
+  int threads_changes = 0;
+
+  for (int steps = 0; !in.done() && steps < 400; ++steps) {
+    const unsigned op = in.pick(26);
+    auto& s = streams[in.pick(kStreams)];
+    auto& o = streams[in.pick(kStreams)];
+    auto& e = events[in.pick(kEvents)];
+    auto& e2 = events[in.pick(kEvents)];
+    const unsigned arg = in.next();
+    switch (op) {
+      case 0:
+      case 1:
+        s.launch([shared] { shared->ran.fetch_add(1); });
+        break;
+      case 2:
+        s.launch([arg] { throw_some(arg); });
+        break;
+      case 3:  // work that launches more work and records an event of its own
+        s.launch([shared, o]() mutable {
+          o.launch([shared] { shared->ran.fetch_add(1); });
+          streamrt::Event inner;
+          inner.record();
+          (void)inner.query();
+        });
+        break;
+      case 4: {  // work that waits on a frozen event (recorded before the work was launched)
+        streamrt::Event f;
+        f.record(o);
+        frozen.push_back(f);
+        const bool timed = arg % 2 == 0;
+        s.launch([f, timed] {
+          if (timed) {
+            (void)f.wait_for(200us);
+          } else {
+            f.synchronize();  // may rethrow the failure of o's work: fine, that fails this item
+          }
+        });
+        break;
+      }
+      case 5:  // work that cancels the rest of its own stream
+        s.launch([] { (void)streamrt::current_stream().cancel(); });
+        break;
+      case 6:  // work that misuses the API: synchronizing its own stream must be an Error
+        s.launch([] {
+          try {
+            streamrt::current_stream().synchronize();
+          } catch (const streamrt::Error&) {
+            return;
+          }
+          finding("self-synchronize from work did not throw Error");
+        });
+        break;
+      case 7:
+      case 8:
+        e.record(s);
+        break;
+      case 9:
+        swallow([&] { s.wait_event(e); });  // Error when never recorded
+        break;
+      case 10:
+        s.wait_stream(o);
+        break;
+      case 11:
+        (void)s.query();
+        (void)s.pending();
+        (void)e.query();
+        (void)e.state();
+        (void)e.device();
+        break;
+      case 12:
+        swallow([&] { s.synchronize(); });
+        break;
+      case 13:
+        swallow(
+            [&] { (void)s.synchronize_for(std::chrono::microseconds(arg % 4 == 0 ? 0 : arg)); });
+        break;
+      case 14:
+        swallow([&] { e.synchronize(); });
+        break;
+      case 15:
+        swallow([&] { (void)e.wait_for(std::chrono::microseconds(arg)); });
+        break;
+      case 16:
+        e.reset();
+        break;
+      case 17:
+        swallow([&] { (void)e.elapsed_time(e2); });
+        break;
+      case 18: {
+        const bool throws = arg % 8 == 0;
+        try {
+          e.on_complete([shared, throws](std::exception_ptr) {
+            shared->callbacks_run.fetch_add(1);
+            if (throws) throw NotStd{1};  // reported on stderr, must not kill the worker
+          });
+          shared->callbacks_registered.fetch_add(1);
+        } catch (const streamrt::Error&) {
+          // never recorded
+        }
+        break;
+      }
+      case 19:
+        (void)s.cancel();
+        break;
+      case 20: {
+        std::array<streamrt::Event, 2> pair{e, e2};
+        if (arg % 2 == 0) {
+          swallow([&] { streamrt::wait_all(pair); });
+        } else {
+          swallow([&] { (void)streamrt::wait_all_for(pair, std::chrono::microseconds(arg)); });
+        }
+        break;
+      }
+      case 21: {
+        streamrt::StreamContext ctx(s);
+        streamrt::current_stream().launch([shared] { shared->ran.fetch_add(1); });
+        e.record();  // on the current stream
+        break;
+      }
+      case 22:
+        if (threads_changes < 2 && g_threads_set < 200) {
+          ++threads_changes;
+          ++g_threads_set;
+          streamrt::set_num_threads(1 + static_cast<int>(arg % 3));
+        }
+        break;
+      case 23:
+        swallow([&] { (void)streamrt::Device::parse(in.text(12)); });
+        break;
+      case 24:
+        swallow([&] { streamrt::Stream bad(streamrt::Device{}, static_cast<int>(arg) - 128); });
+        break;
+      default:
+        swallow([&] { streamrt::synchronize(); });
+        break;
+    }
+  }
+
+  // Drain: synchronize every stream until a whole pass finds nothing more (work may launch work
+  // on a stream synchronized earlier in the pass).
+  bool quiet = false;
+  for (int pass = 0; pass < 16 && !quiet; ++pass) {
+    quiet = true;
+    for (auto& s : streams) {
+      try {
+        s.synchronize();
+      } catch (...) {
+        quiet = false;
+      }
+    }
+    for (auto& s : streams) quiet = quiet && s.query() && s.pending() == 0;
+  }
+  if (!quiet) finding("streams still busy or failing after 16 synchronize passes");
+  for (auto& f : frozen) {
+    if (!f.query()) finding("an event is not complete after its stream synchronized");
+  }
+  // Callbacks run as separate tasks after completion: wait for them (a hang is a finding).
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (shared->callbacks_run.load() < shared->callbacks_registered.load()) {
+    if (std::chrono::steady_clock::now() > deadline) finding("a completion callback never ran");
+    std::this_thread::sleep_for(50us);
+  }
+  if (shared->callbacks_run.load() != shared->callbacks_registered.load()) {
+    finding("a completion callback ran twice");
+  }
+  return 0;
+}
