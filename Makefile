@@ -101,7 +101,11 @@ test-asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
 	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
+	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS) -E 'Fork\.'
+
+# (The fork tests are left out of the ASan stage: GCC 12's ASan does not lock its allocator at
+# fork(), so a child forked while other threads allocate can hang inside malloc. They run in the
+# normal build and under TSan.)
 
 # `streamrt bench --quick` once, as a smoke test: it must finish and write valid JSON. Its numbers
 # are never checked (shared, noisy machines); the table goes to bench-smoke/table.txt.
