@@ -80,12 +80,13 @@ TEST_P(Timeouts, WaitAllForReturnsFalseWithoutThrowingAndChangesNothing) {
   streamrt::Stream failing, slow;
   failing.launch([] { throw std::out_of_range("first-failure"); });
   std::array<streamrt::Event, 2> events{failing.record_event(), streamrt::Event{}};
+  // Complete (failed) before the gated item can hold the only worker.
+  ASSERT_THROW(events[0].synchronize(), std::out_of_range);
   Gate g;
   slow.launch([&] {
     if (!g.wait()) fail_hard("never released");
   });
   events[1].record(slow);
-  ASSERT_THROW(events[0].synchronize(), std::out_of_range);  // failed, complete
   EXPECT_FALSE(streamrt::wait_all_for(events, kShort));      // no throw: timed out first
   EXPECT_EQ(events[1].state(), streamrt::EventState::Pending);
   g.open();
