@@ -12,7 +12,7 @@ APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-de
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev
 
-.PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan test-consumer test-python \
+.PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan test-python \
   test-bench bench format clean
 
 help:
@@ -66,19 +66,18 @@ test-tsan: deps
 	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
 # The runtime tests again under the schedule fuzzer (issue 5, docs/reliability.md): once picking
-# among ready streams at random (seeded: SCHEDULE_SEED=n replays a run's picks), once with
-# everything on one worker. Tests that assert real parallelism (items that must meet, every worker
-# held at once) cannot pass on one worker by design, so the serial run leaves them out.
+# among ready streams at random (seeded: SCHEDULE_SEED=n replays a run's picks; the Python tests
+# run under the same seed), once with everything on one worker. Tests that prove work runs on
+# several workers at once skip themselves under serial, saying why (tests/unit/schedule_util.hpp).
 SCHEDULE_SEED ?= $(shell date +%s)
-SERIAL_PARALLEL_TESTS := Concurrent\.|ParallelFor\.RethrowsTheFirstException|ParallelForMulti\.
-SERIAL_EXCLUDE := $(SERIAL_PARALLEL_TESTS)|TrackingOverlap\.|WorkerCount\.EnvironmentVariableSetsTheCount
 test-schedule:
 	@echo "== STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) (replay: make test-schedule SCHEDULE_SEED=$(SCHEDULE_SEED))"
 	cd $(BUILD) && STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) \
 	  ctest --output-on-failure --timeout 600 -L runtime -j $(JOBS)
+	STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) $(MAKE) --no-print-directory test-python
 	@echo "== STREAMRT_SCHEDULE=serial"
 	cd $(BUILD) && STREAMRT_SCHEDULE=serial \
-	  ctest --output-on-failure --timeout 600 -L runtime -j $(JOBS) -E '$(SERIAL_EXCLUDE)'
+	  ctest --output-on-failure --timeout 600 -L runtime -j $(JOBS)
 
 # libFuzzer over the API (issue 5, fuzz/): a clang build with ASan+UBSan, then FUZZ_SECONDS of
 # fuzzing. A crash, a hang (-timeout), a leak or a sanitizer report fails the stage; libFuzzer

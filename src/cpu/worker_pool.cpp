@@ -213,7 +213,16 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
   std::unique_lock lock(mutex_);
   spinning_.fetch_sub(1, std::memory_order_relaxed);
   for (;;) {
-    if (should_exit(index)) return nullptr;
+    if (should_exit(index)) {
+      // A worker removed by resize() may be the one a push counted on (it was spinning, so the
+      // push woke nobody, or it was the idle worker the push woke): pass the wake-up on, or the
+      // task would wait behind a parked survivor. spinning_ no longer counts this worker.
+      std::vector<std::shared_ptr<Parker>> to_wake;
+      wake_one_locked(to_wake);
+      lock.unlock();
+      for (auto& p : to_wake) p->unpark();
+      return nullptr;
+    }
     if (auto t = pop_locked()) {
       std::vector<std::shared_ptr<Parker>> to_wake;
       wake_one_locked(to_wake);

@@ -36,6 +36,7 @@ TEST_P(ParallelFor, CoversEveryIndexExactlyOnce) {
 }
 
 TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
+  STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();  // it holds every one of GetParam() workers at once
   // Every worker is held, so the calling (host) thread runs the chunks, in order: chunk 0 throws
   // and none of the other 999 may run after that.
   test::Gate gate;
@@ -80,7 +81,13 @@ TEST_P(ParallelFor, NestedCallsRunInline) {
   EXPECT_FALSE(cpu::in_parallel_region());
 }
 
-class ParallelForMulti : public ParallelFor {};
+class ParallelForMulti : public ParallelFor {
+ protected:
+  void SetUp() override {
+    STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
+    ParallelFor::SetUp();
+  }
+};
 
 // Chunks really run on several threads at once: two chunks must meet each other.
 TEST_P(ParallelForMulti, ChunksRunConcurrentlyOnTheSamePool) {

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "schedule_util.hpp"
 #include "streamrt/streamrt.hpp"
 
 namespace streamrt::test {

@@ -22,7 +22,13 @@ class Tracking : public ::testing::TestWithParam<int> {
 };
 
 // Rendezvous of two streams need two workers: these run at 2, 4 and 8.
-class TrackingOverlap : public Tracking {};
+class TrackingOverlap : public Tracking {
+ protected:
+  void SetUp() override {
+    STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
+    Tracking::SetUp();
+  }
+};
 
 // Read after write on another stream: the consumer waits for the producer (which is held back
 // by a gate, so without tracking the consumer would deterministically read the old zeros).

@@ -91,7 +91,13 @@ INSTANTIATE_TEST_SUITE_P(Workers, InOrder, ::testing::Values(1, 2, 4, 8));
 
 // ---- 2. Streams run at the same time ----------------------------------------------------------
 
-class Concurrent : public WorkersTest {};
+class Concurrent : public WorkersTest {
+ protected:
+  void SetUp() override {
+    STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
+    WorkersTest::SetUp();
+  }
+};
 
 TEST_P(Concurrent, OneItemPerWorkerOnSeparateStreamsAllMeet) {
   // As many streams as workers, one item each: they can only all pass the rendezvous if they run

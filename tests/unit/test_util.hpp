@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "schedule_util.hpp"
 #include "streamrt/streamrt.hpp"
 
 namespace streamrt_test {
