@@ -41,8 +41,8 @@ demo: build
 	cd $(BUILD) && ./tools/streamrt/streamrt demo
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python test-bench test-tsan test-asan
-	@echo "== not yet part of make test: test-schedule and test-fuzz (issue 5, run them with make)"
+	$(MAKE) --no-print-directory test-cpp test-python test-bench test-schedule test-tsan test-asan \
+	  test-fuzz
 	@echo "== all test stages passed"
 
 test-cpp:
