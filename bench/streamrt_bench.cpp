@@ -5,6 +5,7 @@
 // `items_per_second`, `speedup`, `cpu_ms_per_s`. The case code is shared with `streamrt bench`
 // (see cases.hpp); this binary is the Google Benchmark view of the same cases.
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <cstdio>
 #include <exception>
@@ -133,6 +134,41 @@ void BM_Overlap(benchmark::State& state) {
   state.counters["speedup"] = sb::median_of(speedups);
 }
 
+// Memory per queued item: heap bytes in use (mallinfo2: counts malloc'd bytes, so memory freed by
+// earlier benchmarks and reused does not hide the growth, as it would with RSS) after 100,000 empty
+// items are queued behind an item that blocks the stream, divided by the count. Empty lambdas: this
+// is the queue's own cost per item, not the captured state's.
+template <class P>
+void BM_QueueMemory(benchmark::State& state) {
+  STREAMRT_BENCH_PEER(state, P, p);
+  constexpr int kItems = 100'000;
+  double bytes_per_item = 0;
+  for (auto _ : state) {
+    auto s = p.make_stream();
+    std::atomic<bool> started{false}, release{false};
+    p.launch(s, [&] {
+      started.store(true);
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    while (!started.load()) std::this_thread::yield();
+    const auto before = mallinfo2();
+    for (int i = 0; i < kItems; ++i) p.launch(s, [] {});
+    const auto after = mallinfo2();
+    release.store(true);
+    p.sync(s);
+    const auto used = [](const struct mallinfo2& m) {
+      return static_cast<double>(m.uordblks) + static_cast<double>(m.hblkhd);
+    };
+    bytes_per_item = (used(after) - used(before)) / kItems;
+  }
+  // A peer whose queue memory does not come from malloc (its own allocator) cannot be measured so.
+  if (bytes_per_item < 1.0) {
+    state.SkipWithError("queued items are not allocated with malloc: not measurable here");
+    return;
+  }
+  state.counters["bytes_per_item"] = bytes_per_item;
+}
+
 template <class P>
 void register_peer() {
   const std::string n = P::kId;
@@ -148,6 +184,12 @@ void register_peer() {
     benchmark::RegisterBenchmark(("Handoff/" + n).c_str(), BM_Handoff<P>)
         ->UseManualTime()
         ->Iterations(2000);
+  }
+  if constexpr (!P::kThreadPerItem) {  // std::async: a thread per item, not a queue
+    benchmark::RegisterBenchmark(("QueueMemory/" + n).c_str(), BM_QueueMemory<P>)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark(("Overlap/" + n).c_str(), BM_Overlap<P>)
       ->Iterations(7)

@@ -14,9 +14,16 @@
 #include <thread>
 #include <vector>
 
+#include "clock.hpp"
 #include "parker.hpp"
 
 namespace streamrt::cpu {
+
+// How long a stream keeps its worker while streams of the same priority wait (more urgent ones
+// take over after the current item). Yielding after every item made each item pay a pool lock, a
+// push and a pop with several streams ready (measured: 4-stream drain CPU 200-250 ns/item; with
+// this slice 50-100 ns); 100 us keeps equal streams taking turns far finer than anyone waits.
+inline constexpr auto kTimeSlice = std::chrono::microseconds(100);
 
 // Number of priority levels; level 0 is the most urgent. Stream priorities (0 = least urgent,
 // lower = more urgent) map to levels in CpuStream::level().
@@ -38,7 +45,7 @@ struct Schedule {
   enum class Mode : std::uint8_t {
     kNormal,  // FIFO per priority level, streams keep their worker while nothing else is ready
     kRandom,  // a seeded random pick among the ready tasks of the most urgent level; streams
-              // yield after every item; workers pause at random
+              // yield after every item (no time slice); workers pause at random
     kSerial,  // one worker runs everything (the backend sizes the pool to 1)
   };
   Mode mode = Mode::kNormal;
@@ -72,8 +79,10 @@ class WorkerPool {
     return push_gen_.load(std::memory_order_relaxed);
   }
 
-  // True when a task at `level` or more urgent is waiting: a stream then yields after its item.
-  bool should_yield(int level) const noexcept;
+  // True when a stream running at `level` since `slice_start` should go to the back of the ready
+  // queue after its item: a more urgent task waits, or one of the same level waits and the stream
+  // has had its kTimeSlice. Never blocks; reads hint counters only (a stale value delays a yield).
+  bool should_yield(int level, Clock::time_point slice_start) const noexcept;
 
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "streamrt/impl/backend.hpp"
@@ -56,6 +57,12 @@ std::string value_after(const std::string& text, const std::string& key) {
 
 class ThrowsAnything : public WorkersTest {};
 
+// Pointers are caught by value: clang (14 here) reads a pointer caught by reference after
+// std::rethrow_exception from the wrong place (llvm/llvm-project#55340; ASan reports a
+// heap-buffer-overflow in the catch), a compiler bug that catching by value avoids.
+template <class Ex>
+using CatchAs = std::conditional_t<std::is_pointer_v<Ex>, Ex, const Ex&>;
+
 // Launches `thrower` after a good item, checks every rethrow path gives back the same type and
 // value, that later work was skipped, and that the stream then works again.
 template <class Ex, class Thrower, class Check>
@@ -71,20 +78,20 @@ void expect_rethrown_as_itself(Thrower thrower, Check check) {
     try {
       e.synchronize();
       ADD_FAILURE() << "Event::synchronize did not rethrow";
-    } catch (const Ex& x) {
+    } catch (CatchAs<Ex> x) {
       check(x);
     }
   }
   try {
     streamrt::wait_all(all);
     ADD_FAILURE() << "wait_all did not rethrow";
-  } catch (const Ex& x) {
+  } catch (CatchAs<Ex> x) {
     check(x);
   }
   try {
     s.synchronize();
     ADD_FAILURE() << "Stream::synchronize did not rethrow";
-  } catch (const Ex& x) {
+  } catch (CatchAs<Ex> x) {
     check(x);
   }
   EXPECT_NO_THROW(s.synchronize());  // reported once
