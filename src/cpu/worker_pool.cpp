@@ -125,15 +125,20 @@ void WorkerPool::push(std::shared_ptr<Task> task) {
   for (auto& p : to_wake) p->unpark();
 }
 
-bool WorkerPool::should_yield(int level, Clock::time_point slice_start) const noexcept {
+bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept {
   if (random_) return true;  // kRandom: every item is a scheduling point
   level = std::clamp(level, 0, kNumLevels - 1);
   for (int l = 0; l < level; ++l) {
     if (level_count_[l].load(std::memory_order_relaxed) > 0) return true;
   }
-  // The clock is read only when an equal stream waits: the common cases cost no clock read.
-  return level_count_[level].load(std::memory_order_relaxed) > 0 &&
-         Clock::now() - slice_start >= kTimeSlice;
+  // The clock is read only while an equal stream waits: the common cases cost no clock read.
+  if (level_count_[level].load(std::memory_order_relaxed) == 0) return false;
+  const auto now = Clock::now();
+  if (equal_waiting_since == Clock::time_point{}) {
+    equal_waiting_since = now;
+    return false;
+  }
+  return now - equal_waiting_since >= kTimeSlice;
 }
 
 bool WorkerPool::try_run_one() {

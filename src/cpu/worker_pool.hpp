@@ -79,10 +79,12 @@ class WorkerPool {
     return push_gen_.load(std::memory_order_relaxed);
   }
 
-  // True when a stream running at `level` since `slice_start` should go to the back of the ready
-  // queue after its item: a more urgent task waits, or one of the same level waits and the stream
-  // has had its kTimeSlice. Never blocks; reads hint counters only (a stale value delays a yield).
-  bool should_yield(int level, Clock::time_point slice_start) const noexcept;
+  // True when a running stream at `level` should go to the back of the ready queue after its item:
+  // a more urgent task waits, or one of the same level has waited for kTimeSlice. The caller keeps
+  // `equal_waiting_since` per drain, starting at Clock::time_point{} (the slice starts when an
+  // equal task is first seen waiting, so a drain with none reads no clock). Never blocks; reads
+  // hint counters only (a stale value delays a yield).
+  bool should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept;
 
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle

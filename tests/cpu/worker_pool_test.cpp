@@ -213,12 +213,13 @@ TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 10, 11, 20, 30, 31}));
 }
 
-// More urgent waiting tasks take over at once; equal ones once the running stream's time slice is
-// used up (a slice that started long ago), never before (a slice that starts in an hour).
+// More urgent waiting tasks take over at once; equal ones once they have waited for the time
+// slice (seen waiting long ago), never before (first seen now, or seen "in an hour").
 TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   using streamrt::cpu::Clock;
-  const auto used_up = Clock::now() - std::chrono::hours(1);
-  const auto fresh = Clock::now() + std::chrono::hours(1);
+  Clock::time_point used_up = Clock::now() - std::chrono::hours(1);
+  Clock::time_point fresh = Clock::now() + std::chrono::hours(1);
+  Clock::time_point unset{};
   Gate gate;  // outlives the pool, whose tasks use it
   WorkerPool pool(1);
   OpenOnExit guard{gate};
@@ -231,6 +232,8 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   EXPECT_FALSE(pool.should_yield(1, used_up));
   EXPECT_TRUE(pool.should_yield(2, used_up));
   EXPECT_FALSE(pool.should_yield(2, fresh));
+  EXPECT_FALSE(pool.should_yield(2, unset));  // first seen waiting: the slice starts now
+  EXPECT_NE(unset, Clock::time_point{});
   EXPECT_TRUE(pool.should_yield(3, used_up));
   EXPECT_TRUE(pool.should_yield(3, fresh));
   gate.open();
