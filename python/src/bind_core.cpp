@@ -71,6 +71,24 @@ void exit_stream(const char* what) {
   if (previous) set_current_stream(*previous);
 }
 
+// A time-out in seconds (int or float, finite, >= 0) as nanoseconds; ValueError or TypeError
+// naming the call otherwise.
+std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
+                                    const char* name = "timeout") {
+  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) ||
+                                          py::isinstance<py::float_>(obj))) {
+    throw py::type_error(std::string(what) + ": " + name + " must be a number of seconds, got " +
+                         type_name(obj));
+  }
+  const double seconds = obj.cast<double>();
+  if (!(seconds >= 0) || !std::isfinite(seconds)) {
+    throw py::value_error(std::string(what) + ": " + name + " must be a finite number >= 0, got " +
+                          std::to_string(seconds));
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(seconds));
+}
+
 Stream to_stream(py::handle obj, const char* what) {
   if (py::isinstance<Stream>(obj)) return obj.cast<Stream>();
   throw py::type_error(std::string(what) + ": expected a streamrt.Stream, got " + type_name(obj));
@@ -262,9 +280,27 @@ void bind_core(py::module_& m) {
                   "(least urgent, most urgent) priorities accepted.")
       .def("query", &Stream::query,
            "True when all work submitted so far has finished. Never blocks.")
-      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
-           "Blocks (GIL released) until the work submitted before this call has finished; "
-           "re-raises the first failure not yet reported, as raised.")
+      .def(
+          "synchronize",
+          [](const Stream& s, py::object timeout) -> py::object {
+            if (timeout.is_none()) {
+              py::gil_scoped_release release;
+              s.synchronize();
+              return py::none();
+            }
+            const auto t = to_timeout(timeout, "Stream.synchronize");
+            bool done = false;
+            {
+              py::gil_scoped_release release;
+              done = s.synchronize_for(t);
+            }
+            return py::bool_(done);
+          },
+          "timeout"_a = py::none(),
+          "Blocks (GIL released) until the work submitted before this call has finished; "
+          "re-raises the first failure not yet reported, as raised. With timeout (seconds): "
+          "returns False if that work has not finished by then (nothing changes; a failure "
+          "stays for a later wait), True when it has.")
       .def("wait_event", &Stream::wait_event, "event"_a,
            "Work submitted later waits for `event` as recorded now. Returns at once.")
       .def("wait_stream", &Stream::wait_stream, "stream"_a,
@@ -430,17 +466,29 @@ void bind_core(py::module_& m) {
       .def("query", &Event::query,
            "True when recorded and the work before the record has finished. Never blocks.")
       .def_property_readonly("completed", &Event::completed, "Same as query().")
-      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
-           "Blocks (GIL released) until complete; re-raises the failure of the work before it.")
+      .def(
+          "synchronize",
+          [](const Event& e, py::object timeout) -> py::object {
+            if (timeout.is_none()) {
+              py::gil_scoped_release release;
+              e.synchronize();
+              return py::none();
+            }
+            const auto t = to_timeout(timeout, "Event.synchronize");
+            bool done = false;
+            {
+              py::gil_scoped_release release;
+              done = e.wait_for(t);
+            }
+            return py::bool_(done);
+          },
+          "timeout"_a = py::none(),
+          "Blocks (GIL released) until complete; re-raises the failure of the work before it. "
+          "With timeout (seconds): returns False if not complete by then, True when complete.")
       .def(
           "wait_for",
-          [](const Event& e, double timeout_s) {
-            if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
-              throw py::value_error("Event.wait_for: timeout_s must be a finite number >= 0, got " +
-                                    std::to_string(timeout_s));
-            }
-            const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::duration<double>(timeout_s));
+          [](const Event& e, py::object timeout_s) {
+            const auto timeout = to_timeout(timeout_s, "Event.wait_for", "timeout_s");
             py::gil_scoped_release release;
             return e.wait_for(timeout);
           },
@@ -492,7 +540,7 @@ void bind_core(py::module_& m) {
 
   m.def(
       "wait_all",
-      [](py::iterable events) {
+      [](py::iterable events, py::object timeout) -> py::object {
         std::vector<Event> list;
         std::size_t i = 0;
         for (py::handle item : events) {
@@ -503,12 +551,24 @@ void bind_core(py::module_& m) {
           list.push_back(item.cast<Event>());
           ++i;
         }
-        py::gil_scoped_release release;
-        wait_all(list);
+        if (timeout.is_none()) {
+          py::gil_scoped_release release;
+          wait_all(list);
+          return py::none();
+        }
+        const auto t = to_timeout(timeout, "wait_all");
+        bool done = false;
+        {
+          py::gil_scoped_release release;
+          done = wait_all_for(list, t);
+        }
+        return py::bool_(done);
       },
-      "events"_a,
+      "events"_a, "timeout"_a = py::none(),
       "Blocks (GIL released) until every event has completed; re-raises the first failure in "
-      "the order given. streamrt.Error, before waiting, if one was never recorded.");
+      "the order given. streamrt.Error, before waiting, if one was never recorded. With timeout "
+      "(seconds): returns False if not all completed by then (without raising), True when they "
+      "have.");
 }
 
 }  // namespace streamrt::python

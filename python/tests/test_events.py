@@ -47,6 +47,60 @@ def test_record_defaults_to_the_current_stream():
     assert e.query()
 
 
+def test_timeout_arguments_return_false_then_true_and_change_nothing():
+    # Stream.synchronize, Event.synchronize and wait_all take timeout= (seconds): False when the
+    # work is not done by then, True once it is. The held item is Python work: the waits must
+    # release the GIL for it to finish.
+    s, gate = held_stream()
+    e = s.record_event()
+    other = streamrt.Stream()
+    done = other.record_event()
+    assert s.synchronize(timeout=0.01) is False
+    assert e.synchronize(timeout=0) is False
+    assert streamrt.wait_all([done, e], timeout=0.01) is False
+    assert not e.completed and s.pending() == 1
+    gate.set()
+    assert s.synchronize(timeout=RENDEZVOUS_S) is True
+    assert e.synchronize(timeout=RENDEZVOUS_S) is True
+    assert streamrt.wait_all([done, e], timeout=RENDEZVOUS_S) is True
+    assert s.synchronize() is None and e.synchronize() is None
+    assert streamrt.wait_all([e]) is None
+
+
+def test_timed_out_waits_leave_the_failure_for_a_later_wait():
+    s = streamrt.Stream()
+    gate = threading.Event()
+
+    def fail():
+        gate.wait(RENDEZVOUS_S)
+        raise KeyError("late")
+
+    s.launch(fail)
+    e = s.record_event()
+    assert s.synchronize(timeout=0.01) is False
+    assert streamrt.wait_all([e], timeout=0.01) is False
+    gate.set()
+    with pytest.raises(KeyError, match="late"):
+        e.synchronize(timeout=RENDEZVOUS_S)
+    with pytest.raises(KeyError, match="late"):
+        s.synchronize(timeout=RENDEZVOUS_S)  # reported once, to this stream synchronize
+    assert s.synchronize(timeout=RENDEZVOUS_S) is True
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf")])
+def test_bad_timeouts_are_value_errors(bad):
+    s = streamrt.Stream()
+    e = s.record_event()
+    with pytest.raises(ValueError, match="Stream.synchronize: timeout must be a finite number"):
+        s.synchronize(timeout=bad)
+    with pytest.raises(ValueError, match="Event.synchronize: timeout must be a finite number"):
+        e.synchronize(timeout=bad)
+    with pytest.raises(ValueError, match="wait_all: timeout must be a finite number"):
+        streamrt.wait_all([e], timeout=bad)
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, got str"):
+        s.synchronize(timeout="1")
+
+
 def test_wait_for_times_out_then_succeeds():
     s, gate = held_stream()
     e = s.record_event()
