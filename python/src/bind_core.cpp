@@ -89,6 +89,27 @@ std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
       std::chrono::duration<double>(seconds));
 }
 
+// A host wait with an optional time-out (seconds), GIL released while waiting: None waits until
+// done and returns None; a number waits at most that long and returns whether it was done. The
+// Python result is made after the GIL is back.
+template <class Wait, class WaitFor>
+py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor wait_for) {
+  if (timeout.is_none()) {
+    {
+      py::gil_scoped_release release;
+      wait();
+    }
+    return py::none();
+  }
+  const auto t = to_timeout(timeout, what);
+  bool done = false;
+  {
+    py::gil_scoped_release release;
+    done = wait_for(t);
+  }
+  return py::bool_(done);
+}
+
 Stream to_stream(py::handle obj, const char* what) {
   if (py::isinstance<Stream>(obj)) return obj.cast<Stream>();
   throw py::type_error(std::string(what) + ": expected a streamrt.Stream, got " + type_name(obj));
@@ -282,19 +303,10 @@ void bind_core(py::module_& m) {
            "True when all work submitted so far has finished. Never blocks.")
       .def(
           "synchronize",
-          [](const Stream& s, py::object timeout) -> py::object {
-            if (timeout.is_none()) {
-              py::gil_scoped_release release;
-              s.synchronize();
-              return py::none();
-            }
-            const auto t = to_timeout(timeout, "Stream.synchronize");
-            bool done = false;
-            {
-              py::gil_scoped_release release;
-              done = s.synchronize_for(t);
-            }
-            return py::bool_(done);
+          [](const Stream& s, py::object timeout) {
+            return timed_wait(
+                timeout, "Stream.synchronize", [&] { s.synchronize(); },
+                [&](std::chrono::nanoseconds t) { return s.synchronize_for(t); });
           },
           "timeout"_a = py::none(),
           "Blocks (GIL released) until the work submitted before this call has finished; "
@@ -468,19 +480,10 @@ void bind_core(py::module_& m) {
       .def_property_readonly("completed", &Event::completed, "Same as query().")
       .def(
           "synchronize",
-          [](const Event& e, py::object timeout) -> py::object {
-            if (timeout.is_none()) {
-              py::gil_scoped_release release;
-              e.synchronize();
-              return py::none();
-            }
-            const auto t = to_timeout(timeout, "Event.synchronize");
-            bool done = false;
-            {
-              py::gil_scoped_release release;
-              done = e.wait_for(t);
-            }
-            return py::bool_(done);
+          [](const Event& e, py::object timeout) {
+            return timed_wait(
+                timeout, "Event.synchronize", [&] { e.synchronize(); },
+                [&](std::chrono::nanoseconds t) { return e.wait_for(t); });
           },
           "timeout"_a = py::none(),
           "Blocks (GIL released) until complete; re-raises the failure of the work before it. "
@@ -540,7 +543,7 @@ void bind_core(py::module_& m) {
 
   m.def(
       "wait_all",
-      [](py::iterable events, py::object timeout) -> py::object {
+      [](py::iterable events, py::object timeout) {
         std::vector<Event> list;
         std::size_t i = 0;
         for (py::handle item : events) {
@@ -551,18 +554,9 @@ void bind_core(py::module_& m) {
           list.push_back(item.cast<Event>());
           ++i;
         }
-        if (timeout.is_none()) {
-          py::gil_scoped_release release;
-          wait_all(list);
-          return py::none();
-        }
-        const auto t = to_timeout(timeout, "wait_all");
-        bool done = false;
-        {
-          py::gil_scoped_release release;
-          done = wait_all_for(list, t);
-        }
-        return py::bool_(done);
+        return timed_wait(
+            timeout, "wait_all", [&] { wait_all(list); },
+            [&](std::chrono::nanoseconds t) { return wait_all_for(list, t); });
       },
       "events"_a, "timeout"_a = py::none(),
       "Blocks (GIL released) until every event has completed; re-raises the first failure in "
