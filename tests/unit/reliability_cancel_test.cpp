@@ -12,23 +12,13 @@
 
 namespace {
 
+using streamrt_test::Blocker;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
 using streamrt_test::WorkersTest;
 using namespace std::chrono_literals;
 
-// Blocks the stream's worker until opened, and says when it has started.
-struct Blocker {
-  Gate started;
-  Gate release;
-  void launch_on(streamrt::Stream& s) {
-    s.launch([this] {
-      started.open();
-      if (!release.wait()) fail_hard("a blocker was never released");
-    });
-  }
-};
 
 // Work that must be dropped: it records that it ran.
 auto never(std::atomic<int>& ran) {

@@ -21,6 +21,7 @@
 
 namespace {
 
+using streamrt_test::Blocker;
 using streamrt_test::eventually;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
@@ -324,12 +325,9 @@ constexpr int kMillion = kSanitized ? 200'000 : 1'000'000;
 
 TEST(MillionQueued, AllRunInOrder) {
   streamrt::Stream s;
-  Gate started, release;
-  s.launch([&] {
-    started.open();
-    if (!release.wait()) fail_hard("never released");
-  });
-  ASSERT_TRUE(started.wait());
+  Blocker hold;
+  hold.launch_on(s);
+  ASSERT_TRUE(hold.started.wait());
   long next = 0, out_of_order = 0;  // touched by stream work only, read after synchronize
   for (int i = 0; i < kMillion; ++i) {
     s.launch([&next, &out_of_order, i] {
@@ -338,7 +336,7 @@ TEST(MillionQueued, AllRunInOrder) {
     });
   }
   EXPECT_EQ(s.pending(), static_cast<std::uint64_t>(kMillion) + 1);
-  release.open();
+  hold.release.open();
   s.synchronize();
   EXPECT_EQ(next, kMillion);
   EXPECT_EQ(out_of_order, 0);
@@ -347,12 +345,9 @@ TEST(MillionQueued, AllRunInOrder) {
 
 TEST(MillionQueued, CancelDropsThemAllAndDestroysTheirState) {
   streamrt::Stream s;
-  Gate started, release;
-  s.launch([&] {
-    started.open();
-    if (!release.wait()) fail_hard("never released");
-  });
-  ASSERT_TRUE(started.wait());
+  Blocker hold;
+  hold.launch_on(s);
+  ASSERT_TRUE(hold.started.wait());
   auto alive = std::make_shared<int>(0);  // each item holds a reference
   std::atomic<int> ran{0};
   for (int i = 0; i < kMillion; ++i) s.launch([alive, &ran] { ran.fetch_add(1); });
@@ -360,7 +355,7 @@ TEST(MillionQueued, CancelDropsThemAllAndDestroysTheirState) {
   streamrt::Event after = s.record_event();
   EXPECT_EQ(s.cancel(), static_cast<std::uint64_t>(kMillion));
   EXPECT_EQ(alive.use_count(), 1);  // released by cancel() itself
-  release.open();
+  hold.release.open();
   EXPECT_THROW(after.synchronize(), streamrt::Cancelled);
   EXPECT_EQ(ran.load(), 0);
   EXPECT_EQ(s.pending(), 0u);

@@ -22,8 +22,7 @@
 
 namespace {
 
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
+using streamrt_test::Blocker;
 using streamrt_test::kTimeout;
 using streamrt_test::Rendezvous;
 using streamrt_test::ThreadCount;
@@ -99,15 +98,12 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
   streamrt::Stream a, idle;
   idle.launch([] {});
   idle.synchronize();  // workers now parked
-  Gate started, release;
-  a.launch([&] {
-    started.open();
-    if (!release.wait()) fail_hard("never released");
-  });
+  Blocker hold;
+  hold.launch_on(a);
   std::atomic<int> counter{0};
   for (int i = 0; i < 100; ++i) a.launch([&] { counter.fetch_add(1); });
   streamrt::Event pending_event = a.record_event();
-  ASSERT_TRUE(started.wait());
+  ASSERT_TRUE(hold.started.wait());
   // A host thread parked on the event at the moment of the fork.
   std::atomic<bool> waiter_ok{false};
   std::thread waiter([&] { waiter_ok = pending_event.wait_for(kTimeout); });
@@ -166,7 +162,7 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
   EXPECT_EQ(code, 0) << "child check bits failed (see the lambda)";
 
   // The parent is unaffected: its work runs exactly once, here.
-  release.open();
+  hold.release.open();
   waiter.join();
   EXPECT_TRUE(waiter_ok.load());
   EXPECT_NO_THROW(pending_event.synchronize());

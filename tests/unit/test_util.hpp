@@ -97,6 +97,19 @@ inline void occupy_worker(streamrt::Stream& s, Gate& release) {
   std::_Exit(1);
 }
 
+// Blocks the stream's worker until `release` opens, and says when it has started. The item fails
+// the process if never released: the test would otherwise leave a worker blocked for ever.
+struct Blocker {
+  Gate started;
+  Gate release;
+  void launch_on(streamrt::Stream& s) {
+    s.launch([this] {
+      started.open();
+      if (!release.wait()) fail_hard("a blocker was never released");
+    });
+  }
+};
+
 // Sets the worker count for one test and restores the previous count afterwards.
 class ThreadCount {
  public:
