@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "streamrt/export.hpp"
+
 namespace streamrt {
 
 //! The kinds of device streamrt knows about. Only CPU has a backend in this build.
@@ -16,10 +18,10 @@ enum class DeviceType : std::uint8_t { CPU = 0, CUDA = 1 };
 inline constexpr int kNumDeviceTypes = 2;
 
 //! Lower-case name of a device type ("cpu", "cuda"). Never blocks; thread-safe.
-std::string_view to_string(DeviceType type) noexcept;
+STREAMRT_API std::string_view to_string(DeviceType type) noexcept;
 
 //! A device: a type and an index. A plain value; thread-safe to copy.
-struct Device {
+struct STREAMRT_API Device {
   //! The device type; CPU by default.
   DeviceType type = DeviceType::CPU;
   //! The device index; 0 by default.
@@ -39,15 +41,15 @@ struct Device {
 //! Blocks until all work submitted, before this call, to every stream of `device` has finished,
 //! then rethrows the first failure found among those streams (that failure counts as reported).
 //! Thread-safe. Throws Error when called from work running on a stream of the device.
-void synchronize(Device device = {});
+STREAMRT_API void synchronize(Device device = {});
 
 //! Sets the number of CPU worker threads (n >= 1). Blocks until the pool has been resized;
 //! queued work is kept. Thread-safe; throws Error when called from a worker thread or with n < 1.
-void set_num_threads(int n);
+STREAMRT_API void set_num_threads(int n);
 
 //! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency.
 //! Never blocks; thread-safe.
-int num_threads();
+STREAMRT_API int num_threads();
 
 }  // namespace streamrt
 

@@ -5,17 +5,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "streamrt/export.hpp"
+
 namespace streamrt {
 
 //! Thrown for misuse and runtime failures that streamrt itself detects (bad arguments, waits on
 //! events that were never recorded, self-deadlocks). Thread-safe to throw and copy; never blocks.
-class Error : public std::runtime_error {
+class STREAMRT_API Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
 //! Thrown by waits on work that was dropped by Stream::cancel(); a kind of Error.
-class Cancelled : public Error {
+class STREAMRT_API Cancelled : public Error {
  public:
   using Error::Error;
 };

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "streamrt/device.hpp"
+#include "streamrt/export.hpp"
 
 namespace streamrt {
 
@@ -31,11 +32,11 @@ struct EventOptions {
 enum class EventState { NotRecorded, Pending, Complete, Failed, Cancelled };
 
 //! Lower-case name of an EventState ("not_recorded", "pending", ...). Never blocks.
-std::string_view to_string(EventState state) noexcept;
+STREAMRT_API std::string_view to_string(EventState state) noexcept;
 
 //! A handle to an event. Copies share the event. All methods are thread-safe; recording from one
 //! thread while another waits is allowed (the waiter tracks the record it saw when it started).
-class Event {
+class STREAMRT_API Event {
  public:
   //! A new, never-recorded event. Never blocks.
   explicit Event(EventOptions options = {});
@@ -99,9 +100,9 @@ class Event {
 
 //! Blocks until every event completes, then rethrows the first failure (in the order given).
 //! Throws Error, before waiting, when any event was never recorded. Thread-safe.
-void wait_all(std::span<const Event> events);
+STREAMRT_API void wait_all(std::span<const Event> events);
 
 //! As wait_all, but returns false after `timeout` (nothing changes then).
-bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout);
+STREAMRT_API bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout);
 
 }  // namespace streamrt

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "streamrt/device.hpp"
+#include "streamrt/export.hpp"
 #include "streamrt/stream.hpp"
 
 namespace streamrt {
@@ -37,7 +38,7 @@ struct TraceRecord {
 
 //! Records every work item enqueued (on any stream, by any thread) between start() and stop().
 //! One profiler runs at a time. Methods are thread-safe; none waits for stream work.
-class Profiler {
+class STREAMRT_API Profiler {
  public:
   //! A stopped profiler with no records. Never blocks.
   Profiler();

@@ -11,6 +11,7 @@
 
 #include "streamrt/detail/work.hpp"
 #include "streamrt/device.hpp"
+#include "streamrt/export.hpp"
 
 namespace streamrt {
 
@@ -21,7 +22,7 @@ class StreamImpl;
 
 //! A handle to a stream: an in-order queue of work on one device. Copies name the same stream;
 //! the stream lives while any handle or any queued work refers to it. All methods are thread-safe.
-class Stream {
+class STREAMRT_API Stream {
  public:
   //! Creates a NEW stream on `device` with `priority` (see priority_range(); lower = more urgent).
   //! Never blocks. Throws Error for a device without a backend or a priority out of range.
@@ -115,13 +116,13 @@ class Stream {
 
 //! This thread's current stream for `device` (the device's default stream until set). Never
 //! blocks; thread-local, so thread-safe. Inside work running on a stream, that stream.
-Stream current_stream(Device device = {});
+STREAMRT_API Stream current_stream(Device device = {});
 
 //! Makes `s` this thread's current stream for s.device(). Never blocks; thread-local.
-void set_current_stream(const Stream& s);
+STREAMRT_API void set_current_stream(const Stream& s);
 
 //! The device's default stream; same as Stream::default_stream(device).
-Stream default_stream(Device device = {});
+STREAMRT_API Stream default_stream(Device device = {});
 
 }  // namespace streamrt
 

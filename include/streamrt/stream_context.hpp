@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "streamrt/export.hpp"
 #include "streamrt/stream.hpp"
 
 namespace streamrt {
@@ -11,7 +12,7 @@ namespace streamrt {
 //! Makes a stream this thread's current stream for its device, and restores the previous one on
 //! destruction (also when an exception leaves the scope). Nests. Never blocks. Not copyable or
 //! movable; use it on one thread only.
-class StreamContext {
+class STREAMRT_API StreamContext {
  public:
   //! Makes `s` current for s.device().
   explicit StreamContext(const Stream& s);

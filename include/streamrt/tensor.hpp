@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "streamrt/device.hpp"
+#include "streamrt/export.hpp"
 
 namespace streamrt {
 
@@ -23,10 +24,10 @@ namespace streamrt {
 enum class DType : std::uint8_t { Float32 = 0, Float64 = 1, Int32 = 2, Int64 = 3 };
 
 //! Lower-case name of a dtype ("float32", "float64", "int32", "int64"). Never blocks.
-std::string_view to_string(DType dtype) noexcept;
+STREAMRT_API std::string_view to_string(DType dtype) noexcept;
 
 //! Bytes per element of `dtype`. Never blocks.
-std::size_t element_size(DType dtype) noexcept;
+STREAMRT_API std::size_t element_size(DType dtype) noexcept;
 
 //! True for Float32 and Float64. Never blocks.
 constexpr bool is_floating(DType dtype) noexcept {
@@ -56,11 +57,11 @@ using Shape = std::vector<std::int64_t>;
 inline constexpr int kMaxDims = 8;
 
 //! "[2, 3]" style text of a shape, for messages. Never blocks.
-std::string to_string(const Shape& shape);
+STREAMRT_API std::string to_string(const Shape& shape);
 
 //! Product of the sizes (1 for {}). Throws Error for negative sizes, more than kMaxDims
 //! dimensions or an element count that overflows. Never blocks.
-std::int64_t shape_numel(const Shape& shape);
+STREAMRT_API std::int64_t shape_numel(const Shape& shape);
 
 namespace detail {
 class Storage;
@@ -71,7 +72,7 @@ struct TensorAccess;
 //! sequence. Each call that draws from it reserves the next numel() numbers at call time, so the
 //! numbers depend only on the seed and the order of calls, never on streams or worker counts.
 //! A copyable handle: copies share the offset. Thread-safe.
-class Generator {
+class STREAMRT_API Generator {
  public:
   //! A generator at offset 0 of `seed`'s sequence. Never blocks.
   explicit Generator(std::uint64_t seed = 0);
@@ -93,7 +94,7 @@ class Generator {
 //! share storage, like torch. Methods are thread-safe in the sense that calls from several threads
 //! are well-defined; whether the results make sense is ordered by streams and tracking (see
 //! <streamrt/ops.hpp>). A default-constructed Tensor is undefined: most calls on it throw Error.
-class Tensor {
+class STREAMRT_API Tensor {
  public:
   //! An undefined tensor (no storage). Never blocks.
   Tensor() noexcept = default;
@@ -192,29 +193,34 @@ class Tensor {
 
 //! An uninitialised tensor. Allocates at once (64-byte aligned); no work is queued.
 //! Throws Error for bad shapes and for devices without tensor support (CPU only in this build).
-Tensor empty(Shape shape, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor empty(Shape shape, DType dtype = DType::Float32, Device device = {});
 //! A tensor of zeros, filled on the current stream. Returns at once.
-Tensor zeros(Shape shape, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor zeros(Shape shape, DType dtype = DType::Float32, Device device = {});
 //! A tensor of ones, filled on the current stream. Returns at once.
-Tensor ones(Shape shape, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor ones(Shape shape, DType dtype = DType::Float32, Device device = {});
 //! A tensor filled with `value` on the current stream. Returns at once.
-Tensor full(Shape shape, double value, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor full(Shape shape, double value, DType dtype = DType::Float32,
+                         Device device = {});
 //! 0, 1, ..., n-1 as a 1-D tensor, on the current stream. Throws Error when n < 0.
-Tensor arange(std::int64_t n, DType dtype = DType::Int64, Device device = {});
+STREAMRT_API Tensor arange(std::int64_t n, DType dtype = DType::Int64, Device device = {});
 //! Uniform numbers in [0, 1) from `seed` (Philox counter-based: element i is number i of the
 //! seed's sequence, whatever the stream or worker count). Floating dtypes only. Returns at once.
-Tensor rand(Shape shape, std::uint64_t seed, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor rand(Shape shape, std::uint64_t seed, DType dtype = DType::Float32,
+                         Device device = {});
 //! As rand(shape, seed), drawing the next numel() numbers of `gen`.
-Tensor rand(Shape shape, Generator& gen, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor rand(Shape shape, Generator& gen, DType dtype = DType::Float32,
+                         Device device = {});
 //! Standard normal numbers from `seed` (Box-Muller on the Philox sequence). Returns at once.
-Tensor randn(Shape shape, std::uint64_t seed, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor randn(Shape shape, std::uint64_t seed, DType dtype = DType::Float32,
+                          Device device = {});
 //! As randn(shape, seed), drawing the next numel() numbers of `gen`.
-Tensor randn(Shape shape, Generator& gen, DType dtype = DType::Float32, Device device = {});
+STREAMRT_API Tensor randn(Shape shape, Generator& gen, DType dtype = DType::Float32,
+                          Device device = {});
 //! Wraps external memory without copying. `data` must be aligned for `dtype` and stay valid
 //! until `deleter(data)` is called (after the last tensor and the last queued work using it are
 //! gone; it may run on a worker thread), or, without a deleter, as long as the tensor is used.
 //! Never blocks.
-Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter = {},
-                 Device device = {});
+STREAMRT_API Tensor from_blob(void* data, Shape shape, DType dtype,
+                              std::function<void(void*)> deleter = {}, Device device = {});
 
 }  // namespace streamrt

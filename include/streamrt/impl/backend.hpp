@@ -16,6 +16,7 @@
 #include "streamrt/detail/work.hpp"
 #include "streamrt/device.hpp"
 #include "streamrt/event.hpp"
+#include "streamrt/export.hpp"
 
 namespace streamrt {
 class Stream;
@@ -26,7 +27,7 @@ namespace streamrt::impl {
 class Backend;
 
 //! A backend's stream. Immutable identity; the backend derives its own queue state from it.
-class StreamImpl {
+class STREAMRT_API StreamImpl {
  public:
   //! Identity of the stream; `backend` outlives it.
   StreamImpl(Backend& backend, Device device, int priority, std::uint64_t id) noexcept
@@ -54,7 +55,7 @@ class StreamImpl {
 
 //! One recorded position of an event in a stream: immutable once created, so a stream that
 //! waits on it keeps the version it saw (re-recording an Event makes a new EventImpl).
-class EventImpl {
+class STREAMRT_API EventImpl {
  public:
   //! A record on `device` with `options`.
   EventImpl(Device device, EventOptions options) noexcept : device_(device), options_(options) {}
@@ -75,7 +76,7 @@ class EventImpl {
 
 //! Per-device-type implementation. Every method must be thread-safe. Methods that are not
 //! supported throw Error("<backend> backend doesn't support <what>") by default.
-class Backend {
+class STREAMRT_API Backend {
  public:
   virtual ~Backend() = default;
 
@@ -135,16 +136,16 @@ class Backend {
 //! Installs the backend for its device type, replacing any earlier one (which is kept alive, as
 //! streams may still refer to it). Thread-safe. Used by built-in backends and by tests (a fake
 //! backend for DeviceType::CUDA).
-void register_backend(std::unique_ptr<Backend> backend);
+STREAMRT_API void register_backend(std::unique_ptr<Backend> backend);
 
 //! The backend for `type`. Throws Error naming the type when none is registered. Thread-safe.
-Backend& backend(DeviceType type);
+STREAMRT_API Backend& backend(DeviceType type);
 
 //! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
-Backend& backend_for(const Device& device);
+STREAMRT_API Backend& backend_for(const Device& device);
 
 //! Makes `s` this thread's current stream for its device and returns the previous one
 //! (c10's exchangeStream). For backends that run work on their own threads. Never blocks.
-Stream exchange_current_stream(const Stream& s);
+STREAMRT_API Stream exchange_current_stream(const Stream& s);
 
 }  // namespace streamrt::impl

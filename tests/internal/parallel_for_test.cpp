@@ -1,12 +1,10 @@
-// Whitebox: intra-op parallel_for on the shared pool, and the Philox generator's known answers.
-// (Includes src/ headers: these are internals the public tests cannot reach.)
+// Whitebox: intra-op parallel_for on the shared pool (an internal the public tests cannot reach).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-#include "../../src/cpu/parallel.hpp"
-#include "../../src/ops/random.hpp"
+#include "cpu/parallel.hpp"
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
 
@@ -136,19 +134,6 @@ INSTANTIATE_TEST_SUITE_P(Workers, ParallelFor, ::testing::ValuesIn(test::kWorker
 INSTANTIATE_TEST_SUITE_P(Workers, ParallelForMulti,
                          ::testing::ValuesIn(test::kParallelWorkerCounts),
                          [](const auto& info) { return std::to_string(info.param) + "workers"; });
-
-// Known-answer vectors of Philox4x32-10 from the Random123 distribution (kat_vectors).
-TEST(Philox, KnownAnswers) {
-  using A4 = std::array<std::uint32_t, 4>;
-  using A2 = std::array<std::uint32_t, 2>;
-  EXPECT_EQ(ops::philox4x32_10(A4{0, 0, 0, 0}, A2{0, 0}),
-            (A4{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(ops::philox4x32_10(A4{~0u, ~0u, ~0u, ~0u}, A2{~0u, ~0u}),
-            (A4{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(ops::philox4x32_10(A4{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
-                               A2{0xa4093822, 0x299f31d0}),
-            (A4{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
-}
 
 }  // namespace
 }  // namespace streamrt
