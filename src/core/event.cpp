@@ -79,23 +79,23 @@ std::shared_ptr<impl::EventImpl> Event::impl() const {
 
 bool Event::query() const {
   auto p = impl();
-  return p && impl::backend(p->device().type).query_event(*p);
+  return p && p->backend().query_event(*p);
 }
 
 EventState Event::state() const {
   auto p = impl();
   if (!p) return EventState::NotRecorded;
-  return impl::backend(p->device().type).event_state(*p);
+  return p->backend().event_state(*p);
 }
 
 void Event::synchronize() const {
   auto p = recorded_or_throw(*this, "Event::synchronize");
-  impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
+  p->backend().synchronize_event(*p, std::nullopt);
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
   auto p = recorded_or_throw(*this, "Event::wait_for");
-  return impl::backend(p->device().type).synchronize_event(*p, timeout);
+  return p->backend().synchronize_event(*p, timeout);
 }
 
 void Event::wait(const Stream& s) const {
@@ -124,7 +124,12 @@ double Event::elapsed_time(const Event& end) const {
     throw Error("Event::elapsed_time: the events were recorded on different devices (" +
                 a->device().str() + " and " + b->device().str() + ")");
   }
-  return impl::backend(a->device().type).elapsed_time(*a, *b);
+  if (&a->backend() != &b->backend()) {
+    throw Error("Event::elapsed_time: the events were recorded by different backends of " +
+                a->device().str() + " (register_backend replaced one in between); record both "
+                "events on streams created after the replacement");
+  }
+  return a->backend().elapsed_time(*a, *b);
 }
 
 void Event::reset() {
@@ -143,7 +148,7 @@ EventOptions Event::options() const noexcept { return state_->options; }
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
   if (!cb) throw Error("Event::on_complete: the callback is empty");
   auto p = recorded_or_throw(*this, "Event::on_complete");
-  impl::backend(p->device().type).on_complete(p, std::move(cb));
+  p->backend().on_complete(p, std::move(cb));
 }
 
 namespace {
@@ -170,7 +175,7 @@ bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positio
   // First wait for all without looking at failures, so "changes nothing on time-out" holds and the
   // first failure in argument order is the one reported.
   for (const auto& p : positions) {
-    auto& b = impl::backend(p->device().type);
+    auto& b = p->backend();
     if (b.query_event(*p)) continue;
     if (!timeout) {
       try {
@@ -190,7 +195,7 @@ bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positio
     if (!done) return false;
   }
   for (const auto& p : positions) {
-    impl::backend(p->device().type).synchronize_event(*p, std::nullopt);  // rethrows the first
+    p->backend().synchronize_event(*p, std::nullopt);  // rethrows the first
   }
   return true;
 }

@@ -92,6 +92,12 @@ void Stream::wait_event(const Event& e) {
     throw Error("Stream::wait_event: event recorded on " + position->device().str() +
                 " cannot be waited on by a stream of " + device().str());
   }
+  if (&position->backend() != &impl_->backend()) {
+    throw Error("Stream::wait_event: the event was recorded by another " +
+                std::string(to_string(device().type)) + " backend than the one of " + str() +
+                " (register_backend replaced it in between); record the event on a stream "
+                "created after the replacement");
+  }
   impl_->backend().block(position, *impl_);
 }
 

@@ -75,7 +75,10 @@ ErrorRecord::~ErrorRecord() {
 }
 
 CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts)
-    : impl::EventImpl(s->device(), o), stream(std::move(s)), seq(q), timestamp_ns(ts) {}
+    : impl::EventImpl(s->backend(), s->device(), o),
+      stream(std::move(s)),
+      seq(q),
+      timestamp_ns(ts) {}
 
 CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id)
     : impl::StreamImpl(backend, device, priority, id), cpu_(backend) {}

@@ -27,8 +27,8 @@ const Device kCuda1{DeviceType::CUDA, 1};
 
 class FakeEvent final : public impl::EventImpl {
  public:
-  FakeEvent(Device d, streamrt::EventOptions o, std::uint64_t stream_id)
-      : impl::EventImpl(d, o), stream_id(stream_id) {}
+  FakeEvent(impl::Backend& b, Device d, streamrt::EventOptions o, std::uint64_t stream_id)
+      : impl::EventImpl(b, d, o), stream_id(stream_id) {}
   const std::uint64_t stream_id;
 };
 
@@ -57,7 +57,7 @@ class FakeBackend final : public impl::Backend {
   std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s,
                                           streamrt::EventOptions options) override {
     log("record(" + std::to_string(s.id()) + ")");
-    return std::make_shared<FakeEvent>(s.device(), options, s.id());
+    return std::make_shared<FakeEvent>(*this, s.device(), options, s.id());
   }
   void block(const std::shared_ptr<impl::EventImpl>& e, impl::StreamImpl& s) override {
     log("block(" + std::to_string(static_cast<const FakeEvent&>(*e).stream_id) + "->" +
@@ -76,6 +76,7 @@ class FakeBackend final : public impl::Backend {
     return true;
   }
   streamrt::EventState event_state(const impl::EventImpl&) override {
+    log("event_state");
     return streamrt::EventState::Complete;
   }
   bool synchronize_event(const impl::EventImpl&, std::optional<std::chrono::nanoseconds>) override {
@@ -116,14 +117,20 @@ class FakeBackend final : public impl::Backend {
   std::atomic<std::uint64_t> next_id_{1};
 };
 
+// Registers a new fake backend for CUDA, replacing the one before (the registry keeps that one
+// alive), and returns it.
+FakeBackend& register_fake() {
+  auto b = std::make_unique<FakeBackend>();
+  FakeBackend& raw = *b;
+  impl::register_backend(std::move(b));
+  return raw;
+}
+
+FakeBackend* g_fake = nullptr;  // the fake registered now; tests run on one thread
+
 FakeBackend& fake() {
-  static FakeBackend* backend = [] {
-    auto b = std::make_unique<FakeBackend>();
-    FakeBackend* raw = b.get();
-    impl::register_backend(std::move(b));
-    return raw;
-  }();
-  return *backend;
+  if (g_fake == nullptr) g_fake = &register_fake();
+  return *g_fake;
 }
 
 class FakeBackendTest : public ::testing::Test {
@@ -294,6 +301,45 @@ TEST_F(FakeBackendTest, EventCallsGoToTheBackendOfTheRecord) {
     e.record();
     EXPECT_TRUE(fake().logged("record(" + std::to_string(other.id()) + ")"));
   }
+}
+
+// Replacing a backend (register_backend) must not send calls about a record to the new backend:
+// it would cast another backend's EventImpl to its own type. The record keeps its backend.
+TEST_F(FakeBackendTest, EventCallsGoToTheBackendThatMadeTheRecordAfterAReplacement) {
+  streamrt::Stream before(kCuda0);
+  const streamrt::EventOptions timing{.enable_timing = true};
+  streamrt::Event e(timing);
+  streamrt::Event end(timing);
+  e.record(before);
+  end.record(before);
+  FakeBackend& first = fake();
+  FakeBackend& second = register_fake();
+  g_fake = &second;
+  first.take();
+  EXPECT_TRUE(e.query());
+  EXPECT_EQ(e.state(), streamrt::EventState::Complete);
+  e.synchronize();
+  EXPECT_TRUE(e.wait_for(std::chrono::milliseconds(1)));
+  bool called = false;
+  e.on_complete([&](std::exception_ptr) { called = true; });
+  EXPECT_TRUE(called);
+  EXPECT_EQ(e.elapsed_time(end), 1.5);
+  streamrt::wait_all(std::vector<streamrt::Event>{e});
+  EXPECT_EQ(first.take(),
+            (std::vector<std::string>{"query_event", "event_state", "synchronize_event",
+                                      "synchronize_event", "on_complete", "elapsed_time",
+                                      "query_event", "synchronize_event"}));
+  EXPECT_TRUE(second.take().empty());
+  // A stream of the new backend cannot wait on the old backend's record (its block() would cast
+  // it), nor can two records of different backends be timed against each other.
+  streamrt::Stream after(kCuda0);
+  const std::string msg = error_of([&] { after.wait_event(e); });
+  EXPECT_NE(msg.find("another cuda backend"), std::string::npos) << msg;
+  streamrt::Event later(timing);
+  later.record(after);
+  EXPECT_NE(error_of([&] { (void)e.elapsed_time(later); }).find("different backends"),
+            std::string::npos);
+  EXPECT_TRUE(second.logged("record(" + std::to_string(after.id()) + ")"));
 }
 
 TEST_F(FakeBackendTest, WaitingAcrossDeviceTypesIsRefused) {

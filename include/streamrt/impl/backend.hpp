@@ -54,22 +54,28 @@ class STREAMRT_API StreamImpl {
 };
 
 //! One recorded position of an event in a stream: immutable once created, so a stream that
-//! waits on it keeps the version it saw (re-recording an Event makes a new EventImpl).
+//! waits on it keeps the version it saw (re-recording an Event makes a new EventImpl). It names
+//! the backend that made it, as StreamImpl does: a later register_backend() for the same device
+//! type does not redirect calls about it to a backend that does not know its type.
 class STREAMRT_API EventImpl {
  public:
-  //! A record on `device` with `options`.
-  EventImpl(Device device, EventOptions options) noexcept : device_(device), options_(options) {}
+  //! A record made by `backend` on `device` with `options`; `backend` outlives it.
+  EventImpl(Backend& backend, Device device, EventOptions options) noexcept
+      : backend_(backend), device_(device), options_(options) {}
   //! noexcept (called when the last handle goes).
   virtual ~EventImpl() = default;
   EventImpl(const EventImpl&) = delete;
   EventImpl& operator=(const EventImpl&) = delete;
 
+  //! The backend that made the record.
+  Backend& backend() const noexcept { return backend_; }
   //! The device recorded on.
   Device device() const noexcept { return device_; }
   //! The options of the event at record time.
   EventOptions options() const noexcept { return options_; }
 
  private:
+  Backend& backend_;
   Device device_;
   EventOptions options_;
 };
