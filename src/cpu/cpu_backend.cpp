@@ -19,37 +19,6 @@ CpuStream& cpu_stream(impl::StreamImpl& s) { return static_cast<CpuStream&>(s); 
 const CpuStream& cpu_stream(const impl::StreamImpl& s) { return static_cast<const CpuStream&>(s); }
 const CpuEvent& cpu_event(const impl::EventImpl& e) { return static_cast<const CpuEvent&>(e); }
 
-int default_threads(std::string& error) {
-  const unsigned hw = std::thread::hardware_concurrency();
-  const int fallback = hw == 0 ? 1 : static_cast<int>(hw);
-  const char* env = std::getenv("STREAMRT_NUM_THREADS");
-  if (env == nullptr || *env == '\0') return fallback;
-  char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (*end != '\0' || n < 1 || n > 4096) {
-    error = std::string("STREAMRT_NUM_THREADS='") + env +
-            "' is not a worker count: set it to an integer from 1 to 4096, or unset it to use "
-            "all " + std::to_string(fallback) + " hardware threads";
-    return fallback;
-  }
-  return static_cast<int>(n);
-}
-
-std::string g_env_error;       // written once in the constructor
-std::string g_schedule_error;  // written once in the constructor
-
-Schedule read_schedule(std::string& error) {
-  Schedule s;
-  const char* env = std::getenv("STREAMRT_SCHEDULE");
-  if (!parse_schedule(env, s)) {
-    error = std::string("STREAMRT_SCHEDULE='") + env +
-            "' is not a schedule: use random:SEED (SEED a decimal integer, e.g. random:42) to "
-            "pick among ready streams at random, serial to run everything on one worker, or "
-            "unset it for the normal scheduler";
-  }
-  return s;
-}
-
 // Workers the pool really gets for a requested count: one under STREAMRT_SCHEDULE=serial.
 int effective_threads(const Schedule& s, int n) {
   return s.mode == Schedule::Mode::kSerial ? 1 : n;
@@ -83,8 +52,16 @@ void FunctionTask::run() noexcept {
   fn_ = nullptr;  // release captured state on the worker, not wherever the task dies
 }
 
-CpuBackend::CpuBackend()
-    : threads_(default_threads(g_env_error)), schedule_(read_schedule(g_schedule_error)) {
+CpuBackend::CpuBackend() {
+  // Never throws here (the registry builds the backend on any first use, static initializers
+  // included): a bad setting is reported by check_config() before a stream is handed out.
+  try {
+    const Config& c = config();
+    threads_.store(c.num_threads, std::memory_order_relaxed);
+    schedule_ = c.schedule;
+    config_ok_ = true;
+  } catch (const Error&) {
+  }
   g_backend = this;
   default_stream_ = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, 0}, 0, 0);
   // One backend per process (the registry keeps it for ever), so the handlers are installed once.
@@ -99,8 +76,7 @@ WorkerPool& CpuBackend::pool() {
   std::lock_guard lock(pool_mutex_);
   auto* p = pool_.load(std::memory_order_relaxed);
   if (p == nullptr) {
-    if (!g_env_error.empty()) throw Error(g_env_error);
-    if (!g_schedule_error.empty()) throw Error(g_schedule_error);
+    check_config();
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
     p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
                        schedule_);
@@ -113,8 +89,7 @@ WorkerPool& CpuBackend::pool() {
 }
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
-  // Configuration errors surface at the first stream rather than at a later launch.
-  if (!g_schedule_error.empty()) throw Error(g_schedule_error);
+  check_config();
   auto s = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, index}, priority,
                                        next_id_.fetch_add(1, std::memory_order_relaxed));
   std::lock_guard lock(streams_mutex_);
@@ -126,7 +101,10 @@ std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority
   return s;
 }
 
-std::shared_ptr<impl::StreamImpl> CpuBackend::default_stream(int) { return default_stream_; }
+std::shared_ptr<impl::StreamImpl> CpuBackend::default_stream(int) {
+  check_config();
+  return default_stream_;
+}
 
 std::vector<std::shared_ptr<CpuStream>> CpuBackend::live_streams() {
   std::vector<std::shared_ptr<CpuStream>> out{default_stream_};
@@ -256,15 +234,14 @@ void CpuBackend::set_num_threads(int n) {
     throw Error("set_num_threads() called from a worker thread (from stream work or a callback): "
                 "call it from the host");
   }
+  check_config();
   std::lock_guard lock(pool_mutex_);
   threads_.store(n, std::memory_order_relaxed);
   if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(effective_threads(schedule_, n));
 }
 
 int CpuBackend::num_threads() const {
-  if (!g_env_error.empty() && pool_.load(std::memory_order_acquire) == nullptr) {
-    throw Error(g_env_error);
-  }
+  check_config();
   return threads_.load(std::memory_order_relaxed);
 }
 

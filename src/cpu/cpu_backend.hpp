@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "config.hpp"
 #include "cpu_stream.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
@@ -69,15 +70,21 @@ class CpuBackend final : public impl::Backend {
 
  private:
   std::vector<std::shared_ptr<CpuStream>> live_streams();
+  // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
+  // out or the pool is built, so nothing is queued under a bad setting.
+  void check_config() const {
+    if (!config_ok_) config();
+  }
 
   std::mutex pool_mutex_;
   std::atomic<WorkerPool*> pool_{nullptr};
-  std::atomic<int> threads_;
+  std::atomic<int> threads_{1};
   std::atomic<std::uint64_t> next_id_{1};
   std::mutex streams_mutex_;
   std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_
   std::size_t prune_at_ = 64;                      // guarded by streams_mutex_
   std::shared_ptr<CpuStream> default_stream_;
+  bool config_ok_ = false;                           // set once, in the constructor
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
 };

@@ -44,26 +44,6 @@ void random_pause(std::uint64_t& state) {
 
 }  // namespace
 
-bool parse_schedule(const char* text, Schedule& out) {
-  out = Schedule{};
-  if (text == nullptr || *text == '\0' || std::strcmp(text, "default") == 0) return true;
-  if (std::strcmp(text, "serial") == 0) {
-    out.mode = Schedule::Mode::kSerial;
-    return true;
-  }
-  constexpr const char* kRandom = "random:";
-  if (std::strncmp(text, kRandom, std::strlen(kRandom)) != 0) return false;
-  const char* digits = text + std::strlen(kRandom);
-  if (*digits < '0' || *digits > '9') return false;
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long seed = std::strtoull(digits, &end, 10);
-  if (*end != '\0' || errno == ERANGE) return false;
-  out.mode = Schedule::Mode::kRandom;
-  out.seed = seed;
-  return true;
-}
-
 WorkerPool::WorkerPool(int num_threads, Schedule schedule)
     : schedule_(schedule),
       random_(schedule.mode == Schedule::Mode::kRandom),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "config.hpp"
 #include "parker.hpp"
 
 namespace streamrt::cpu {
@@ -38,22 +39,6 @@ class Task {
   // 0 = most urgent.
   virtual int level() const noexcept = 0;
 };
-
-// How the pool picks work (env STREAMRT_SCHEDULE, parsed by the backend). kRandom and kSerial are
-// schedule fuzzers for finding missing dependencies in user code, not for production.
-struct Schedule {
-  enum class Mode : std::uint8_t {
-    kNormal,  // FIFO per priority level, streams keep their worker while nothing else is ready
-    kRandom,  // a seeded random pick among the ready tasks of the most urgent level; streams
-              // yield after every item (no time slice); workers pause at random
-    kSerial,  // one worker runs everything (the backend sizes the pool to 1)
-  };
-  Mode mode = Mode::kNormal;
-  std::uint64_t seed = 0;
-};
-
-// Parses STREAMRT_SCHEDULE text: "" or "default", "serial", "random:SEED". False on bad text.
-bool parse_schedule(const char* text, Schedule& out);
 
 class WorkerPool {
  public:

@@ -84,6 +84,22 @@ int schedule_check() {
   }
 }
 
+// A bad setting is an Error before anything can be queued: even the default stream, which exists
+// from the start, is refused instead of taking work that no worker would run.
+int default_stream_check() {
+  try {
+    streamrt::Stream s = streamrt::default_stream();
+    say("got the default stream\n");
+    s.launch([] {});
+    s.synchronize();
+    say("ok\n");
+    return 0;
+  } catch (const streamrt::Error& e) {
+    say(std::string("error: ") + e.what() + "\n");
+    return 3;
+  }
+}
+
 // With one worker busy behind a gate, one item on each of 8 streams becomes ready; prints the order
 // in which the worker then ran them.
 int schedule_order() {
@@ -166,7 +182,7 @@ int queue_memory(int n) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s exit-pending|schedule|schedule-order|max-concurrency|"
+                 "usage: %s exit-pending|schedule|default-stream|schedule-order|max-concurrency|"
                  "queue-memory [N]\n",
                  argv[0]);
     return 2;
@@ -175,6 +191,7 @@ int main(int argc, char** argv) {
   const int n = argc > 2 ? std::atoi(argv[2]) : 1000;
   if (mode == "exit-pending") return exit_pending(n);
   if (mode == "schedule") return schedule_check();
+  if (mode == "default-stream") return default_stream_check();
   if (mode == "schedule-order") return schedule_order();
   if (mode == "max-concurrency") return max_concurrency();
   if (mode == "queue-memory") return queue_memory(n);

@@ -412,6 +412,16 @@ TEST(ScheduleEnv, BadValuesGiveAClearError) {
   }
 }
 
+TEST(ScheduleEnv, BadValuesAreRefusedBeforeAnythingIsQueued) {
+  for (const std::string var : {"STREAMRT_SCHEDULE", "STREAMRT_NUM_THREADS"}) {
+    const auto r = run_child(var + "=bogus " + STREAMRT_RELIABILITY_CHILD + " default-stream");
+    SCOPED_TRACE(var);
+    EXPECT_EQ(r.status, 3) << r.output;
+    EXPECT_EQ(r.output.find("got the default stream"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("error: " + var + "='bogus'"), std::string::npos) << r.output;
+  }
+}
+
 TEST(ScheduleEnv, GoodValuesRun) {
   for (const char* good : {"", "default", "serial", "random:0", "random:18446744073709551615"}) {
     const auto r = run_child(std::string("STREAMRT_SCHEDULE='") + good + "' " +

@@ -1,0 +1,91 @@
+// Environment settings of the CPU backend (see config.hpp).
+#include "config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "streamrt/error.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+int parse_num_threads(const char* text, int hardware_threads) {
+  if (text == nullptr || *text == '\0') return hardware_threads;
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text, &end, 10);
+  const bool digits_only = *text >= '0' && *text <= '9' && *end == '\0';  // strtol skips spaces
+  if (!digits_only || errno == ERANGE || n < 1 || n > 4096) {
+    throw Error(std::string("STREAMRT_NUM_THREADS='") + text +
+                "' is not a worker count: set it to an integer from 1 to 4096, or unset it to "
+                "use all " + std::to_string(hardware_threads) + " hardware threads");
+  }
+  return static_cast<int>(n);
+}
+
+bool parse_schedule_text(const char* text, Schedule& out) {
+  out = Schedule{};
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "default") == 0) return true;
+  if (std::strcmp(text, "serial") == 0) {
+    out.mode = Schedule::Mode::kSerial;
+    return true;
+  }
+  constexpr const char* kRandom = "random:";
+  if (std::strncmp(text, kRandom, std::strlen(kRandom)) != 0) return false;
+  const char* digits = text + std::strlen(kRandom);
+  if (*digits < '0' || *digits > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long seed = std::strtoull(digits, &end, 10);
+  if (*end != '\0' || errno == ERANGE) return false;
+  out.mode = Schedule::Mode::kRandom;
+  out.seed = seed;
+  return true;
+}
+
+Schedule parse_schedule(const char* text) {
+  Schedule s;
+  if (!parse_schedule_text(text, s)) {
+    throw Error(std::string("STREAMRT_SCHEDULE='") + text +
+                "' is not a schedule: use random:SEED (SEED a decimal integer, e.g. random:42) to "
+                "pick among ready streams at random, serial to run everything on one worker, or "
+                "unset it for the normal scheduler");
+  }
+  return s;
+}
+
+}  // namespace
+
+Config parse_config(const char* num_threads, const char* schedule, int hardware_threads) {
+  Config c;
+  c.num_threads = parse_num_threads(num_threads, hardware_threads);
+  c.schedule = parse_schedule(schedule);
+  return c;
+}
+
+const Config& config() {
+  struct Parsed {
+    Config config;
+    std::string error;  // empty when every value is good
+  };
+  // Read once: the environment a process starts with is what configures it (a later setenv, or a
+  // change in a fork child, is not seen).
+  static const Parsed parsed = [] {
+    const unsigned hw = std::thread::hardware_concurrency();
+    try {
+      return Parsed{parse_config(std::getenv("STREAMRT_NUM_THREADS"),
+                                 std::getenv("STREAMRT_SCHEDULE"),
+                                 hw == 0 ? 1 : static_cast<int>(hw)),
+                    {}};
+    } catch (const Error& e) {
+      return Parsed{{}, e.what()};
+    }
+  }();
+  if (!parsed.error.empty()) throw Error(parsed.error);
+  return parsed.config;
+}
+
+}  // namespace streamrt::cpu

@@ -1,0 +1,35 @@
+#pragma once
+// The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE), read
+// and validated once, in one place. The backend checks them before it hands out a stream, so a bad
+// value is an Error before anything can be queued.
+#include <cstdint>
+
+namespace streamrt::cpu {
+
+// How the pool picks work (STREAMRT_SCHEDULE). kRandom and kSerial are schedule fuzzers for
+// finding missing dependencies in user code, not for production.
+struct Schedule {
+  enum class Mode : std::uint8_t {
+    kNormal,  // FIFO per priority level, streams keep their worker while nothing else is ready
+    kRandom,  // a seeded random pick among the ready tasks of the most urgent level; streams
+              // yield after every item (no time slice); workers pause at random
+    kSerial,  // one worker runs everything (the backend sizes the pool to 1)
+  };
+  Mode mode = Mode::kNormal;
+  std::uint64_t seed = 0;
+};
+
+struct Config {
+  int num_threads = 1;  // workers asked for: STREAMRT_NUM_THREADS, else the hardware threads
+  Schedule schedule;
+};
+
+// Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
+// value and the accepted values. Pure: reads no environment.
+Config parse_config(const char* num_threads, const char* schedule, int hardware_threads);
+
+// The process's settings, parsed from the environment on the first call. Throws the Error of a
+// bad value on every call. Thread-safe; never blocks after the first call.
+const Config& config();
+
+}  // namespace streamrt::cpu

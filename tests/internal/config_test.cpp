@@ -1,0 +1,64 @@
+// Whitebox: the parser of the CPU backend's environment settings (src/cpu/config.hpp). The
+// environment itself is read once per process; tests/unit runs children for that.
+#include "cpu/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "streamrt/error.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+std::string error_of(const char* threads, const char* schedule) {
+  try {
+    (void)parse_config(threads, schedule, 8);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Config, UnsetMeansHardwareThreadsAndTheNormalScheduler) {
+  for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
+    const Config c = parse_config(unset, unset, 8);
+    EXPECT_EQ(c.num_threads, 8);
+    EXPECT_EQ(c.schedule.mode, Schedule::Mode::kNormal);
+  }
+}
+
+TEST(Config, GoodValues) {
+  EXPECT_EQ(parse_config("1", nullptr, 8).num_threads, 1);
+  EXPECT_EQ(parse_config("4096", nullptr, 8).num_threads, 4096);
+  EXPECT_EQ(parse_config(nullptr, "default", 8).schedule.mode, Schedule::Mode::kNormal);
+  EXPECT_EQ(parse_config(nullptr, "serial", 8).schedule.mode, Schedule::Mode::kSerial);
+  const Config r = parse_config(nullptr, "random:18446744073709551615", 8);
+  EXPECT_EQ(r.schedule.mode, Schedule::Mode::kRandom);
+  EXPECT_EQ(r.schedule.seed, 18446744073709551615ull);
+}
+
+TEST(Config, BadWorkerCountsNameTheVariableAndTheAcceptedValues) {
+  for (const char* bad : {"0", "-2", "4097", "4x", "zero", " 3", "99999999999999999999"}) {
+    const std::string msg = error_of(bad, nullptr);
+    SCOPED_TRACE(bad);
+    EXPECT_NE(msg.find(std::string("STREAMRT_NUM_THREADS='") + bad + "'"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("from 1 to 4096"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("all 8 hardware threads"), std::string::npos) << msg;
+  }
+}
+
+TEST(Config, BadSchedulesNameTheVariableAndTheAcceptedValues) {
+  for (const char* bad : {"bogus", "random", "random:", "random:12x", "random:-3", "serial2",
+                          "random:99999999999999999999999", "Serial"}) {
+    const std::string msg = error_of(nullptr, bad);
+    SCOPED_TRACE(bad);
+    EXPECT_NE(msg.find(std::string("STREAMRT_SCHEDULE='") + bad + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("random:SEED"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("serial"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace streamrt::cpu
