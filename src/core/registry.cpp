@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "registry.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
@@ -25,6 +26,7 @@ struct Registry {
   std::array<std::atomic<Backend*>, kNumDeviceTypes> table{};
   // Replaced backends are kept alive: streams created by them may still be running.
   std::vector<std::unique_ptr<Backend>> owned;
+  bool tracing = false;  // guarded by mutex: what set_tracing_in_backends asked for last
 };
 
 Registry& registry() {
@@ -48,6 +50,7 @@ std::uint64_t Backend::pending(const StreamImpl&) {
 std::uint64_t Backend::cancel(StreamImpl&) {
   throw Error(std::string(to_string(type())) + " backend doesn't support Stream::cancel()");
 }
+void Backend::set_tracing(bool) noexcept {}
 void Backend::set_num_threads(int) {
   throw Error(std::string(to_string(type())) + " backend doesn't support set_num_threads()");
 }
@@ -59,6 +62,7 @@ void register_backend(std::unique_ptr<Backend> backend) {
   if (!backend) throw Error("register_backend: backend is null");
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
+  if (r.tracing) backend->set_tracing(true);
   r.table[static_cast<int>(backend->type())].store(backend.get(), std::memory_order_release);
   r.owned.push_back(std::move(backend));
 }
@@ -89,3 +93,14 @@ Backend& backend_for(const Device& device) {
 
 }  // namespace impl
 }  // namespace streamrt
+
+namespace streamrt::core {
+
+void set_tracing_in_backends(bool on) {
+  impl::Registry& r = impl::registry();
+  std::lock_guard lock(r.mutex);
+  r.tracing = on;
+  for (const auto& b : r.owned) b->set_tracing(on);
+}
+
+}  // namespace streamrt::core

@@ -9,8 +9,13 @@
 #include <thread>
 
 #include "streamrt/error.hpp"
+#include "tracing.hpp"
 
 namespace streamrt::cpu {
+namespace tracing_detail {
+std::atomic<bool> enabled{false};
+}  // namespace tracing_detail
+
 namespace {
 
 CpuBackend* g_backend = nullptr;  // set once, before any thread can see the backend
@@ -243,6 +248,11 @@ void CpuBackend::set_num_threads(int n) {
 int CpuBackend::num_threads() const {
   check_config();
   return threads_.load(std::memory_order_relaxed);
+}
+
+void CpuBackend::set_tracing(bool on) noexcept {
+  // Relaxed: see tracing_enabled().
+  tracing_detail::enabled.store(on, std::memory_order_relaxed);
 }
 
 void CpuBackend::shutdown() noexcept {

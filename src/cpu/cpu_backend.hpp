@@ -59,6 +59,7 @@ class CpuBackend final : public impl::Backend {
   std::uint64_t cancel(impl::StreamImpl& stream) override;
   void set_num_threads(int n) override;
   int num_threads() const override;
+  void set_tracing(bool on) noexcept override;
 
   // Waits for all pending work and stops the workers (process exit). Later work runs inline.
   void shutdown() noexcept;

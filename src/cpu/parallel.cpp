@@ -1,5 +1,7 @@
-// parallel_for on the WorkerPool. See parallel.hpp for the contract.
-#include "parallel.hpp"
+// The CPU backend's implementation of the intra-op contract (src/core/parallel.hpp) on its
+// WorkerPool: the caller runs chunks itself and idle workers join in; chunks are claimed
+// dynamically, so when every worker is busy with other streams the caller does them all.
+#include "../core/parallel.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +29,7 @@ WorkerPool& pool() {
 }
 
 struct ForState {
+  std::int64_t base = 0;  // chunks cover [base, base + n)
   std::int64_t n = 0;
   std::int64_t chunk = 0;
   std::int64_t num_chunks = 0;
@@ -52,7 +55,7 @@ struct ForState {
         const std::int64_t begin = i * chunk;
         const std::int64_t end = std::min(n, begin + chunk);
         try {
-          (*fn)(begin, end);
+          (*fn)(base + begin, base + end);
         } catch (...) {
           std::lock_guard lock(error_mutex);
           if (!error) error = std::current_exception();
@@ -82,36 +85,41 @@ class ChunkTask final : public Task {
 
 }  // namespace
 
-int parallel_workers() {
-  return pool().size();
-}
+}  // namespace streamrt::cpu
 
-bool in_parallel_region() noexcept {
-  return tls_parallel_depth > 0;
-}
+namespace streamrt::runtime {
 
-void parallel_for(std::int64_t n, std::int64_t grain,
-                  const std::function<void(std::int64_t, std::int64_t)>& fn,
-                  std::int64_t max_chunks) {
-  if (n <= 0) return;
+using cpu::tls_parallel_depth;
+
+int get_num_threads() { return cpu::pool().size(); }
+
+bool in_parallel_region() noexcept { return tls_parallel_depth > 0; }
+
+void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                  const std::function<void(std::int64_t, std::int64_t)>& f) {
+  using namespace cpu;
+  if (end <= begin) return;
+  const std::int64_t n = end - begin;
   grain = std::max<std::int64_t>(grain, 1);
   WorkerPool& p = pool();
   const int workers = p.size();
-  if (max_chunks <= 0) max_chunks = 4 * static_cast<std::int64_t>(workers);
-  std::int64_t num_chunks = std::min(max_chunks, (n + grain - 1) / grain);
+  // At most 4 chunks per worker: enough to even out chunks of unequal cost.
+  const std::int64_t num_chunks =
+      std::min(4 * static_cast<std::int64_t>(workers), (n + grain - 1) / grain);
   if (num_chunks <= 1 || workers <= 1 || tls_parallel_depth > 0) {
     ++tls_parallel_depth;
     struct Leave {
       ~Leave() { --tls_parallel_depth; }
     } leave;
-    fn(0, n);
+    f(begin, end);
     return;
   }
   auto state = std::make_shared<ForState>();
+  state->base = begin;
   state->n = n;
   state->chunk = (n + num_chunks - 1) / num_chunks;
   state->num_chunks = (n + state->chunk - 1) / state->chunk;
-  state->fn = &fn;
+  state->fn = &f;
   state->caller = this_thread_parker();
   const std::int64_t helpers = std::min<std::int64_t>(state->num_chunks, workers) - 1;
   for (std::int64_t i = 0; i < helpers; ++i) p.push(std::make_shared<ChunkTask>(state));
@@ -131,4 +139,4 @@ void parallel_for(std::int64_t n, std::int64_t grain,
   }
 }
 
-}  // namespace streamrt::cpu
+}  // namespace streamrt::runtime

@@ -4,7 +4,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "../cpu/parallel.hpp"
+#include "../core/parallel.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt::ops {
@@ -43,7 +43,7 @@ void parallel_ranges(std::int64_t n, Fn&& fn) {
     if (n > 0) fn(std::int64_t{0}, n);
     return;
   }
-  cpu::parallel_for(n, kElementGrain, fn);
+  runtime::parallel_for(0, n, kElementGrain, fn);
 }
 
 // for i in [0, n): body(i), split across the pool when n is large.
@@ -53,7 +53,7 @@ void parallel_elements(std::int64_t n, Body&& body) {
     for (std::int64_t i = 0; i < n; ++i) body(i);
     return;
   }
-  cpu::parallel_for(n, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+  runtime::parallel_for(0, n, kElementGrain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) body(i);
   });
 }

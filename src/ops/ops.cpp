@@ -194,7 +194,7 @@ Acc blocked_sum(const T* p, std::int64_t n) {
   if (blocks == 1) {
     block_sum(0);
   } else {
-    cpu::parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    runtime::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
       for (std::int64_t blk = b0; blk < b1; ++blk) block_sum(blk);
     });
   }
@@ -256,7 +256,7 @@ bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, Pred p
     if (blocks <= 1) {
       check(0, n);
     } else {
-      cpu::parallel_for(n, kElementGrain, check);
+      runtime::parallel_for(0, n, kElementGrain, check);
     }
     *result = ok.load(std::memory_order_relaxed);
   });
@@ -303,21 +303,18 @@ void gemm(const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int
     std::fill(c, c + m * n, T{0});
     return;
   }
-  const int workers = cpu::parallel_workers();
+  const int workers = runtime::get_num_threads();
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (workers <= 1 || macs < kSplitMacs || m < 2 * kMinRows || cpu::in_parallel_region()) {
+  if (workers <= 1 || macs < kSplitMacs || m < 2 * kMinRows || runtime::in_parallel_region()) {
     gemm_rows(a, b, c, m, n, k);
     return;
   }
   // One block per worker: each block re-packs B, so more blocks cost more than they balance.
   const std::int64_t blocks = std::min<std::int64_t>(workers, m / kMinRows);
   const std::int64_t rows = (m + blocks - 1) / blocks;
-  cpu::parallel_for(
-      m, rows,
-      [&](std::int64_t r0, std::int64_t r1) {
-        gemm_rows(a + r0 * k, b, c + r0 * n, r1 - r0, n, k);
-      },
-      blocks);
+  runtime::parallel_for(0, m, rows, [&](std::int64_t r0, std::int64_t r1) {
+    gemm_rows(a + r0 * k, b, c + r0 * n, r1 - r0, n, k);
+  });
 }
 
 template <class T>
@@ -331,7 +328,7 @@ void batched_gemm(const T* a, const T* b, T* c, std::int64_t batch, std::int64_t
   }
   // Small products: spread whole products over the pool.
   const auto grain = static_cast<std::int64_t>(std::max(1.0, kSplitMacs / std::max(macs, 1.0)));
-  cpu::parallel_for(batch, grain, [&](std::int64_t i0, std::int64_t i1) {
+  runtime::parallel_for(0, batch, grain, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i)
       gemm(a + i * a_stride, b + i * b_stride, c + i * m * n, m, n, k);
   });

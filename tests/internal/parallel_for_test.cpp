@@ -4,7 +4,7 @@
 #include <atomic>
 #include <thread>
 
-#include "cpu/parallel.hpp"
+#include "core/parallel.hpp"
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
 
@@ -22,7 +22,7 @@ TEST_P(ParallelFor, CoversEveryIndexExactlyOnce) {
   for (std::int64_t n : {0, 1, 2, 7, 1000, 100003}) {
     for (std::int64_t grain : {1, 3, 64, 4096}) {
       std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
-      cpu::parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+      runtime::parallel_for(0, n, grain, [&](std::int64_t b, std::int64_t e) {
         ASSERT_LT(b, e);
         for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
       });
@@ -53,13 +53,10 @@ TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
   ASSERT_EQ(entered->load(), GetParam()) << "the workers never all reached the gates";
   std::atomic<int> ran{0};
   try {
-    cpu::parallel_for(
-        1000, 1,
-        [&](std::int64_t b, std::int64_t) {
-          ran.fetch_add(1);
-          if (b == 0) throw Error("chunk 0 failed");
-        },
-        1000);
+    runtime::parallel_for(0, 1000, 1, [&](std::int64_t b, std::int64_t) {
+      ran.fetch_add(1);
+      if (b == 0) throw Error("chunk 0 failed");
+    });
     ADD_FAILURE() << "no exception";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "chunk 0 failed");
@@ -71,14 +68,14 @@ TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
 
 TEST_P(ParallelFor, NestedCallsRunInline) {
   std::atomic<std::int64_t> total{0};
-  cpu::parallel_for(8, 1, [&](std::int64_t b, std::int64_t e) {
-    EXPECT_TRUE(cpu::in_parallel_region());
+  runtime::parallel_for(0, 8, 1, [&](std::int64_t b, std::int64_t e) {
+    EXPECT_TRUE(runtime::in_parallel_region());
     for (std::int64_t i = b; i < e; ++i) {
-      cpu::parallel_for(100, 1, [&](std::int64_t b2, std::int64_t e2) { total += e2 - b2; });
+      runtime::parallel_for(0, 100, 1, [&](std::int64_t b2, std::int64_t e2) { total += e2 - b2; });
     }
   });
   EXPECT_EQ(total.load(), 800);
-  EXPECT_FALSE(cpu::in_parallel_region());
+  EXPECT_FALSE(runtime::in_parallel_region());
 }
 
 class ParallelForMulti : public ParallelFor {
@@ -89,19 +86,27 @@ class ParallelForMulti : public ParallelFor {
   }
 };
 
+// The sub-ranges of [begin, end) are offset by begin (the contract is ATen's, not [0, n)).
+TEST_P(ParallelFor, CoversARangeThatDoesNotStartAtZero) {
+  std::vector<std::atomic<int>> hits(1000);
+  runtime::parallel_for(300, 1000, 7, [&](std::int64_t b, std::int64_t e) {
+    ASSERT_GE(b, 300);
+    ASSERT_LE(e, 1000);
+    for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)].fetch_add(1);
+  });
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), i >= 300);
+}
+
 // Chunks really run on several threads at once: two chunks must meet each other.
 TEST_P(ParallelForMulti, ChunksRunConcurrentlyOnTheSamePool) {
   for (int round = 0; round < 20; ++round) {
     test::Rendezvous meet(2);
     std::atomic<int> met{0};
     std::atomic<bool> on_worker{false};
-    cpu::parallel_for(
-        2, 1,
-        [&](std::int64_t, std::int64_t) {
-          if (meet.arrive()) met.fetch_add(1);
-          if (std::this_thread::get_id() != main_thread_) on_worker.store(true);
-        },
-        2);
+    runtime::parallel_for(0, 2, 1, [&](std::int64_t, std::int64_t) {
+      if (meet.arrive()) met.fetch_add(1);
+      if (std::this_thread::get_id() != main_thread_) on_worker.store(true);
+    });
     ASSERT_EQ(met.load(), 2) << "the two chunks did not run at the same time";
     EXPECT_TRUE(on_worker.load());
   }

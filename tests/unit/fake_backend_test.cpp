@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -21,6 +23,12 @@ namespace {
 using streamrt::Device;
 using streamrt::DeviceType;
 namespace impl = streamrt::impl;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 const Device kCuda0{DeviceType::CUDA, 0};
 const Device kCuda1{DeviceType::CUDA, 1};
@@ -50,9 +58,18 @@ class FakeBackend final : public impl::Backend {
     if (!s) s = std::make_shared<impl::StreamImpl>(*this, Device{DeviceType::CUDA, index}, 0, 0);
     return s;
   }
-  void enqueue(impl::StreamImpl& s, streamrt::detail::Work work, const char*) override {
+  void enqueue(impl::StreamImpl& s, streamrt::detail::Work work, const char* label) override {
     log("enqueue(" + std::to_string(s.id()) + ")");
+    const std::int64_t start = tracing_ ? now_ns() : 0;
     work();
+    if (tracing_) {
+      impl::trace_item(impl::TraceItem{s.device(), s.id(), s.priority(), label, start, start,
+                                       now_ns(), 0});
+    }
+  }
+  void set_tracing(bool on) noexcept override {
+    log(on ? "set_tracing(on)" : "set_tracing(off)");
+    tracing_ = on;
   }
   std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s,
                                           streamrt::EventOptions options) override {
@@ -115,6 +132,7 @@ class FakeBackend final : public impl::Backend {
   std::vector<std::string> log_;
   std::shared_ptr<impl::StreamImpl> defaults_[2];
   std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<bool> tracing_{false};
 };
 
 // Registers a new fake backend for CUDA, replacing the one before (the registry keeps that one
@@ -351,6 +369,36 @@ TEST_F(FakeBackendTest, WaitingAcrossDeviceTypesIsRefused) {
   EXPECT_NE(msg.find("cpu:0"), std::string::npos) << msg;
   streamrt::Event on_cpu = cpu.record_event();
   EXPECT_NE(error_of([&] { cuda.wait_event(on_cpu); }), "<no error>");
+}
+
+// The profiler knows no backend: it switches tracing on through the trace hook, and any backend
+// that reports its items with impl::trace_item() shows up in the records, next to the CPU's.
+TEST_F(FakeBackendTest, TheProfilerTracesAnyBackendThroughTheTraceHook) {
+  streamrt::Stream cuda(kCuda0);
+  streamrt::Stream cpu;
+  streamrt::Profiler profiler;
+  fake().take();
+  profiler.start();
+  EXPECT_TRUE(fake().logged("set_tracing(on)"));
+  cuda.launch("fake-kernel", [] {});
+  cpu.launch("cpu-item", [] {});
+  cpu.synchronize();
+  profiler.stop();
+  EXPECT_TRUE(fake().logged("set_tracing(off)"));
+  cuda.launch("after-stop", [] {});
+  bool saw_cuda = false;
+  bool saw_cpu = false;
+  for (const auto& r : profiler.records()) {
+    EXPECT_NE(r.label, "after-stop");
+    if (r.label == "fake-kernel") {
+      saw_cuda = true;
+      EXPECT_EQ(r.device, kCuda0);
+      EXPECT_EQ(r.stream_id, cuda.id());
+    }
+    if (r.label == "cpu-item") saw_cpu = true;
+  }
+  EXPECT_TRUE(saw_cuda);
+  EXPECT_TRUE(saw_cpu);
 }
 
 TEST_F(FakeBackendTest, UnsupportedOptionalCallsSayWhichBackend) {

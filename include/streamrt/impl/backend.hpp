@@ -80,6 +80,24 @@ class STREAMRT_API EventImpl {
   EventOptions options_;
 };
 
+//! One finished work item, as a backend reports it to the runtime's profiler (trace_item()).
+//! Times are nanoseconds of std::chrono::steady_clock.
+struct TraceItem {
+  //! Where the item ran.
+  Device device;
+  //! The stream's id and priority.
+  std::uint64_t stream_id = 0;
+  int priority = 0;
+  //! The launch label; static storage (Stream::launch requires labels to outlive the work).
+  const char* label = nullptr;
+  //! When the item was enqueued, started and finished.
+  std::int64_t enqueue_ns = 0;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  //! The backend's index of the thread that ran it; -1 for a thread outside its pool.
+  int worker = -1;
+};
+
 //! Per-device-type implementation. Every method must be thread-safe. Methods that are not
 //! supported throw Error("<backend> backend doesn't support <what>") by default.
 class STREAMRT_API Backend {
@@ -137,6 +155,12 @@ class STREAMRT_API Backend {
   virtual void set_num_threads(int n);
   //! Host worker count (CPU only).
   virtual int num_threads() const;
+
+  //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
+  //! backend registered while a profiler runs). While on, the backend reports every work item
+  //! enqueued from then on, once it finishes, through trace_item(). Never blocks; thread-safe.
+  //! By default a backend traces nothing.
+  virtual void set_tracing(bool on) noexcept;
 };
 
 //! Installs the backend for its device type, replacing any earlier one (which is kept alive, as
@@ -149,6 +173,10 @@ STREAMRT_API Backend& backend(DeviceType type);
 
 //! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
 STREAMRT_API Backend& backend_for(const Device& device);
+
+//! The trace hook's sink: hands one finished item to the profiler. Thread-safe; never throws (an
+//! item that cannot be stored for lack of memory is lost); takes an uncontended per-thread lock.
+STREAMRT_API void trace_item(const TraceItem& item) noexcept;
 
 //! Makes `s` this thread's current stream for its device and returns the previous one
 //! (c10's exchangeStream). For backends that run work on their own threads. Never blocks.

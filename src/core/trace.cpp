@@ -1,39 +1,37 @@
 // Per-thread trace buffers. Each thread appends to its own buffer (an uncontended mutex, only
 // while tracing); the profiler drains all buffers when it collects.
-#include "tracing.hpp"
+#include "trace.hpp"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <new>
 
-namespace streamrt::cpu {
-namespace tracing_detail {
-std::atomic<bool> enabled{false};
-}  // namespace tracing_detail
+#include "registry.hpp"
 
+namespace streamrt::core {
 namespace {
 
 struct Buffer {
   std::mutex mutex;
-  std::vector<RawTrace> records;  // guarded by mutex
-  bool orphan = false;            // guarded by the registry's mutex: its thread has exited
+  std::vector<impl::TraceItem> records;  // guarded by mutex
+  bool orphan = false;            // guarded by the list's mutex: its thread has exited
 };
 
-struct Registry {
+struct BufferList {
   std::mutex mutex;
   std::vector<std::unique_ptr<Buffer>> buffers;  // guarded by mutex; never shrinks
-  std::atomic<std::uint64_t> dropped{0};
 };
 
 // Leaked on purpose: work finished during process exit may still trace.
-Registry& registry() {
-  static Registry* r = new Registry;
+BufferList& buffer_list() {
+  static BufferList* r = new BufferList;
   return *r;
 }
 
 // A buffer for this thread: reuses one whose thread has exited, else adds one.
 Buffer* acquire_buffer() {
-  auto& r = registry();
+  auto& r = buffer_list();
   std::lock_guard lock(r.mutex);
   for (auto& b : r.buffers) {
     if (b->orphan) {
@@ -53,7 +51,7 @@ thread_local bool tls_exited = false;
 struct BufferReturn {
   ~BufferReturn() {
     if (tls_buffer != nullptr) {
-      auto& r = registry();
+      auto& r = buffer_list();
       std::lock_guard lock(r.mutex);
       tls_buffer->orphan = true;
     }
@@ -73,7 +71,7 @@ Buffer* this_thread_buffer() {
 // For threads past their thread-local destructors (process exit): one shared buffer.
 Buffer& late_buffer() {
   static Buffer* b = [] {
-    auto& r = registry();
+    auto& r = buffer_list();
     std::lock_guard lock(r.mutex);
     r.buffers.push_back(std::make_unique<Buffer>());
     return r.buffers.back().get();
@@ -81,37 +79,34 @@ Buffer& late_buffer() {
   return *b;
 }
 
+// Whether tracing is on, for tracing_start()'s exclusivity; the backends keep their own flags.
+std::mutex g_switch_mutex;
+bool g_on = false;  // guarded by g_switch_mutex
+
 }  // namespace
 
-bool tracing_start() noexcept {
-  bool expected = false;
-  // Relaxed is enough: see tracing_enabled(); the exchange itself makes start() exclusive.
-  return tracing_detail::enabled.compare_exchange_strong(expected, true, std::memory_order_relaxed);
+bool tracing_start() {
+  std::lock_guard lock(g_switch_mutex);
+  if (g_on) return false;
+  g_on = true;
+  set_tracing_in_backends(true);
+  return true;
 }
 
-void tracing_stop() noexcept {
-  tracing_detail::enabled.store(false, std::memory_order_relaxed);
+void tracing_stop() {
+  std::lock_guard lock(g_switch_mutex);
+  g_on = false;
+  set_tracing_in_backends(false);
 }
 
-void trace_item(const RawTrace& record) noexcept {
-  try {
-    Buffer* b = this_thread_buffer();
-    if (b == nullptr) b = &late_buffer();
-    std::lock_guard lock(b->mutex);
-    b->records.push_back(record);
-  } catch (...) {
-    registry().dropped.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-
-std::vector<RawTrace> tracing_collect() {
-  auto& r = registry();
+std::vector<impl::TraceItem> tracing_collect() {
+  auto& r = buffer_list();
   std::vector<Buffer*> buffers;
   {
     std::lock_guard lock(r.mutex);
     for (auto& b : r.buffers) buffers.push_back(b.get());
   }
-  std::vector<RawTrace> out;
+  std::vector<impl::TraceItem> out;
   for (Buffer* b : buffers) {
     std::lock_guard lock(b->mutex);
     out.insert(out.end(), b->records.begin(), b->records.end());
@@ -120,8 +115,20 @@ std::vector<RawTrace> tracing_collect() {
   return out;
 }
 
-std::uint64_t tracing_dropped() noexcept {
-  return registry().dropped.load(std::memory_order_relaxed);
+}  // namespace streamrt::core
+
+namespace streamrt::impl {
+
+void trace_item(const TraceItem& item) noexcept {
+  using namespace core;
+  try {
+    Buffer* b = this_thread_buffer();
+    if (b == nullptr) b = &late_buffer();
+    std::lock_guard lock(b->mutex);
+    b->records.push_back(item);
+  } catch (...) {
+    // Out of memory: the profiler loses this item (the work itself ran and was accounted for).
+  }
 }
 
-}  // namespace streamrt::cpu
+}  // namespace streamrt::impl

@@ -1,7 +1,9 @@
-// Profiler: sessions over the CPU backend's trace buffers, Chrome trace JSON and SVG timelines.
+// Profiler: sessions over the runtime's trace buffers (fed by every backend through the trace
+// hook, impl/backend.hpp), Chrome trace JSON and SVG timelines.
 #include "streamrt/profiler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -10,9 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "../cpu/clock.hpp"
-#include "../cpu/tracing.hpp"
 #include "streamrt/error.hpp"
+#include "trace.hpp"
 
 namespace streamrt {
 namespace {
@@ -22,6 +23,13 @@ namespace {
 std::mutex g_session_mutex;
 const void* g_active = nullptr;      // guarded by g_session_mutex
 std::uint64_t g_latest_session = 0;  // guarded by g_session_mutex
+
+// The clock of trace items (impl::TraceItem): steady_clock, in nanoseconds.
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string json_escape(const std::string& s) {
   std::string out;
@@ -124,14 +132,14 @@ void Profiler::start() {
   }
   std::lock_guard lock(state_->mutex);
   if (state_->running) return;
-  cpu::tracing_collect();  // drop leftovers of earlier sessions
+  core::tracing_collect();  // drop leftovers of earlier sessions
   state_->session = ++g_latest_session;
-  state_->start_ns = cpu::now_ns();
+  state_->start_ns = now_ns();
   state_->stop_ns = 0;
   state_->records.clear();
   state_->running = true;
   g_active = this;
-  cpu::tracing_start();
+  core::tracing_start();
 }
 
 void Profiler::stop() {
@@ -139,9 +147,9 @@ void Profiler::stop() {
     std::lock_guard session_lock(g_session_mutex);
     std::lock_guard lock(state_->mutex);
     if (!state_->running) return;
-    cpu::tracing_stop();
+    core::tracing_stop();
     state_->running = false;
-    state_->stop_ns = cpu::now_ns();
+    state_->stop_ns = now_ns();
     g_active = nullptr;
   }
   collect();
@@ -161,7 +169,7 @@ void Profiler::collect() const {
   std::lock_guard session_lock(g_session_mutex);
   std::lock_guard lock(state_->mutex);
   if (state_->session == 0 || state_->session != g_latest_session) return;
-  for (const auto& raw : cpu::tracing_collect()) {
+  for (const auto& raw : core::tracing_collect()) {
     if (raw.enqueue_ns < state_->start_ns) continue;
     if (state_->stop_ns != 0 && raw.enqueue_ns > state_->stop_ns) continue;
     state_->records.push_back(TraceRecord{raw.device, raw.stream_id, raw.priority, raw.label,
