@@ -321,7 +321,7 @@ void CpuBackend::after_fork_in_child() noexcept {
   std::vector<std::shared_ptr<void>> garbage;
   // Forked from stream work or a callback: this thread is a copy of a worker in the middle of a
   // task of the old pool; resetting under it would corrupt the task. POSIX only allows such a
-  // child async-signal-safe calls until exec() or _exit() (docs/reliability.md, "fork").
+  // child async-signal-safe calls until exec() or _exit() (docs/reliability.md, "fork()").
   const bool from_worker = WorkerPool::on_worker_thread();
   if (!from_worker) {
     try {

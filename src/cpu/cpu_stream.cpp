@@ -22,7 +22,8 @@ thread_local const CpuStream* tls_running[2 * kMaxHelpDepth];  // helping stops 
 thread_local int tls_depth = 0;
 
 // How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
-// parked state costs 8-12 us here, so polling for short waits wins; beyond this it wastes a core.
+// parked state costs several us (docs/performance.md, "Figures behind constants"), so polling for
+// short waits wins; beyond this it wastes a core.
 constexpr auto kHostSpin = std::chrono::microseconds(20);
 
 constexpr std::uint64_t kOpen = std::numeric_limits<std::uint64_t>::max();
@@ -437,9 +438,9 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
     auto spin_until = start + kHostSpin;
     if (deadline && *deadline < spin_until) spin_until = *deadline;
     // On a busy machine the thread that will complete `seq` may be queued on this core: spinning
-    // for the whole kHostSpin keeps it off (round-trip median 26.6 us at load ~6; 6.3 us with
-    // yields). On a quiet machine a yield from the start costs more than it saves (3.0 -> 5.0 us
-    // round trip), so the spin yields only once it has lasted longer than a quick completion.
+    // for the whole kHostSpin keeps it off. On a quiet machine a yield from the start costs more
+    // than it saves, so the spin yields only once it has lasted longer than a quick completion
+    // (figures: docs/performance.md, "Figures behind constants").
     const auto yield_after = start + kHostSpin / 4;
     for (unsigned i = 1;; ++i) {
       if (is_complete(seq)) return true;

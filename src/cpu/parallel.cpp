@@ -21,7 +21,8 @@ namespace {
 thread_local int tls_parallel_depth = 0;
 
 // How long the caller polls for the last chunks (run by other workers) before it parks. Chunks
-// are sized to take much longer than a wake-up (8-12 us), so this covers the tail imbalance only.
+// are sized to take much longer than a wake-up (docs/performance.md, "Figures behind constants"),
+// so this covers the tail imbalance only.
 constexpr auto kJoinSpin = std::chrono::microseconds(50);
 
 WorkerPool& pool() {

@@ -1,4 +1,4 @@
-// Worker pool. See docs/design.md, "Threading model", for why workers spin briefly then park.
+// Worker pool. See docs/design.md, "The worker pool", for why workers spin briefly then park.
 #include "worker_pool.hpp"
 
 #include <sched.h>
@@ -16,9 +16,9 @@ namespace {
 
 thread_local int tls_worker_index = -1;
 
-// How long an idle worker keeps polling before it parks. Waking a parked thread costs 8-12 us on
-// these VMs, polling costs a core: 50 us covers the gap between back-to-back launches without
-// making an idle process busy (it is paid once per burst, not per second).
+// How long an idle worker keeps polling before it parks. Waking a parked thread costs several us
+// (docs/performance.md, "Figures behind constants"), polling costs a core: 50 us covers the gap
+// between back-to-back launches without making an idle process busy (paid once per burst).
 constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 
 // splitmix64: a tiny, well-mixed generator; one step per random pick.
@@ -119,21 +119,6 @@ bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since)
     return false;
   }
   return now - equal_waiting_since >= kTimeSlice;
-}
-
-bool WorkerPool::try_run_one() {
-  if (ready_count_.load(std::memory_order_relaxed) == 0) return false;
-  std::shared_ptr<Task> t;
-  std::vector<std::shared_ptr<Parker>> to_wake;
-  {
-    std::lock_guard lock(mutex_);
-    t = pop_locked();
-    wake_one_locked(to_wake);
-  }
-  for (auto& p : to_wake) p->unpark();
-  if (!t) return false;
-  t->run();
-  return true;
 }
 
 std::shared_ptr<Task> WorkerPool::try_take(const Task* task) {

@@ -22,8 +22,8 @@ namespace streamrt::cpu {
 
 // How long a stream keeps its worker while streams of the same priority wait (more urgent ones
 // take over after the current item). Yielding after every item made each item pay a pool lock, a
-// push and a pop with several streams ready (measured: 4-stream drain CPU 200-250 ns/item; with
-// this slice 50-100 ns); 100 us keeps equal streams taking turns far finer than anyone waits.
+// push and a pop with several streams ready (figures: docs/performance.md, "Figures behind
+// constants"); 100 us keeps equal streams taking turns far finer than anyone waits.
 inline constexpr auto kTimeSlice = std::chrono::microseconds(100);
 
 // Number of priority levels; level 0 is the most urgent. Stream priorities (0 = least urgent,
@@ -49,10 +49,6 @@ class WorkerPool {
 
   // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
   void push(std::shared_ptr<Task> task);
-
-  // Runs one ready task on this thread if there is one. True if it ran one. (Waiting workers do
-  // not use it: they help only towards what they wait for, see CpuStream::help_towards.)
-  bool try_run_one();
 
   // Removes `task` from the ready queue if it is there, for the caller to run now (directed
   // help-while-waiting). Null when it is not queued (running elsewhere, blocked or idle).

@@ -9,8 +9,8 @@
 
 namespace streamrt::ops {
 
-// Elements per chunk of element-wise loops: big enough that a chunk takes far longer (~10 us and
-// more) than handing it to another worker.
+// Elements per chunk of element-wise loops: big enough that a chunk takes far longer than handing
+// it to another worker (figures: docs/performance.md, "Figures behind constants").
 inline constexpr std::int64_t kElementGrain = std::int64_t{1} << 15;
 
 // Calls f(T{}) with T the C++ type of `dtype`.

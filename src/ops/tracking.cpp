@@ -1,5 +1,5 @@
 // Automatic dependency tracking: the op submission path. See ops.hpp for the rules and
-// docs/design.md ("Tensors and dependency tracking") for why reads only wait for the last write.
+// docs/design.md ("Automatic dependency tracking") for why reads only wait for the last write.
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -240,17 +240,4 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   ASSERT_TRUE(eventually([&] { return ran.load(); }));
 }
 
-TEST(WorkerPool, TryRunOneRunsAQueuedTaskOnTheCaller) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
-  std::thread::id ran_on;
-  push(pool, [&] { ran_on = std::this_thread::get_id(); });
-  EXPECT_TRUE(pool.try_run_one());
-  EXPECT_EQ(ran_on, std::this_thread::get_id());
-  EXPECT_FALSE(pool.try_run_one());  // nothing left
-  gate.open();
-}
-
 }  // namespace

@@ -6,9 +6,12 @@
 #include <string>
 
 #include "bench.hpp"
+#include "streamrt/detail/escape.hpp"
 
 namespace streamrt_tool::bench {
 namespace {
+
+using streamrt::detail::json_escape;
 
 std::string printf_string(const char* fmt, double v) {
   char buf[64];
@@ -22,39 +25,6 @@ std::string sig3(double v) {
   if (a >= 100) return printf_string("%.0f", v);
   if (a >= 10) return printf_string("%.1f", v);
   return printf_string("%.2f", v);
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (ch < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-          out += buf;
-        } else {
-          out += static_cast<char>(ch);
-        }
-    }
-  }
-  return out;
 }
 
 std::string q(const std::string& s) {

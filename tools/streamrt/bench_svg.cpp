@@ -16,9 +16,12 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "streamrt/detail/escape.hpp"
 
 namespace streamrt_tool::bench {
 namespace {
+
+using streamrt::detail::xml_escape;
 
 const char* color_of(const std::string& peer_id) {
   static const std::map<std::string, const char*> colors = {
@@ -27,29 +30,6 @@ const char* color_of(const std::string& peer_id) {
       {"opencl", "#ff7f0e"},     {"bare_threads", "#bbbbbb"}, {"openblas", "#17becf"}};
   auto it = colors.find(peer_id);
   return it == colors.end() ? "#333333" : it->second;
-}
-
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
 }
 
 std::string f1(double v) {
@@ -70,7 +50,7 @@ class Svg {
             const std::string& title = "") {
     o_ << "<rect x=\"" << f1(x) << "\" y=\"" << f1(y) << "\" width=\"" << f1(std::max(w, 0.0))
        << "\" height=\"" << f1(std::max(h, 0.0)) << "\" fill=\"" << fill << "\">";
-    if (!title.empty()) o_ << "<title>" << esc(title) << "</title>";
+    if (!title.empty()) o_ << "<title>" << xml_escape(title) << "</title>";
     o_ << "</rect>\n";
   }
   void line(double x1, double y1, double x2, double y2, const std::string& stroke, double width = 1,
@@ -87,7 +67,7 @@ class Svg {
        << "\"";
     if (rotate != 0)
       o_ << " transform=\"rotate(" << rotate << " " << f1(x) << " " << f1(y) << ")\"";
-    o_ << ">" << esc(s) << "</text>\n";
+    o_ << ">" << xml_escape(s) << "</text>\n";
   }
   void polyline(const std::vector<std::pair<double, double>>& pts, const std::string& stroke) {
     o_ << "<polyline fill=\"none\" stroke=\"" << stroke << "\" stroke-width=\"2\" points=\"";
@@ -96,7 +76,7 @@ class Svg {
   }
   void circle(double x, double y, double r, const std::string& fill, const std::string& title) {
     o_ << "<circle cx=\"" << f1(x) << "\" cy=\"" << f1(y) << "\" r=\"" << r << "\" fill=\"" << fill
-       << "\"><title>" << esc(title) << "</title></circle>\n";
+       << "\"><title>" << xml_escape(title) << "</title></circle>\n";
   }
   // Writes the file; throws std::runtime_error when it cannot. Returns true.
   bool save(const std::string& path) {

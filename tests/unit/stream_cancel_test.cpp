@@ -1,4 +1,4 @@
-// Issue 5, items 1 and 4: Stream::cancel(), Stream::pending() and event states.
+// Stream::cancel(), Stream::pending() and event states.
 #include <gtest/gtest.h>
 
 #include <atomic>

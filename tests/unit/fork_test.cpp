@@ -1,4 +1,4 @@
-// Issue 5, item 7: fork() in a process with live workers. The child gets a fresh pool and can use
+// fork() in a process with live workers. The child gets a fresh pool and can use
 // streamrt; work the parent had queued or running runs in the parent only, and in the child its
 // events complete with Cancelled. Its own executable: forking is process-wide.
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// Issue 5, item 7: fault injection. Work that throws anything, callbacks that throw, bad_alloc,
+// Fault injection. Work that throws anything, callbacks that throw, bad_alloc,
 // streams destroyed while items fail, a million queued items, process exit with pending work,
-// and bad STREAMRT_SCHEDULE values. (fork() is in reliability_fork_test.cpp: its own process.)
+// and bad STREAMRT_SCHEDULE values. (fork() is in fork_test.cpp: its own process.)
 #include <gtest/gtest.h>
 
 #include <array>
@@ -363,7 +363,7 @@ TEST(MillionQueued, CancelDropsThemAllAndDestroysTheirState) {
 
 TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
   // Measured in a fresh process, so freed memory of other tests does not hide the growth.
-  const auto r = run_child(std::string(STREAMRT_RELIABILITY_CHILD) + " queue-memory " +
+  const auto r = run_child(std::string(STREAMRT_PROCESS_CHILD) + " queue-memory " +
                            std::to_string(kMillion));
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string figure = value_after(r.output, "bytes_per_item: ");
@@ -381,7 +381,7 @@ TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
 TEST(ProcessExit, PendingWorkIsFinishedAndAnUnobservedFailureIsReported) {
   for (const char* schedule : {"", "STREAMRT_SCHEDULE=serial ", "STREAMRT_SCHEDULE=random:7 "}) {
     const auto r =
-        run_child(std::string(schedule) + STREAMRT_RELIABILITY_CHILD + " exit-pending 20000");
+        run_child(std::string(schedule) + STREAMRT_PROCESS_CHILD + " exit-pending 20000");
     SCOPED_TRACE(schedule);
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("main returns"), std::string::npos) << r.output;
@@ -401,7 +401,7 @@ TEST(ScheduleEnv, BadValuesGiveAClearError) {
   for (const char* bad : {"bogus", "random", "random:", "random:12x", "random:-3", "serial2",
                           "random:99999999999999999999999"}) {
     const auto r = run_child(std::string("STREAMRT_SCHEDULE='") + bad + "' " +
-                             STREAMRT_RELIABILITY_CHILD + " schedule");
+                             STREAMRT_PROCESS_CHILD + " schedule");
     SCOPED_TRACE(bad);
     EXPECT_EQ(r.status, 3) << r.output;
     EXPECT_NE(r.output.find(std::string("error: STREAMRT_SCHEDULE='") + bad + "'"),
@@ -414,7 +414,7 @@ TEST(ScheduleEnv, BadValuesGiveAClearError) {
 
 TEST(ScheduleEnv, BadValuesAreRefusedBeforeAnythingIsQueued) {
   for (const std::string var : {"STREAMRT_SCHEDULE", "STREAMRT_NUM_THREADS"}) {
-    const auto r = run_child(var + "=bogus " + STREAMRT_RELIABILITY_CHILD + " default-stream");
+    const auto r = run_child(var + "=bogus " + STREAMRT_PROCESS_CHILD + " default-stream");
     SCOPED_TRACE(var);
     EXPECT_EQ(r.status, 3) << r.output;
     EXPECT_EQ(r.output.find("got the default stream"), std::string::npos) << r.output;
@@ -425,7 +425,7 @@ TEST(ScheduleEnv, BadValuesAreRefusedBeforeAnythingIsQueued) {
 TEST(ScheduleEnv, GoodValuesRun) {
   for (const char* good : {"", "default", "serial", "random:0", "random:18446744073709551615"}) {
     const auto r = run_child(std::string("STREAMRT_SCHEDULE='") + good + "' " +
-                             STREAMRT_RELIABILITY_CHILD + " schedule");
+                             STREAMRT_PROCESS_CHILD + " schedule");
     SCOPED_TRACE(good);
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("ok 100"), std::string::npos) << r.output;
@@ -433,7 +433,7 @@ TEST(ScheduleEnv, GoodValuesRun) {
 }
 
 TEST(ScheduleEnv, SerialRunsOneItemAtATime) {
-  const auto r = run_child(std::string("STREAMRT_SCHEDULE=serial ") + STREAMRT_RELIABILITY_CHILD +
+  const auto r = run_child(std::string("STREAMRT_SCHEDULE=serial ") + STREAMRT_PROCESS_CHILD +
                            " max-concurrency");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("peak: 1 "), std::string::npos) << r.output;
@@ -442,7 +442,7 @@ TEST(ScheduleEnv, SerialRunsOneItemAtATime) {
 
 TEST(ScheduleEnv, RandomPicksAreSeededAndVaryWithTheSeed) {
   auto order = [](const std::string& env) {
-    const auto r = run_child(env + STREAMRT_RELIABILITY_CHILD + " schedule-order");
+    const auto r = run_child(env + STREAMRT_PROCESS_CHILD + " schedule-order");
     EXPECT_EQ(r.status, 0) << r.output;
     return value_after(r.output, "order:");
   };

@@ -1,4 +1,4 @@
-// Issue 5, items 2 and 3: time-outs change nothing; a waiting worker helps, so nested waits cannot
+// Waits: time-outs change nothing; a waiting worker helps, so nested waits cannot
 // exhaust the pool.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Helper process for the reliability tests that need a fresh process: process exit with pending
-// work, STREAMRT_SCHEDULE handling, and memory per queued item. Usage: reliability_child MODE [N].
+// Helper process for the tests that need a fresh process: process exit with pending
+// work, STREAMRT_SCHEDULE handling, and memory per queued item. Usage: process_child MODE [N].
 // Prints results on stdout; the exit status says whether the mode's own checks passed.
 #include <unistd.h>
 
