@@ -15,7 +15,7 @@ namespace {
 struct Buffer {
   std::mutex mutex;
   std::vector<impl::TraceItem> records;  // guarded by mutex
-  bool orphan = false;            // guarded by the list's mutex: its thread has exited
+  bool orphan = false;                   // guarded by the list's mutex: its thread has exited
 };
 
 struct BufferList {

@@ -21,7 +21,8 @@ int parse_num_threads(const char* text, int hardware_threads) {
   if (!digits_only || errno == ERANGE || n < 1 || n > 4096) {
     throw Error(std::string("STREAMRT_NUM_THREADS='") + text +
                 "' is not a worker count: set it to an integer from 1 to 4096, or unset it to "
-                "use all " + std::to_string(hardware_threads) + " hardware threads");
+                "use all " +
+                std::to_string(hardware_threads) + " hardware threads");
   }
   return static_cast<int>(n);
 }
@@ -76,10 +77,10 @@ const Config& config() {
   static const Parsed parsed = [] {
     const unsigned hw = std::thread::hardware_concurrency();
     try {
-      return Parsed{parse_config(std::getenv("STREAMRT_NUM_THREADS"),
-                                 std::getenv("STREAMRT_SCHEDULE"),
-                                 hw == 0 ? 1 : static_cast<int>(hw)),
-                    {}};
+      return Parsed{
+          parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
+                       hw == 0 ? 1 : static_cast<int>(hw)),
+          {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};
     }

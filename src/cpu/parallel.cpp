@@ -92,9 +92,13 @@ namespace streamrt::runtime {
 
 using cpu::tls_parallel_depth;
 
-int get_num_threads() { return cpu::pool().size(); }
+int get_num_threads() {
+  return cpu::pool().size();
+}
 
-bool in_parallel_region() noexcept { return tls_parallel_depth > 0; }
+bool in_parallel_region() noexcept {
+  return tls_parallel_depth > 0;
+}
 
 void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
                   const std::function<void(std::int64_t, std::int64_t)>& f) {
