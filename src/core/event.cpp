@@ -172,27 +172,17 @@ bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positio
                     std::optional<std::chrono::nanoseconds> timeout) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
-  // First wait for all without looking at failures, so "changes nothing on time-out" holds and the
-  // first failure in argument order is the one reported.
+  // First wait for all without reporting failures, so "changes nothing on time-out" holds, and
+  // the failure reported (and so cleared, rule 10) is only the first in argument order.
   for (const auto& p : positions) {
     auto& b = p->backend();
     if (b.query_event(*p)) continue;
     if (!timeout) {
-      try {
-        b.synchronize_event(*p, std::nullopt);
-      } catch (...) {
-        // Reported below, in argument order.
-      }
+      b.wait_event(*p, std::nullopt);
       continue;
     }
     const auto left = deadline - Clock::now();
-    bool done = false;
-    try {
-      done = b.synchronize_event(*p, std::max(left, Clock::duration::zero()));
-    } catch (...) {
-      done = true;
-    }
-    if (!done) return false;
+    if (!b.wait_event(*p, std::max(left, Clock::duration::zero()))) return false;
   }
   for (const auto& p : positions) {
     p->backend().synchronize_event(*p, std::nullopt);  // rethrows the first

@@ -163,8 +163,8 @@ EventState CpuBackend::event_state(const impl::EventImpl& position) {
   }
 }
 
-bool CpuBackend::synchronize_event(const impl::EventImpl& position,
-                                   std::optional<std::chrono::nanoseconds> timeout) {
+bool CpuBackend::wait_event(const impl::EventImpl& position,
+                            std::optional<std::chrono::nanoseconds> timeout) {
   const auto& e = cpu_event(position);
   if (!e.stream->is_complete(e.seq) && e.stream->held_by_this_thread()) {
     throw Error("waiting on an event from work running on " + e.stream->str() +
@@ -173,8 +173,18 @@ bool CpuBackend::synchronize_event(const impl::EventImpl& position,
   }
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
-  if (!e.stream->wait_complete(e.seq, deadline, e.options().blocking)) return false;
-  if (auto f = e.stream->failure_at(e.seq)) f->rethrow();
+  return e.stream->wait_complete(e.seq, deadline, e.options().blocking);
+}
+
+bool CpuBackend::synchronize_event(const impl::EventImpl& position,
+                                   std::optional<std::chrono::nanoseconds> timeout) {
+  if (!wait_event(position, timeout)) return false;
+  const auto& e = cpu_event(position);
+  if (auto f = e.stream->failure_at(e.seq)) {
+    // Reported here (rule 10): the event's stream stops skipping work submitted from now on.
+    e.stream->clear_reported(f);
+    f->rethrow();
+  }
   return true;
 }
 

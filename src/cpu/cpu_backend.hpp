@@ -49,6 +49,8 @@ class CpuBackend final : public impl::Backend {
                           std::optional<std::chrono::nanoseconds> timeout) override;
   bool query_event(const impl::EventImpl& position) override;
   EventState event_state(const impl::EventImpl& position) override;
+  bool wait_event(const impl::EventImpl& position,
+                  std::optional<std::chrono::nanoseconds> timeout) override;
   bool synchronize_event(const impl::EventImpl& position,
                          std::optional<std::chrono::nanoseconds> timeout) override;
   double elapsed_time(const impl::EventImpl& start, const impl::EventImpl& end) override;

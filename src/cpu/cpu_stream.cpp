@@ -66,6 +66,32 @@ std::string describe(const std::exception_ptr& e) {
   }
 }
 
+bool is_cancellation(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Cancelled&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void ErrorRecord::rethrow() {
+  observed.store(true, std::memory_order_relaxed);
+  // Relaxed: the flag only picks the wording; the error itself is immutable.
+  if (!reported.exchange(true, std::memory_order_relaxed)) std::rethrow_exception(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const Cancelled&) {
+    throw;  // a cancellation is no failure to clear
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " [raised again: this failure of work on " + where +
+                " was already raised by an earlier wait. The work that depended on it was "
+                "skipped, so its results are not valid: submit that work again. Work submitted "
+                "after the earlier wait runs normally]");
+  }
+}
+
 ErrorRecord::~ErrorRecord() {
   if (!observed.load(std::memory_order_relaxed)) {
     std::fprintf(stderr,
@@ -233,6 +259,37 @@ bool CpuStream::has_active_error() const {
   return active_error_ != nullptr;
 }
 
+void CpuStream::clear_reported(const std::shared_ptr<ErrorRecord>& error) {
+  if (is_cancellation(error->error)) return;  // a cancellation is cleared by a stream sync only
+  std::unique_lock lock(mutex_);
+  if (sched_ == Sched::kIdle) {
+    // Everything queued has run: clear now if it is still this stream's active failure.
+    if (active_error_ == error) report_idle_locked(lock);
+    return;
+  }
+  // Work queued before this point was submitted before the report and is still skipped; the
+  // point clears the failure when the stream reaches it, as a synchronize's point does. It is
+  // queued even when the failure is not active yet: a queued wait may still inherit it.
+  auto sp = std::make_shared<SyncPoint>();
+  sp->only = error;
+  Entry e;
+  e.kind = Kind::kSync;
+  e.sync = std::move(sp);
+  push_locked(std::move(e), lock);  // not idle: keeps the lock, pushes nothing to the pool
+}
+
+std::shared_ptr<ErrorRecord> CpuStream::report_idle_locked(std::unique_lock<std::mutex>& lock) {
+  // Idle with an unreported failure: report it at a new position, so that events recorded after
+  // the call are clean.
+  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
+  submitted_.store(seq, std::memory_order_release);
+  close_failure_locked(seq);
+  auto error = std::move(active_error_);
+  active_error_.reset();
+  complete_locked(seq, lock);
+  return error;
+}
+
 bool CpuStream::held_by_this_thread() const noexcept {
   return std::find(tls_running, tls_running + tls_depth, this) != tls_running + tls_depth;
 }
@@ -372,7 +429,7 @@ void CpuStream::drain(std::uint64_t stop_at) noexcept {
         e.event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);  // published by completed_
         break;
       case Kind::kSync:
-        if (active_error_) {
+        if (active_error_ && (!e.sync->only || e.sync->only == active_error_)) {
           e.sync->error = active_error_;
           int expected = SyncPoint::kWaiting;
           // acq_rel: the host that sees kConsumed must see `error`.
@@ -533,13 +590,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   std::unique_lock lock(mutex_);
   if (sched_ == Sched::kIdle) {
     if (!active_error_) return true;
-    // Idle with an unreported failure: report it here, at a new position, so that events recorded
-    // after this call are clean.
-    const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-    submitted_.store(seq, std::memory_order_release);
-    close_failure_locked(seq);
-    auto error = std::move(active_error_);
-    complete_locked(seq, lock);
+    auto error = report_idle_locked(lock);
     lock.unlock();
     error->rethrow();
   }

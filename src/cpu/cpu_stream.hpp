@@ -31,14 +31,18 @@ struct ErrorRecord {
   ~ErrorRecord();
   ErrorRecord(const ErrorRecord&) = delete;
   ErrorRecord& operator=(const ErrorRecord&) = delete;
-  [[noreturn]] void rethrow() {
-    observed.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(error);
-  }
+  // Raises the failure to a host wait (rule 10): the first time as the original exception; later
+  // times a streamrt::Error says it was raised before and how to clear it (other exception types
+  // cannot be re-worded and are rethrown as they are).
+  [[noreturn]] void rethrow();
   std::exception_ptr error;
   std::string where;
-  std::atomic<bool> observed{false};
+  std::atomic<bool> observed{false};  // seen by a wait or a callback: not printed at the end
+  std::atomic<bool> reported{false};  // raised by a host wait at least once
 };
+
+// True when `e` is a Cancelled (a dropped item, not a failure of work).
+bool is_cancellation(const std::exception_ptr& e);
 
 // Text of an exception for messages: what() for std::exception, a placeholder otherwise.
 std::string describe(const std::exception_ptr& e);
@@ -58,6 +62,9 @@ struct SyncPoint {
   enum State : int { kWaiting, kConsumed, kAbandoned };
   std::atomic<int> state{kWaiting};
   std::shared_ptr<ErrorRecord> error;  // written before `state` becomes kConsumed
+  // Non-null for the point a reporting event wait leaves (clear_reported): it clears only this
+  // failure, and nobody waits on it.
+  std::shared_ptr<ErrorRecord> only;
 };
 
 class CpuStream final : public impl::StreamImpl,
@@ -112,6 +119,10 @@ class CpuStream final : public impl::StreamImpl,
   static bool running_any_stream() noexcept;
   // The unreported failure, if any, without consuming it.
   bool has_active_error() const;
+  // A host wait raised `error` (rule 10): if it is this stream's active failure where the stream
+  // is now (its current end), work submitted from now on runs again (at once when idle, else from
+  // a clearing point at the current end).
+  void clear_reported(const std::shared_ptr<ErrorRecord>& error);
 
   // "cpu:0 stream 3" for messages.
   std::string str() const { return device().str() + " stream " + std::to_string(id()); }
@@ -152,6 +163,7 @@ class CpuStream final : public impl::StreamImpl,
   void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
   void close_failure_locked(std::uint64_t to);
   void open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
+  std::shared_ptr<ErrorRecord> report_idle_locked(std::unique_lock<std::mutex>& lock);
 
   CpuBackend& cpu_;
   mutable std::mutex mutex_;

@@ -9,8 +9,8 @@
 //  * each stream's order held, and every wait was honoured: an item that ran started after every
 //    item that ran before its dependencies (vector clocks over streams, through waits) had ended;
 //  * every synchronize, event wait, state query and callback saw exactly the failure (or
-//    cancellation, or nothing) the model predicts, so every failure is reported exactly once per
-//    stream that carries it.
+//    cancellation, or nothing) the model predicts, and a failure a wait raised is no longer
+//    active on the event's stream (rule 10: work launched there afterwards runs).
 // Seeds: STREAMRT_STRESS_SEED replays the programs of a failing run (interleavings still vary);
 // STREAMRT_STRESS_OPS overrides the operation count per worker count.
 #include <gtest/gtest.h>
@@ -158,6 +158,7 @@ struct Round {
   std::vector<streamrt::Event> events;
   std::array<std::mutex, kEvents> event_locks;
   std::array<long, kEvents> event_version{};  // guarded by event_locks; -1 = not recorded
+  std::array<int, kEvents> event_stream{};    // guarded by event_locks: the stream recorded on
   std::vector<std::vector<Op>> logs;          // one per host thread
   std::vector<int> version_stream;            // filled from the log afterwards
 };
@@ -237,6 +238,7 @@ long host_thread(Round& r, int thread, long ops, std::uint64_t seed) {
       op.gseq = r.gseq.fetch_add(1);
       r.events[static_cast<std::size_t>(e)].record(r.streams[static_cast<std::size_t>(s)]);
       r.event_version[static_cast<std::size_t>(e)] = op.version;
+      r.event_stream[static_cast<std::size_t>(e)] = s;
     } else if (roll < 700) {  // stream waits on an event
       const int e = pick(kEvents);
       std::lock_guard lock(r.stream_locks[static_cast<std::size_t>(s)]);
@@ -284,9 +286,19 @@ long host_thread(Round& r, int thread, long ops, std::uint64_t seed) {
       }
     } else if (roll < 930) {  // host waits on / queries an event
       const int e = pick(kEvents);
+      int es = -1;
+      {
+        std::lock_guard elock(r.event_locks[static_cast<std::size_t>(e)]);
+        if (r.event_version[static_cast<std::size_t>(e)] < 0) continue;
+        es = r.event_stream[static_cast<std::size_t>(e)];
+      }
+      // A wait that raises a failure clears it on the event's stream at that stream's current end
+      // (rule 10): holding that stream's lock keeps launches from racing with the clear in the log.
+      std::lock_guard slock(r.stream_locks[static_cast<std::size_t>(es)]);
       std::lock_guard elock(r.event_locks[static_cast<std::size_t>(e)]);
       const long v = r.event_version[static_cast<std::size_t>(e)];
-      if (v < 0) continue;
+      if (v < 0 || r.event_stream[static_cast<std::size_t>(e)] != es) continue;
+      op.stream = es;
       op.kind = OpKind::kEventWait;
       op.version = v;
       op.gseq = r.gseq.fetch_add(1);
@@ -518,6 +530,9 @@ Totals check_round(Round& r, Checker& c) {
                  std::to_string(op.gseq) + " saw " + outcome_str(op.outcome) +
                  ", model: " + outcome_str(want));
         }
+        // Rule 10: a failure raised by a wait is reported; when it is the active failure of the
+        // event's stream, work launched there from now on runs. A cancellation is not cleared.
+        if (op.outcome > kClean && sm->active == op.outcome) sm->active = kClean;
         break;
       }
       case OpKind::kCallback: {

@@ -221,15 +221,15 @@ TEST_P(Failures, LaterItemsAreSkippedAndLaterEventsCarryTheFailure) {
   EXPECT_TRUE(before_ran.load());
 
   std::vector<streamrt::Event> both{before, after};
-  EXPECT_THROW(streamrt::wait_all(both), TestFailure);
-
   try {
-    s.synchronize();
-    ADD_FAILURE() << "Stream::synchronize did not rethrow";
+    streamrt::wait_all(both);  // the old record still covers the failure
+    ADD_FAILURE() << "wait_all did not rethrow";
   } catch (const TestFailure& f) {
     EXPECT_STREQ(f.what(), "boom-1");
     EXPECT_EQ(&f, first) << "not the original exception object";
   }
+  // The event wait reported it (rule 10): the stream has nothing left to report.
+  EXPECT_NO_THROW(s.synchronize());
   EXPECT_FALSE(skipped_ran.load()) << "an item after a failure ran";
 
   // Reported: the stream runs new work again, and new events are clean.
@@ -310,8 +310,8 @@ TEST_P(Failures, NonStandardExceptionTypesAreRethrownAsThemselves) {
   } catch (const NotStd& n) {
     EXPECT_EQ(n.code, 7);
   }
-  EXPECT_THROW(s.synchronize(), NotStd);
-  EXPECT_NO_THROW(s.synchronize());
+  EXPECT_THROW(e.synchronize(), NotStd);  // raised again: a non-Error type is rethrown as is
+  EXPECT_NO_THROW(s.synchronize());       // the event wait reported it (rule 10)
 }
 
 TEST_P(Failures, AFailureDoesNotHarmOtherStreamsOrWorkers) {
@@ -372,11 +372,99 @@ TEST_P(Failures, WaitAllWaitsForEveryEventThenRethrowsTheFirstFailureInArgumentO
   }
   opener.join();
   EXPECT_TRUE(slow_done.load()) << "wait_all returned before every event completed";
+  // Only the failure wait_all raised was reported; the other is still there for its stream.
   EXPECT_THROW(first_bad.synchronize(), TestFailure);
-  EXPECT_THROW(second_bad.synchronize(), Other);
+  EXPECT_NO_THROW(second_bad.synchronize());
   ok_stream.synchronize();
   std::vector<streamrt::Event> clean{ok_stream.record_event(), first_bad.record_event()};
   EXPECT_NO_THROW(streamrt::wait_all(clean));
+}
+
+// Rule 10: a failure raised by an event wait is reported like one raised by a stream sync.
+TEST_P(Failures, AFailureRaisedByAnEventWaitLetsWorkSubmittedAfterItRun) {
+  streamrt::Stream s;
+  Gate g;
+  std::atomic<bool> queued_before_ran{false};
+  std::atomic<bool> after_ran{false};
+  s.launch([] { throw TestFailure("boom-7"); });
+  streamrt::Event failed = s.record_event();
+  s.launch([&] {  // holds the stream busy, so the clearing point is queued, not immediate
+    if (!g.wait()) fail_hard("never released");
+  });
+  s.launch([&] { queued_before_ran = true; });
+  streamrt::Event before = s.record_event();
+  EXPECT_THROW(failed.synchronize(), TestFailure);
+  s.launch([&] { after_ran = true; });
+  streamrt::Event after = s.record_event();
+  g.open();
+  EXPECT_NO_THROW(after.synchronize());
+  EXPECT_TRUE(after_ran.load()) << "work submitted after the reporting wait was skipped";
+  EXPECT_FALSE(queued_before_ran.load()) << "work submitted before the report ran";
+  EXPECT_EQ(after.state(), streamrt::EventState::Complete);
+  EXPECT_THROW(before.synchronize(), TestFailure);  // it still covers the failed position
+  EXPECT_NO_THROW(s.synchronize());                 // nothing left to report
+}
+
+TEST_P(Failures, AnIdleStreamIsClearedAtOnceAndNothingIsPrintedAtTheEnd) {
+  StderrCapture err;
+  {
+    streamrt::Stream s;
+    s.launch([] { throw TestFailure("reported-once-8813"); });
+    streamrt::Event e = s.record_event();
+    EXPECT_THROW(e.synchronize(), TestFailure);
+    std::atomic<bool> ran{false};
+    s.launch([&] { ran = true; });
+    EXPECT_NO_THROW(s.synchronize());
+    EXPECT_TRUE(ran.load());
+  }
+  EXPECT_NO_THROW(streamrt::synchronize());
+  EXPECT_EQ(err.text().find("reported-once-8813"), std::string::npos) << err.text();
+}
+
+TEST_P(Failures, AReportingWaitDoesNotClearALaterFailure) {
+  streamrt::Stream s;
+  Gate g;
+  s.launch([] { throw TestFailure("first-failure"); });
+  streamrt::Event first = s.record_event();
+  EXPECT_THROW(s.synchronize(), TestFailure);  // reported and cleared by the stream itself
+  s.launch([&] {
+    if (!g.wait()) fail_hard("never released");
+    throw TestFailure("second-failure");
+  });
+  // The old event raises the first failure again; it is not the stream's active one, so the
+  // second failure must survive for the next sync.
+  EXPECT_THROW(first.synchronize(), TestFailure);
+  g.open();
+  try {
+    s.synchronize();
+    ADD_FAILURE() << "the second failure was lost";
+  } catch (const TestFailure& f) {
+    EXPECT_STREQ(f.what(), "second-failure");
+  }
+}
+
+TEST_P(Failures, AStreamrtErrorRaisedAgainSaysWhereAndWhatToDo) {
+  streamrt::Stream s;
+  s.launch([] { throw streamrt::Error("division by zero in test-kernel"); });
+  streamrt::Event e = s.record_event();
+  try {
+    e.synchronize();
+    ADD_FAILURE() << "no failure";
+  } catch (const streamrt::Error& err) {
+    EXPECT_STREQ(err.what(), "division by zero in test-kernel");  // first time: as raised
+  }
+  try {
+    e.synchronize();
+    ADD_FAILURE() << "no failure the second time";
+  } catch (const streamrt::Error& err) {
+    const std::string what = err.what();
+    EXPECT_NE(what.find("division by zero in test-kernel"), std::string::npos) << what;
+    EXPECT_NE(what.find("raised again"), std::string::npos) << what;
+    EXPECT_NE(what.find(s.device().str() + " stream " + std::to_string(s.id())),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("submit that work again"), std::string::npos) << what;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Failures, ::testing::Values(1, 2, 4, 8));

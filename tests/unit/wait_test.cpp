@@ -43,10 +43,11 @@ TEST_P(Timeouts, EventWaitForReturnsFalseAndChangesNothing) {
   EXPECT_FALSE(e.query());
   EXPECT_EQ(s.pending(), 1u);
   g.open();
-  // The failure is still there for everyone after the time-outs.
+  // The failure is still there for everyone after the time-outs. The first wait that raises it
+  // reports it (rule 10), so the stream has nothing left to report; the events still carry it.
   EXPECT_THROW(e.wait_for(kTimeout), std::runtime_error);
   EXPECT_THROW(blocking.synchronize(), std::runtime_error);
-  EXPECT_THROW(s.synchronize(), std::runtime_error);
+  EXPECT_NO_THROW(s.synchronize());
 }
 
 TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsTheFailure) {
@@ -63,8 +64,6 @@ TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsThe
   EXPECT_FALSE(s.query());
   g.open();
   // The abandoned synchronize points are passed without taking the failure.
-  streamrt::Event done = s.record_event();
-  EXPECT_THROW(done.synchronize(), std::runtime_error);
   try {
     s.synchronize();
     ADD_FAILURE() << "failure lost after a timed-out synchronize_for";
@@ -92,7 +91,7 @@ TEST_P(Timeouts, WaitAllForReturnsFalseWithoutThrowingAndChangesNothing) {
   g.open();
   EXPECT_THROW(streamrt::wait_all_for(events, kTimeout), std::out_of_range);
   EXPECT_THROW(streamrt::wait_all(events), std::out_of_range);
-  EXPECT_THROW(failing.synchronize(), std::out_of_range);
+  EXPECT_NO_THROW(failing.synchronize());  // the first event wait reported it (rule 10)
 }
 
 TEST_P(Timeouts, TimedOutWaitsLeaveNoStaleWakeUps) {
@@ -245,7 +244,7 @@ TEST(HelpWhileWaiting, WaitingOnAFailedEventFromWorkRethrowsInsideTheWork) {
     throw std::logic_error("failure not seen by the waiting work");
   });
   if (!a.synchronize_for(60s)) fail_hard("deadlock");
-  EXPECT_THROW(b.synchronize(), int);
+  EXPECT_NO_THROW(b.synchronize());  // the work's event wait reported it (rule 10)
 }
 
 }  // namespace

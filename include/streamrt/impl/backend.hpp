@@ -134,9 +134,20 @@ class STREAMRT_API Backend {
   virtual bool query_event(const EventImpl& position) = 0;
   //! Pending / complete / failed / cancelled. Never blocks.
   virtual EventState event_state(const EventImpl& position) = 0;
-  //! Waits for `position` (up to `timeout`), then rethrows its failure. False on time-out.
+  //! Waits for `position` (up to `timeout`), then rethrows its failure, which reports it (rule
+  //! 10: the stream that carries it runs work submitted after this call). False on time-out.
   virtual bool synchronize_event(const EventImpl& position,
                                  std::optional<std::chrono::nanoseconds> timeout) = 0;
+  //! Waits for `position` (up to `timeout`) without reporting a failure. False on time-out.
+  //! Blocks; thread-safe. The default waits through synchronize_event.
+  virtual bool wait_event(const EventImpl& position,
+                          std::optional<std::chrono::nanoseconds> timeout) {
+    try {
+      return synchronize_event(position, timeout);
+    } catch (...) {
+      return true;  // complete, with a failure that synchronize_event reports later
+    }
+  }
   //! Milliseconds between two completed timing positions of this backend.
   virtual double elapsed_time(const EventImpl& start, const EventImpl& end) = 0;
   //! Runs `cb` once after `position` completes (on a runtime thread), or now if it has.
