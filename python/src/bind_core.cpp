@@ -47,7 +47,7 @@ Device to_device(py::handle obj, const char* what) {
     try {
       return Device::parse(obj.cast<std::string>());
     } catch (const Error& e) {
-      throw py::value_error(std::string(what) + ": " + e.what());
+      throw py::value_error(std::string(what) + ": " + python_spelling(e.what()));
     }
   }
   throw py::type_error(std::string(what) +
@@ -262,7 +262,7 @@ struct DoneCallback {
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable(fn.object());
     } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetString(PyExc_RuntimeError, python_spelling(e.what()).c_str());
       PyErr_WriteUnraisable(fn.get().ptr());
     }
     fn.reset();
