@@ -176,18 +176,20 @@ void PythonException::restore() const {
   PyException_SetTraceback(value.ptr(), traceback_ ? traceback_->get().ptr() : Py_None);
   py::object raised = value;
   if (raises_->fetch_add(1, std::memory_order_relaxed) > 0) {
-    if (py::object fresh = fresh_copy(value)) {
-      PyException_SetCause(fresh.ptr(), value.inc_ref().ptr());  // steals the reference
-      const std::string note =
-          "streamrt: raised again. This failure of work on " +
-          (where_.empty() ? std::string("a stream") : where_) +
-          " was already raised by an earlier wait (the exception above). The work that depended "
-          "on it was skipped, so its results are not valid: submit that work again; work "
-          "submitted after the earlier wait runs normally.";
-      if (py::hasattr(fresh, "add_note")) {
-        fresh.attr("add_note")(note);
+    try {
+      if (py::object fresh = fresh_copy(value)) {
+        const std::string note =
+            "streamrt: raised again. This failure of work on " +
+            (where_.empty() ? std::string("a stream") : where_) +
+            " was already raised by an earlier wait (the exception above). The work that "
+            "depended on it was skipped, so its results are not valid: submit that work again; "
+            "work submitted after the earlier wait runs normally.";
+        if (py::hasattr(fresh, "add_note")) fresh.attr("add_note")(note);
+        PyException_SetCause(fresh.ptr(), value.inc_ref().ptr());  // steals the reference
+        raised = fresh;
       }
-      raised = fresh;
+    } catch (const py::error_already_set&) {
+      raised = value;  // the note could not be added: raise the original, as raised
     }
   }
   py::object type = py::reinterpret_borrow<py::object>(py::type::handle_of(raised));
