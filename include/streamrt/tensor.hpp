@@ -6,6 +6,7 @@
 //! Storage is reference-counted and kept alive by queued work, so dropping a tensor while a
 //! stream still uses it is safe. See <streamrt/ops.hpp> for arithmetic and dependency tracking.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -159,6 +160,11 @@ class STREAMRT_API Tensor {
   void wait() const;
   //! True when no queued work writes this tensor any more (the seed's poll()). Never blocks.
   bool ready() const;
+  //! Waits at most `timeout` for the queued work that writes this tensor (and, when `for_write`,
+  //! the work that reads it) without reporting a failure (a later data()/wait() does); true when
+  //! that work has finished. Lets a binding wait in slices (Python's Ctrl-C). Blocks;
+  //! thread-safe.
+  bool wait_for(std::chrono::nanoseconds timeout, bool for_write = false) const;
 
   //! A view with another shape and the same storage; one size may be -1 (inferred). Throws Error
   //! naming both shapes when the element counts differ. Never blocks.

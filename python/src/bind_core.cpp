@@ -3,6 +3,7 @@
 // be a Python callable that needs it, and other Python threads should run meanwhile.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
 
@@ -32,15 +34,25 @@ std::string type_name(py::handle obj) {
 Device to_device(py::handle obj, const char* what) {
   if (obj.is_none()) return Device{};
   if (py::isinstance<Device>(obj)) return obj.cast<Device>();
+  if (py::isinstance<py::int_>(obj) && !py::isinstance<py::bool_>(obj)) {
+    // An index, as torch accepts (torch.cuda.synchronize(0)): a CPU device here.
+    const long index = obj.cast<long>();
+    if (index < 0) {
+      throw py::value_error(std::string(what) + ": device index must be >= 0, got " +
+                            std::to_string(index));
+    }
+    return Device{DeviceType::CPU, static_cast<int>(index)};
+  }
   if (py::isinstance<py::str>(obj)) {
     try {
       return Device::parse(obj.cast<std::string>());
     } catch (const Error& e) {
-      throw py::value_error(std::string(what) + ": " + e.what());
+      throw py::value_error(std::string(what) + ": " + python_spelling(e.what()));
     }
   }
   throw py::type_error(std::string(what) +
-                       ": expected a device such as 'cpu' or 'cpu:0' (a str or streamrt.Device), "
+                       ": expected a device such as 'cpu', 'cpu:0' or 0 (a str, int or "
+                       "streamrt.Device), "
                        "got " +
                        type_name(obj));
 }
@@ -90,15 +102,12 @@ std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
 }
 
 // A host wait with an optional time-out (seconds), GIL released while waiting: None waits until
-// done and returns None; a number waits at most that long and returns whether it was done. The
-// Python result is made after the GIL is back.
+// done (interruptibly: `wait` releases the GIL itself) and returns None; a number waits at most
+// that long and returns whether it was done. The Python result is made after the GIL is back.
 template <class Wait, class WaitFor>
 py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor wait_for) {
   if (timeout.is_none()) {
-    {
-      py::gil_scoped_release release;
-      wait();
-    }
+    wait();
     return py::none();
   }
   const auto t = to_timeout(timeout, what);
@@ -108,6 +117,60 @@ py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor w
     done = wait_for(t);
   }
   return py::bool_(done);
+}
+
+// The thread ident of Python's main thread, the only one that runs signal handlers.
+unsigned long g_main_thread = 0;
+
+bool on_main_thread() { return PyThread_get_thread_ident() == g_main_thread; }
+
+// Stream.synchronize() without a time-out: waits interruptibly for the stream's end as it is now,
+// then synchronizes (reports a failure as a stream sync does; returns at once unless other threads
+// submitted more work meanwhile).
+void synchronize_stream(const Stream& s) {
+  if (on_main_thread()) {
+    auto position = Stream(s).record_event().impl();  // a copy names the same stream
+    auto& backend = impl::backend(position->device().type);
+    wait_interruptibly(
+        [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
+  }
+  py::gil_scoped_release release;
+  s.synchronize();
+}
+
+// Event.synchronize() without a time-out, for the record current at the call.
+void synchronize_event(const Event& e) {
+  auto position = e.impl();
+  if (!position || !on_main_thread()) {
+    py::gil_scoped_release release;
+    e.synchronize();  // raises for a never-recorded event
+    return;
+  }
+  auto& backend = impl::backend(position->device().type);
+  wait_interruptibly(
+      [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
+  py::gil_scoped_release release;
+  backend.synchronize_event(*position, std::nullopt);  // complete: reports its failure
+}
+
+// wait_all(events) without a time-out: as streamrt::wait_all (every event first, then the first
+// failure in argument order), interruptibly, for the records current at the call.
+void wait_all_events(const std::vector<Event>& events) {
+  std::vector<std::shared_ptr<impl::EventImpl>> positions;
+  for (const auto& e : events) positions.push_back(e.impl());
+  const bool unrecorded =
+      std::any_of(positions.begin(), positions.end(), [](const auto& p) { return !p; });
+  if (unrecorded || !on_main_thread()) {
+    py::gil_scoped_release release;
+    wait_all(events);  // raises for a never-recorded event
+    return;
+  }
+  for (const auto& p : positions) {
+    auto& backend = impl::backend(p->device().type);
+    wait_interruptibly([&](std::chrono::nanoseconds slice) { return backend.wait_event(*p, slice); });
+  }
+  py::gil_scoped_release release;
+  for (const auto& p : positions) impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
 }
 
 Stream to_stream(py::handle obj, const char* what) {
@@ -156,7 +219,8 @@ struct PyWork {
       if (result == nullptr) throw py::error_already_set();
       Py_DECREF(result);
     } catch (const py::error_already_set& e) {
-      PythonException carried(e);
+      PythonException carried(e, current_stream().device().str() + " stream " +
+                                     std::to_string(current_stream().id()));
       drop();
       throw carried;  // the stream fails with the original Python exception
     }
@@ -198,7 +262,7 @@ struct DoneCallback {
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable(fn.object());
     } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetString(PyExc_RuntimeError, python_spelling(e.what()).c_str());
       PyErr_WriteUnraisable(fn.get().ptr());
     }
     fn.reset();
@@ -252,7 +316,28 @@ struct PyStreamContext {
 
 }  // namespace
 
+void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try_wait) {
+  // Short enough that Ctrl-C feels immediate, long enough that a long wait costs nothing.
+  constexpr auto kSlice = std::chrono::milliseconds(50);
+  if (!on_main_thread()) {
+    py::gil_scoped_release release;
+    while (!try_wait(std::chrono::hours(1))) {
+    }
+    return;
+  }
+  for (;;) {
+    bool done = false;
+    {
+      py::gil_scoped_release release;
+      done = try_wait(kSlice);
+    }
+    if (done) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
 void bind_core(py::module_& m) {
+  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   py::class_<Device>(m, "Device",
                      "A device: type ('cpu' or 'cuda') and index. streamrt.Device('cpu:0').")
       .def(py::init([](py::object spec) { return to_device(spec, "Device"); }), "device"_a)
@@ -297,6 +382,14 @@ void bind_core(py::module_& m) {
       .def_property_readonly("device", &Stream::device, "The stream's device.")
       .def_property_readonly("priority", &Stream::priority, "The priority given at creation.")
       .def_property_readonly("id", &Stream::id, "Unique per device while alive; 0 = default.")
+      .def_property_readonly("stream_id", &Stream::id, "Same as id (torch.Stream.stream_id).")
+      .def_property_readonly(
+          "device_index", [](const Stream& s) { return s.device().index; },
+          "The device's index (torch.Stream.device_index).")
+      .def_property_readonly(
+          "device_type", [](const Stream& s) { return static_cast<int>(s.device().type); },
+          "The device type as torch's c10 DeviceType number: 0 = CPU, 1 = CUDA "
+          "(torch.Stream.device_type).")
       .def_static("priority_range", &Stream::priority_range,
                   "(least urgent, most urgent) priorities accepted.")
       .def("query", &Stream::query,
@@ -305,7 +398,7 @@ void bind_core(py::module_& m) {
           "synchronize",
           [](const Stream& s, py::object timeout) {
             return timed_wait(
-                timeout, "Stream.synchronize", [&] { s.synchronize(); },
+                timeout, "Stream.synchronize", [&] { synchronize_stream(s); },
                 [&](std::chrono::nanoseconds t) { return s.synchronize_for(t); });
           },
           "timeout"_a = py::none(),
@@ -441,10 +534,27 @@ void bind_core(py::module_& m) {
 
   py::class_<Event>(m, "Event",
                     "A marker recorded in a stream: poll it, wait for it, time it, reset it.")
-      .def(py::init([](bool enable_timing, bool blocking) {
+      .def(py::init([](bool enable_timing, bool blocking, bool interprocess, py::object device) {
+             if (interprocess) {
+               throw Error(
+                   "Event(interprocess=True): an interprocess event shares a CUDA event with "
+                   "another process through an IPC handle; streamrt's CPU events live inside one "
+                   "process, so there is nothing to share. Signal other processes with "
+                   "multiprocessing (e.g. multiprocessing.Event) once this event completes");
+             }
+             if (!device.is_none()) {
+               const Device d = to_device(device, "Event(device=...)");
+               // Raises streamrt.Error naming what exists for a device without a backend (cuda)
+               // or an index that does not exist; the event then records on any stream of it.
+               (void)default_stream(d);
+             }
              return Event(EventOptions{enable_timing, blocking});
            }),
-           "enable_timing"_a = false, "blocking"_a = false)
+           "enable_timing"_a = false, "blocking"_a = false, "interprocess"_a = false,
+           "device"_a = py::none(),
+           "An event (torch.Event / torch.cuda.Event arguments). `device` is checked (a CPU "
+           "device; the record decides where the event is); interprocess=True raises "
+           "streamrt.Error: CPU events are not shared between processes.")
       .def(
           "record",
           [](Event& e, py::object stream) {
@@ -482,7 +592,7 @@ void bind_core(py::module_& m) {
           "synchronize",
           [](const Event& e, py::object timeout) {
             return timed_wait(
-                timeout, "Event.synchronize", [&] { e.synchronize(); },
+                timeout, "Event.synchronize", [&] { synchronize_event(e); },
                 [&](std::chrono::nanoseconds t) { return e.wait_for(t); });
           },
           "timeout"_a = py::none(),
@@ -555,7 +665,7 @@ void bind_core(py::module_& m) {
           ++i;
         }
         return timed_wait(
-            timeout, "wait_all", [&] { wait_all(list); },
+            timeout, "wait_all", [&] { wait_all_events(list); },
             [&](std::chrono::nanoseconds t) { return wait_all_for(list, t); });
       },
       "events"_a, "timeout"_a = py::none(),

@@ -148,7 +148,15 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 // ---------------------------------------------------------------------------------------------
 // Host access, with the GIL released while the pending work finishes (it may need the GIL).
 
+// Waits (GIL released, Ctrl-C raising KeyboardInterrupt in the main thread) for the queued work
+// that writes `t` (and reads it, when `writable`); a failure is left for the access that follows.
+void wait_tensor(const Tensor& t, bool writable) {
+  if (t.ready() && !writable) return;
+  wait_interruptibly([&](std::chrono::nanoseconds slice) { return t.wait_for(slice, writable); });
+}
+
 void* host_pointer(const Tensor& t, bool writable) {
+  wait_tensor(t, writable);
   py::gil_scoped_release release;
   if (writable) return const_cast<Tensor&>(t).data_ptr();
   return const_cast<void*>(t.data_ptr());
@@ -243,9 +251,11 @@ Tensor from_dlpack_impl(py::handle obj) {
     if (py::hasattr(obj, "__dlpack_device__")) {
       auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
       if (dev.first != dlpack::kDLCPU) {
-        throw py::value_error(std::string(what) + ": the tensor is on DLPack device type " +
-                              std::to_string(dev.first) +
-                              ", not the CPU (1); move it to the CPU first");
+        // streamrt.Error, as for any tensor on a device this build has no tensors for.
+        throw Error(std::string(what) + ": the tensor is on DLPack device type " +
+                    std::to_string(dev.first) + (dev.first == 2 ? " (cuda)" : "") +
+                    ", and tensors on devices other than the CPU are not supported in this "
+                    "build; move it to the CPU first (torch: t.cpu())");
       }
     }
     capsule = obj.attr("__dlpack__")();
@@ -266,8 +276,9 @@ Tensor from_dlpack_impl(py::handle obj) {
       PyCapsule_GetPointer(capsule.ptr(), dlpack::kCapsuleName));
   const dlpack::DLTensor& t = m->dl_tensor;
   if (t.device.device_type != dlpack::kDLCPU) {
-    throw py::value_error(std::string(what) + ": DLPack device type " +
-                          std::to_string(t.device.device_type) + " is not the CPU (1)");
+    throw Error(std::string(what) + ": DLPack device type " +
+                std::to_string(t.device.device_type) +
+                " is not the CPU (1): tensors on other devices are not supported in this build");
   }
   const auto dtype = dtype_from_dlpack(t.dtype);
   if (!dtype) {
@@ -300,7 +311,7 @@ Tensor from_dlpack_impl(py::handle obj) {
   try {
     return from_blob(data, std::move(shape), *dtype, [owner](void*) {});
   } catch (const Error& e) {
-    throw py::value_error(std::string(what) + ": " + e.what());
+    throw py::value_error(std::string(what) + ": " + python_spelling(e.what()));
   }
 }
 
@@ -482,6 +493,17 @@ Tensor operand(py::handle obj, const char* what) {
                        type_name(obj));
 }
 
+// The device of a new tensor: streamrt.Error (not the ValueError of an argument error) for a
+// device this build has no tensors for, as for any such device.
+Device tensor_device(py::handle obj, const char* what) {
+  const Device d = to_device(obj, what);
+  if (d.type != DeviceType::CPU) {
+    throw Error(std::string(what) + ": tensors on " + d.str() +
+                " are not supported in this build: only CPU tensors (device=\"cpu\")");
+  }
+  return d;
+}
+
 // Runs an enqueueing op with the GIL released. Its Errors are argument errors (nothing waits),
 // so they become ValueError.
 template <class F>
@@ -492,7 +514,7 @@ Tensor enqueue(const char* what, F&& f) {
   } catch (const Cancelled&) {
     throw;
   } catch (const Error& e) {
-    std::string message = e.what();
+    std::string message = python_spelling(e.what());
     if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
     throw py::value_error(message);
   }
@@ -612,6 +634,7 @@ py::object item_of(const Tensor& t) {
     case DType::Float32: {
       float v;
       {
+        wait_tensor(t, false);
         py::gil_scoped_release release;
         v = t.item<float>();
       }
@@ -620,6 +643,7 @@ py::object item_of(const Tensor& t) {
     case DType::Float64: {
       double v;
       {
+        wait_tensor(t, false);
         py::gil_scoped_release release;
         v = t.item<double>();
       }
@@ -628,6 +652,7 @@ py::object item_of(const Tensor& t) {
     case DType::Int32: {
       std::int32_t v;
       {
+        wait_tensor(t, false);
         py::gil_scoped_release release;
         v = t.item<std::int32_t>();
       }
@@ -636,6 +661,7 @@ py::object item_of(const Tensor& t) {
     case DType::Int64: {
       std::int64_t v;
       {
+        wait_tensor(t, false);
         py::gil_scoped_release release;
         v = t.item<std::int64_t>();
       }
@@ -670,7 +696,7 @@ Tensor random_tensor(bool normal, const py::args& size, py::object dtype, py::ob
   const char* what = normal ? "randn" : "rand";
   const Shape shape = sizes_from_args(size, what);
   const DType d = to_dtype_or(dtype, DType::Float32, what);
-  const Device dev = to_device(device, what);
+  const Device dev = tensor_device(device, what);
   if (!seed.is_none() && !generator.is_none()) {
     throw py::value_error(std::string(what) + ": pass seed= or generator=, not both");
   }
@@ -827,9 +853,27 @@ void bind_tensor(py::module_& m) {
           "data_ptr",
           [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr_unsafe()); },
           "Address of the first element (no wait, as torch).")
-      .def("wait", &Tensor::wait, py::call_guard<py::gil_scoped_release>(),
+      .def(
+          "wait",
+          [](const Tensor& t) {
+            wait_tensor(t, false);
+            py::gil_scoped_release release;
+            t.wait();
+          },
            "Blocks (GIL released) until the queued work that writes the tensor has finished; "
            "re-raises its failure.")
+      .def(
+          "record_stream",
+          [](const Tensor&, py::object stream) {
+            if (!py::isinstance<Stream>(stream)) {
+              throw py::type_error("Tensor.record_stream: expected a streamrt.Stream, got " +
+                                   type_name(stream));
+            }
+          },
+          "stream"_a,
+          "Accepted for torch code and does nothing: queued ops keep the memory they use alive "
+          "and order themselves against it (dependency tracking), so no stream needs to be "
+          "recorded.")
       .def("ready", &Tensor::ready,
            "True when no queued work writes the tensor any more. Never blocks.")
       .def(
@@ -926,7 +970,7 @@ void bind_tensor(py::module_& m) {
         [name, make](py::args size, py::object dtype, py::object device) {
           const Shape shape = sizes_from_args(size, name);
           const DType d = to_dtype_or(dtype, DType::Float32, name);
-          const Device dev = to_device(device, name);
+          const Device dev = tensor_device(device, name);
           return enqueue(name, [&] { return make(shape, d, dev); });
         },
         "dtype"_a = py::none(), "device"_a = py::none(), doc);
@@ -945,7 +989,7 @@ void bind_tensor(py::module_& m) {
       [](py::object size, double value, py::object dtype, py::object device) {
         const Shape shape = to_shape(size, "full");
         const DType d = to_dtype_or(dtype, DType::Float32, "full");
-        const Device dev = to_device(device, "full");
+        const Device dev = tensor_device(device, "full");
         return enqueue("full", [&] { return full(shape, value, d, dev); });
       },
       "size"_a, "fill_value"_a, "dtype"_a = py::none(), "device"_a = py::none());
@@ -953,7 +997,7 @@ void bind_tensor(py::module_& m) {
       "arange",
       [](std::int64_t n, py::object dtype, py::object device) {
         const DType d = to_dtype_or(dtype, DType::Int64, "arange");
-        const Device dev = to_device(device, "arange");
+        const Device dev = tensor_device(device, "arange");
         return enqueue("arange", [&] { return arange(n, d, dev); });
       },
       "end"_a, "dtype"_a = py::none(), "device"_a = py::none());

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <chrono>
+#include <functional>
 #include <string>
 
 #include "streamrt/device.hpp"
@@ -19,6 +21,12 @@ Device to_device(py::handle obj, const char* what);
 
 //! Short type name of a Python object ("int", "numpy.ndarray") for messages. Requires the GIL.
 std::string type_name(py::handle obj);
+
+//! Waits with the GIL released, in slices, until `try_wait(slice)` returns true. Between slices,
+//! with the GIL held, runs Python's signal handlers: Ctrl-C in the main thread raises
+//! KeyboardInterrupt (thrown as py::error_already_set) and leaves the awaited work queued and
+//! running. Requires the GIL. Off the main thread (which never gets signals) it does not slice.
+void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try_wait);
 
 //! Binds Device, Stream, StreamContext, Event and the device-wide functions. Requires the GIL.
 void bind_core(py::module_& m);

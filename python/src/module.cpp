@@ -19,7 +19,7 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Error& e) {
-      (*error)(e.what());
+      (*error)(sp::python_spelling(e.what()).c_str());
     }
   });
   static auto* cancelled = new py::exception<streamrt::Cancelled>(m, "Cancelled", error->ptr());
@@ -27,9 +27,12 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Cancelled& e) {
-      (*cancelled)(e.what());
+      (*cancelled)(sp::python_spelling(e.what()).c_str());
     }
   });
+  // Shown as streamrt.Error / streamrt.Cancelled (the package's names), not streamrt._streamrt.
+  error->attr("__module__") = "streamrt";
+  cancelled->attr("__module__") = "streamrt";
   // A Python exception carried through the runtime is raised again as the original object.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -39,6 +42,9 @@ PYBIND11_MODULE(_streamrt, m) {
     }
   });
 
+#ifdef STREAMRT_VERSION
+  m.attr("__version__") = STREAMRT_VERSION;
+#endif
   sp::bind_core(m);
   sp::bind_tensor(m);
 

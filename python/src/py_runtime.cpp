@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -131,9 +132,13 @@ PendingPythonWork::~PendingPythonWork() {
   if (--gate().pending == 0) gate().idle.notify_all();
 }
 
-PythonException::PythonException(const py::error_already_set& e)
-    : value_(std::make_shared<SafeObject>(e.value())) {
+PythonException::PythonException(const py::error_already_set& e, std::string where)
+    : value_(std::make_shared<SafeObject>(e.value())), where_(std::move(where)) {
   attach_traceback(e);
+  PyObject* tb = PyException_GetTraceback(e.value().ptr());  // new reference or null
+  if (tb != nullptr) {
+    traceback_ = std::make_shared<SafeObject>(py::reinterpret_steal<py::object>(tb));
+  }
   try {
     message_ = std::string(py::str(py::type::handle_of(e.value()).attr("__name__")));
     const std::string text = py::str(e.value());
@@ -143,15 +148,63 @@ PythonException::PythonException(const py::error_already_set& e)
   }
 }
 
+namespace {
+
+// A new exception of the same type as `original`, with the same args and attributes, or null
+// when the type cannot be made that way (then the original is raised again). Requires the GIL.
+py::object fresh_copy(const py::object& original) {
+  try {
+    py::handle cls = py::type::handle_of(original);
+    py::object fresh = cls.attr("__new__")(cls);
+    fresh.attr("args") = original.attr("args");
+    if (py::hasattr(original, "__dict__") && py::hasattr(fresh, "__dict__")) {
+      fresh.attr("__dict__").attr("update")(original.attr("__dict__"));
+    }
+    if (PyExceptionInstance_Check(fresh.ptr()) == 0) return py::object();
+    return fresh;
+  } catch (const py::error_already_set&) {
+    return py::object();
+  }
+}
+
+}  // namespace
+
 void PythonException::restore() const {
   py::object value = value_->object();
-  py::object type = py::reinterpret_borrow<py::object>(py::type::handle_of(value));
-  PyObject* tb = PyException_GetTraceback(value.ptr());  // new reference or null
-  PyErr_Restore(type.release().ptr(), value.release().ptr(), tb);
+  // The traceback of the raise on the worker only: a raise through the caller's frames appends
+  // them to the traceback it starts from, so starting from the captured one never accumulates.
+  PyException_SetTraceback(value.ptr(), traceback_ ? traceback_->get().ptr() : Py_None);
+  py::object raised = value;
+  if (raises_->fetch_add(1, std::memory_order_relaxed) > 0) {
+    try {
+      if (py::object fresh = fresh_copy(value)) {
+        const std::string note =
+            "streamrt: raised again. This failure of work on " +
+            (where_.empty() ? std::string("a stream") : where_) +
+            " was already raised by an earlier wait (the exception above). The work that "
+            "depended on it was skipped, so its results are not valid: submit that work again; "
+            "work submitted after the earlier wait runs normally.";
+        if (py::hasattr(fresh, "add_note")) fresh.attr("add_note")(note);
+        PyException_SetCause(fresh.ptr(), value.inc_ref().ptr());  // steals the reference
+        raised = fresh;
+      }
+    } catch (const py::error_already_set&) {
+      raised = value;  // the note could not be added: raise the original, as raised
+    }
+  }
+  py::object type = py::reinterpret_borrow<py::object>(py::type::handle_of(raised));
+  PyObject* tb = raised.is(value) ? PyException_GetTraceback(value.ptr()) : nullptr;
+  PyErr_Restore(type.release().ptr(), raised.release().ptr(), tb);
 }
 
 py::object exception_object(const std::exception_ptr& e) {
   if (!e) return py::none();
+  try {
+    std::rethrow_exception(e);
+  } catch (const PythonException& pe) {
+    return pe.value();  // the original object: handing it to a callback is no raise
+  } catch (...) {
+  }
   // Let pybind11 translate it exactly as if a bound function had thrown it (registered
   // translators included): call a tiny bound function that rethrows, and catch the result.
   py::cpp_function thrower([e]() { std::rethrow_exception(e); });
@@ -162,6 +215,28 @@ py::object exception_object(const std::exception_ptr& e) {
     return err.value();
   }
   return py::none();  // unreachable: the thrower always throws
+}
+
+std::string python_spelling(std::string message) {
+  // Whole phrases first, then the general "Class::member" and "DType::Name" forms.
+  static const std::pair<std::regex, const char*> kRules[] = {
+      {std::regex(R"(EventOptions\{\s*\.enable_timing\s*=\s*true\s*\})"),
+       "Event(enable_timing=True)"},
+      {std::regex(R"(enable_timing\s*=\s*true)"), "enable_timing=True"},
+      {std::regex(R"(Device\{\} or Device::parse\("cpu"\))"), "\"cpu\""},
+      {std::regex(R"(Device\{DeviceType::CPU\})"), "\"cpu\""},
+      {std::regex(R"(Device::parse\(("[^"]*")\))"), "$1"},
+      {std::regex(R"(DType::Float32)"), "streamrt.float32"},
+      {std::regex(R"(DType::Float64)"), "streamrt.float64"},
+      {std::regex(R"(DType::Int32)"), "streamrt.int32"},
+      {std::regex(R"(DType::Int64)"), "streamrt.int64"},
+      {std::regex(R"(streamrt::(\w+))"), "streamrt.$1"},
+      {std::regex(R"(\b(Stream|Event|Tensor|Profiler|Generator|Device)::(\w+))"), "$1.$2"},
+  };
+  for (const auto& [pattern, replacement] : kRules) {
+    message = std::regex_replace(message, pattern, replacement);
+  }
+  return message;
 }
 
 const char* callable_label(py::handle fn) {

@@ -10,6 +10,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -108,25 +109,37 @@ class PendingPythonWork {
 //! Copies share the object. Thread-safe to copy and destroy anywhere (see SafeObject).
 class PythonException : public std::exception {
  public:
-  //! Captures the exception held by `e`, with its traceback. Requires the GIL.
-  explicit PythonException(const py::error_already_set& e);
+  //! Captures the exception held by `e`, with its traceback; `where` names the stream whose work
+  //! raised it ("cpu:0 stream 3"). Requires the GIL.
+  explicit PythonException(const py::error_already_set& e, std::string where = {});
   //! "KeyError: 'x'" (computed at capture, so no GIL is needed here). Never blocks.
   const char* what() const noexcept override { return message_.c_str(); }
-  //! Sets the Python error indicator to the original exception object and traceback, so that it
-  //! is raised as it was. Requires the GIL.
+  //! Sets the Python error indicator for raising the failure to a host wait. The first time: the
+  //! original exception object with the traceback it had when captured (frames of earlier raises
+  //! never accumulate). Later times: a fresh exception of the same type and args, chained to the
+  //! original (__cause__), with a note that it was raised before and how to clear it (rule 10).
+  //! Requires the GIL.
   void restore() const;
   //! The exception object. Requires the GIL.
   py::object value() const { return value_->object(); }
 
  private:
   std::shared_ptr<SafeObject> value_;
+  std::shared_ptr<SafeObject> traceback_;  // as captured; empty when there was none
+  std::shared_ptr<std::atomic<int>> raises_ = std::make_shared<std::atomic<int>>(0);
   std::string message_;
+  std::string where_;
 };
 
 //! The Python exception object for a C++ failure `e` (the original object for a PythonException;
 //! streamrt.Error, RuntimeError ... otherwise, as pybind11 translates them), None for null.
 //! Requires the GIL.
 py::object exception_object(const std::exception_ptr& e);
+
+//! A message of the C++ library in Python spelling: DType::Float64 -> streamrt.float64,
+//! EventOptions{.enable_timing = true} -> Event(enable_timing=True), Device{DeviceType::CPU} ->
+//! "cpu", Stream::synchronize() -> Stream.synchronize(). Never blocks; thread-safe.
+std::string python_spelling(std::string message);
 
 //! A stable C string naming callable `fn` for the profiler ("module.qualname"); interned for the
 //! life of the process (at most a few thousand names, then "python"). Requires the GIL.

@@ -8,6 +8,8 @@ that writes it. The API follows torch's device-agnostic ``torch.Stream`` / ``tor
 """
 
 import atexit as _atexit
+import ctypes as _ctypes
+import os as _os
 
 from . import _streamrt
 from ._streamrt import (
@@ -65,6 +67,8 @@ from ._streamrt import (
 
 from . import cpu  # noqa: E402  (needs the names above)
 
+__version__ = _streamrt.__version__  # the library version, as set in CMakeLists.txt
+
 __all__ = [
     "Cancelled",
     "DependencyTracking",
@@ -118,6 +122,35 @@ __all__ = [
     "wait_all",
     "zeros",
 ]
+
+
+
+def _openblas():
+    # The OpenBLAS that libstreamrt loaded; torch's BLAS calls (Debian's libblas.so.3) go to the
+    # same one. None when another BLAS is in use.
+    try:
+        return _ctypes.CDLL("libopenblas.so.0", mode=_os.RTLD_NOLOAD | _os.RTLD_NOW)
+    except OSError:
+        return None
+
+
+def _blas_threads():
+    """OpenBLAS's thread count for one call (process-wide), or None without OpenBLAS."""
+    lib = _openblas()
+    return None if lib is None else int(lib.openblas_get_num_threads())
+
+
+def _set_blas_threads(n):
+    """Sets OpenBLAS's thread count for one call, process-wide (docs/python.md, "Cores")."""
+    lib = _openblas()
+    if lib is not None:
+        lib.openblas_set_num_threads(int(n))
+
+
+# streamrt's workers are the parallelism: a BLAS call inside stream work (streamrt's matmul, or
+# torch's, which calls the same OpenBLAS) runs on its worker's core. OpenBLAS's own thread pool
+# would instead make concurrent calls from several streams queue for it (docs/python.md).
+_set_blas_threads(1)
 
 # Pending work may be Python callables, which need a live interpreter: finish it at exit, before
 # finalization, with the GIL released (C++'s own exit handler runs only after finalization).

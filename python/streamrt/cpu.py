@@ -26,11 +26,12 @@ __all__ = [
     "default_stream",
     "device_count",
     "is_available",
+    "set_device",
     "stream",
     "synchronize",
 ]
 
-_DeviceLike = Union[str, Device, None]
+_DeviceLike = Union[str, int, Device, None]
 
 
 def _cpu(device: _DeviceLike, what: str) -> Device:
@@ -53,6 +54,14 @@ def device_count() -> int:
 def current_device() -> str:
     """'cpu', as torch.cpu.current_device()."""
     return "cpu"
+
+
+def set_device(device: _DeviceLike) -> None:
+    """As torch.cpu.set_device: there is one CPU device, so this only checks ``device`` ('cpu',
+    'cpu:0', 0 or a CPU streamrt.Device; ValueError otherwise)."""
+    d = _cpu(device, "set_device")
+    if d.index != 0:
+        raise ValueError(f"streamrt.cpu.set_device: there is one CPU device (cpu:0), got '{d}'")
 
 
 def current_stream(device: _DeviceLike = None) -> Stream:

@@ -128,7 +128,7 @@ def test_cancel_drops_queued_python_work():
     gate.set()
     s.synchronize()  # the caller asked for the cancel: no error here
     assert rec.items == ["first"]
-    with pytest.raises(streamrt.Cancelled, match="dropped by Stream::cancel"):
+    with pytest.raises(streamrt.Cancelled, match=r"dropped by Stream\.cancel\(\)"):
         after.synchronize()
     assert after.state == "cancelled"
     s.launch(rec, "after cancel")  # the stream stays usable

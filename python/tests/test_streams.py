@@ -53,7 +53,10 @@ def test_stream_identity_equality_and_hash():
 def test_bad_stream_arguments():
     with pytest.raises(ValueError, match="invalid device string 'gpu'"):
         streamrt.Stream("gpu")
-    with pytest.raises(TypeError, match="expected a device such as 'cpu'.*got int"):
+    with pytest.raises(TypeError, match="expected a device such as 'cpu'.*got float"):
+        streamrt.Stream(3.0)
+    # An int is a device index, as in torch; this one does not exist.
+    with pytest.raises(streamrt.Error, match="cpu:3 does not exist"):
         streamrt.Stream(3)
     with pytest.raises(ValueError, match="out of range"):
         streamrt.Stream(priority=1000)

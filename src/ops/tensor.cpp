@@ -1,5 +1,7 @@
 // Tensor, storage, generators and the creation ops.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -268,6 +270,17 @@ bool Tensor::ready() const {
   ops::check_defined(*this, "Tensor::ready");
   for (const auto& pos : ops::pending_accesses(*storage_, false)) {
     if (!impl::backend(pos->device().type).query_event(*pos)) return false;
+  }
+  return true;
+}
+
+bool Tensor::wait_for(std::chrono::nanoseconds timeout, bool for_write) const {
+  ops::check_defined(*this, "Tensor::wait_for");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& pos : ops::pending_accesses(*storage_, for_write)) {
+    const auto left = std::max(deadline - std::chrono::steady_clock::now(),
+                               std::chrono::steady_clock::duration::zero());
+    if (!impl::backend(pos->device().type).wait_event(*pos, left)) return false;
   }
   return true;
 }

@@ -185,6 +185,25 @@ TEST(TensorAccess, MutableDataAlsoWaitsForReaders) {
   (void)s2;
 }
 
+TEST(TensorAccess, WaitForTimesOutWhileTheWriterIsHeldAndReportsNothing) {
+  Stream s;
+  StreamContext ctx(s);
+  Gate gate;
+  gate.hold(s);
+  Tensor x = full({2}, 3.0);  // queued behind the gate
+  EXPECT_FALSE(x.wait_for(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(x.wait_for(std::chrono::nanoseconds(0), /*for_write=*/true));
+  gate.open();
+  EXPECT_TRUE(x.wait_for(test::kMeetTimeout));
+  EXPECT_TRUE(x.ready());
+  EXPECT_EQ(x.data<float>()[1], 3.0f);
+  EXPECT_FALSE(gate.timed_out());
+  // A failed writer: wait_for does not raise it (nor report it); the read that follows does.
+  Tensor bad = full({2}, 1, DType::Int32) / zeros({2}, DType::Int32);
+  EXPECT_TRUE(bad.wait_for(test::kMeetTimeout));
+  EXPECT_THROW(bad.data<std::int32_t>(), Error);
+}
+
 TEST(TensorLifetime, DroppedTensorsLiveUntilQueuedWorkFinishes) {
   Stream s;
   StreamContext ctx(s);
