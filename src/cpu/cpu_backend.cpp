@@ -50,6 +50,19 @@ Schedule read_schedule(std::string& error) {
   return s;
 }
 
+std::string g_host_run_error;  // written once in the constructor
+
+// STREAMRT_HOST_RUN: whether a host thread that waits for a stream may run its ready items itself.
+bool read_host_run(std::string& error) {
+  const char* env = std::getenv("STREAMRT_HOST_RUN");
+  if (env == nullptr || *env == '\0' || std::string(env) == "1") return true;
+  if (std::string(env) == "0") return false;
+  error = std::string("STREAMRT_HOST_RUN='") + env +
+          "' is not a switch: use 0 to keep all stream work on the worker threads (for "
+          "thread-affine work), 1 or unset to let a waiting host thread run ready items";
+  return true;
+}
+
 // Workers the pool really gets for a requested count: one under STREAMRT_SCHEDULE=serial.
 int effective_threads(const Schedule& s, int n) {
   return s.mode == Schedule::Mode::kSerial ? 1 : n;
@@ -84,7 +97,11 @@ void FunctionTask::run() noexcept {
 }
 
 CpuBackend::CpuBackend()
-    : threads_(default_threads(g_env_error)), schedule_(read_schedule(g_schedule_error)) {
+    : threads_(default_threads(g_env_error)),
+      schedule_(read_schedule(g_schedule_error)),
+      // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
+      // waiting host running items would take picks out of its hands.
+      host_run_(read_host_run(g_host_run_error) && schedule_.mode == Schedule::Mode::kNormal) {
   g_backend = this;
   default_stream_ = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, 0}, 0, 0);
   // One backend per process (the registry keeps it for ever), so the handlers are installed once.
@@ -101,6 +118,7 @@ WorkerPool& CpuBackend::pool() {
   if (p == nullptr) {
     if (!g_env_error.empty()) throw Error(g_env_error);
     if (!g_schedule_error.empty()) throw Error(g_schedule_error);
+    if (!g_host_run_error.empty()) throw Error(g_host_run_error);
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
     p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
                        schedule_);
@@ -115,6 +133,7 @@ WorkerPool& CpuBackend::pool() {
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
   // Configuration errors surface at the first stream rather than at a later launch.
   if (!g_schedule_error.empty()) throw Error(g_schedule_error);
+  if (!g_host_run_error.empty()) throw Error(g_host_run_error);
   auto s = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, index}, priority,
                                        next_id_.fetch_add(1, std::memory_order_relaxed));
   std::lock_guard lock(streams_mutex_);
@@ -248,13 +267,21 @@ std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {
 
 std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) { return cpu_stream(stream).cancel(); }
 
+void CpuBackend::set_host_run(impl::StreamImpl& stream, bool allowed) {
+  cpu_stream(stream).set_host_run(allowed);
+}
+
+bool CpuBackend::host_run(const impl::StreamImpl& stream) {
+  return cpu_stream(stream).host_run();
+}
+
 void CpuBackend::set_num_threads(int n) {
   if (n < 1) {
     throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be at least 1");
   }
-  if (WorkerPool::on_worker_thread()) {
-    throw Error("set_num_threads() called from a worker thread (from stream work or a callback): "
-                "call it from the host");
+  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
+    throw Error("set_num_threads() called from a worker thread (from stream work or a callback, "
+                "also work a waiting host thread runs): call it from the host, outside stream work");
   }
   std::lock_guard lock(pool_mutex_);
   threads_.store(n, std::memory_order_relaxed);

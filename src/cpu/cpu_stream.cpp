@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "cpu_backend.hpp"
@@ -22,8 +24,13 @@ thread_local const CpuStream* tls_running[2 * kMaxHelpDepth];  // helping stops 
 thread_local int tls_depth = 0;
 
 // How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
-// parked state costs 8-12 us here, so polling for short waits wins; beyond this it wastes a core.
+// parked state costs several microseconds on these VMs (docs/performance.md), so polling for short
+// waits wins; beyond this it wastes a core.
 constexpr auto kHostSpin = std::chrono::microseconds(20);
+
+// A consumer that finds the next sequence number not linked yet waits for its producer, which is
+// between two instructions of push(): it polls this many times before it gives up its core.
+constexpr int kLinkSpin = 256;
 
 constexpr std::uint64_t kOpen = std::numeric_limits<std::uint64_t>::max();
 
@@ -78,58 +85,76 @@ CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o
     : impl::EventImpl(s->device(), o), stream(std::move(s)), seq(q), timestamp_ns(ts) {}
 
 CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id)
-    : impl::StreamImpl(backend, device, priority, id), cpu_(backend) {}
+    : impl::StreamImpl(backend, device, priority, id),
+      cpu_(backend),
+      host_run_(backend.host_run_default()) {}
 
-CpuStream::~CpuStream() = default;
-
-void CpuStream::push_locked(Entry e, std::unique_lock<std::mutex>& lock) {
-  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-  e.seq = seq;
-  const bool work = e.kind == Kind::kWork;
-  // Queued before the sequence number is published: if push_back throws (bad_alloc), nothing was
-  // submitted and the stream stays consistent.
-  queue_.push_back(std::move(e));
-  submitted_.store(seq, std::memory_order_release);
-  if (work) work_pending_.fetch_add(1, std::memory_order_relaxed);
-  if (sched_ == Sched::kIdle) {
-    sched_ = Sched::kScheduled;
-    lock.unlock();
-    cpu_.pool().push(shared_from_this());
+CpuStream::~CpuStream() {
+  // Only reached with nothing pending (queued nodes keep the stream alive through the pool's task
+  // or a continuation), but a stream abandoned by fork() may still hold nodes.
+  for (Node* n = local_head_; n != nullptr;) {
+    Node* next = n->next.load(std::memory_order_relaxed);
+    delete n;
+    n = next;
   }
+  for (Node* n : early_) delete n;
+}
+
+std::uint64_t CpuStream::push(Node* n) {
+  // First, so that a configuration error (or a pool that cannot start) throws with nothing queued.
+  WorkerPool& pool = cpu_.pool();
+  // Relaxed: the number only has to be unique and increasing; the node is published by the inbox,
+  // and a record that happens after this push sees this number or a later one (coherence).
+  const auto seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
+  n->seq = seq;
+  inbox_.push(n);
+  // acq_rel: the push that finds 0 takes ownership for a new drainer (acquire: it follows the last
+  // drainer's release below, so the next drainer sees everything the last one did); release makes
+  // the linked node count only after it was linked.
+  if (pending_.fetch_add(1, std::memory_order_acq_rel) == 0) pool.push(shared_from_this());
+  return seq;
 }
 
 void CpuStream::enqueue(detail::Work work, const char* label) {
-  Entry e;
-  e.kind = Kind::kWork;
-  e.label = label;
-  e.enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
-  e.work = std::move(work);
-  std::unique_lock lock(mutex_);
-  push_locked(std::move(e), lock);
+  Node* n = NodeCache::get();
+  n->kind = Kind::kWork;
+  n->label = label;
+  n->enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
+  n->work = std::move(work);
+  // Relaxed: a count for pending(); counted before the item can finish, so finished <= launched.
+  work_launched_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    push(n);
+  } catch (...) {
+    work_launched_.fetch_sub(1, std::memory_order_relaxed);
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
 }
 
 std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto self = shared_from_this();
-  if (!options.enable_timing) {
-    // No queue entry: the record is the current end of the stream, read without the mutex. Every
-    // launch that happens-before this record stored its sequence number (release, in push_locked)
-    // before that, so this acquire load sees it or a later one: the event covers that launch.
-    const auto seq = submitted_.load(std::memory_order_acquire);
-    return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
-  }
-  std::unique_lock lock(mutex_);
-  if (sched_ == Sched::kIdle) {
-    // Nothing queued or running: the stream is at the record now.
-    const auto seq = submitted_.load(std::memory_order_relaxed);
-    lock.unlock();
+  // No queue entry: the record is the current end of the stream. Every launch that happens-before
+  // this record took its number before that, so this load sees it or a later one (coherence;
+  // acquire is not needed for that, but keeps query() after record() simple to reason about).
+  const auto seq = submitted_.load(std::memory_order_acquire);
+  if (!options.enable_timing) return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
+  if (completed_.load(std::memory_order_acquire) >= seq) {
+    // Nothing before the record is unfinished: the stream is at the record now.
     return std::make_shared<CpuEvent>(std::move(self), seq, options, now_ns());
   }
-  auto ev = std::make_shared<CpuEvent>(self, submitted_.load(std::memory_order_relaxed) + 1,
-                                       options, -1);
-  Entry e;
-  e.kind = Kind::kStamp;
-  e.event = ev;
-  push_locked(std::move(e), lock);
+  auto ev = std::make_shared<CpuEvent>(self, 0, options, -1);
+  Node* n = NodeCache::get();
+  n->kind = Kind::kStamp;
+  n->event = ev;
+  try {
+    ev->seq = push(n);  // the drainer only stamps the event; it never reads seq
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
   return ev;
 }
 
@@ -139,11 +164,52 @@ void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
       !position->stream->ever_failed_.load(std::memory_order_acquire)) {
     return;  // nothing to wait for and no failure to inherit
   }
-  Entry e;
-  e.kind = Kind::kWait;
-  e.event = position;
-  std::unique_lock lock(mutex_);
-  push_locked(std::move(e), lock);
+  Node* n = NodeCache::get();
+  n->kind = Kind::kWait;
+  n->event = position;
+  try {
+    push(n);
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
+}
+
+void CpuStream::absorb_locked() {
+  while (Node* n = inbox_.pop()) {
+    if (n->seq != next_seq_) {
+      // A producer with an earlier number has not linked yet: keep this one aside, in order.
+      const auto at = std::lower_bound(early_.begin(), early_.end(), n->seq,
+                                       [](const Node* a, std::uint64_t q) { return a->seq < q; });
+      early_.insert(at, n);
+      continue;
+    }
+    for (;;) {
+      // Relaxed: the local list is guarded by mutex_.
+      n->next.store(nullptr, std::memory_order_relaxed);
+      if (local_tail_ != nullptr) {
+        local_tail_->next.store(n, std::memory_order_relaxed);
+      } else {
+        local_head_ = n;
+      }
+      local_tail_ = n;
+      ++next_seq_;
+      if (early_.empty() || early_.front()->seq != next_seq_) break;
+      n = early_.front();
+      early_.erase(early_.begin());
+    }
+  }
+}
+
+Node* CpuStream::front_locked() {
+  if (local_head_ == nullptr) absorb_locked();
+  return local_head_;
+}
+
+void CpuStream::pop_front_locked() {
+  local_head_ = local_head_->next.load(std::memory_order_relaxed);
+  if (local_head_ == nullptr) local_tail_ = nullptr;
 }
 
 std::shared_ptr<ErrorRecord> CpuStream::failure_at(std::uint64_t seq) const {
@@ -164,6 +230,9 @@ void CpuStream::set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint
     cancel_mark_ = 0;
   }
   active_error_ = error;
+  // Release: a synchronize that sees completed_ at or past `from` (acquire) sees the flag too,
+  // since completed_ is stored after this.
+  error_flag_.store(true, std::memory_order_release);
   open_span_locked(std::move(error), from);
 }
 
@@ -184,39 +253,65 @@ std::uint64_t CpuStream::cancel() {
   std::vector<detail::Work> dropped;
   {
     std::unique_lock lock(mutex_);
+    absorb_locked();
     std::uint64_t first = 0;
     std::size_t n = 0;
-    for (const auto& e : queue_) {
-      if (e.kind != Kind::kWork) continue;
-      if (first == 0) first = e.seq;
+    const auto count = [&](Node* e) {
+      if (e->kind != Kind::kWork) return;
+      if (first == 0 || e->seq < first) first = e->seq;
       ++n;
-    }
+    };
+    for (Node* e = local_head_; e != nullptr; e = e->next.load(std::memory_order_relaxed)) count(e);
+    for (Node* e : early_) count(e);
     if (n == 0) return 0;
-    dropped.reserve(n);
-    // Everything that can throw comes before the first change. The queue is not empty, so the
-    // stream is scheduled or blocked and push_locked keeps the lock.
-    const auto mark = submitted_.load(std::memory_order_relaxed) + 1;
-    cancels_.push_back(CancelRange{first, mark, std::move(error)});
+    // Everything that can throw comes before the first change. Work is queued, so the stream is
+    // owned by a drainer and push() schedules nothing.
+    cancels_.push_back(CancelRange{first, 0, std::move(error)});
+    Node* mark_node = nullptr;
     try {
-      Entry e;
-      e.kind = Kind::kMark;
-      push_locked(std::move(e), lock);
+      dropped.reserve(n + 8);
+      mark_node = NodeCache::get();
+      mark_node->kind = Kind::kMark;
+      cancels_.back().mark = push(mark_node);
     } catch (...) {
+      if (mark_node != nullptr) NodeCache::put(mark_node);
       cancels_.pop_back();
       throw;
     }
-    for (auto& e : queue_) {
-      if (e.kind != Kind::kWork) continue;
-      e.kind = Kind::kDropped;
-      dropped.push_back(std::move(e.work));
+    const auto mark = cancels_.back().mark;
+    // Launches that took a number before the mark but are not linked yet are finishing their
+    // push (two instructions): wait for them, so that every item before the mark is dropped.
+    for (int spins = 0;; ++spins) {
+      absorb_locked();
+      if (next_seq_ > mark) break;
+      if (spins < kLinkSpin) {
+        cpu_relax();
+      } else {
+        sched_yield();  // cold path: the producer was preempted mid-push
+      }
     }
-    work_pending_.fetch_sub(n, std::memory_order_relaxed);
+    std::uint64_t dropped_count = 0;
+    for (Node* e = local_head_; e != nullptr && e->seq < mark;
+         e = e->next.load(std::memory_order_relaxed)) {
+      if (e->kind != Kind::kWork) continue;
+      e->kind = Kind::kDropped;
+      try {
+        dropped.push_back(std::move(e->work));
+      } catch (...) {
+        e->work.reset();  // out of memory for the list: destroyed here, under the lock
+      }
+      ++dropped_count;
+    }
+    // Relaxed: written under mutex_ only (drainer and cancel); read as a debugging figure.
+    work_finished_.store(work_finished_.load(std::memory_order_relaxed) + dropped_count,
+                         std::memory_order_relaxed);
+    n = dropped_count;
+    lock.unlock();
+    // Destroyed here, on the caller, outside the lock: destructors of captured state may call
+    // streamrt (even this stream).
+    dropped.clear();
+    return n;
   }
-  // Destroyed here, on the caller, outside the lock: destructors of captured state may call
-  // streamrt (even this stream).
-  const auto count = dropped.size();
-  dropped.clear();
-  return count;
 }
 
 void CpuStream::close_failure_locked(std::uint64_t to) {
@@ -250,7 +345,8 @@ bool CpuStream::on_complete(std::uint64_t seq, std::function<void()> fn) {
   return add_continuation(std::move(c));
 }
 
-void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock) {
+void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+                                std::vector<std::function<void()>>* defer) {
   // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
   // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.
   completed_.store(seq, std::memory_order_release);
@@ -262,26 +358,38 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>&
     continuations_.pop_back();
   }
   lock.unlock();  // continuations take other streams' locks and the pool's
-  fire(ready);
+  fire(ready, defer);
   lock.lock();
 }
 
-void CpuStream::fire(std::vector<Continuation>& ready) {
+void CpuStream::fire(std::vector<Continuation>& ready,
+                     std::vector<std::function<void()>>* defer) {
   for (auto& c : ready) {
     if (c.parker) {
-      c.parker->unpark();
+      c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
     } else if (c.resume) {
       c.resume->resume();
     } else if (c.callback) {
-      cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
+      if (defer != nullptr) {
+        defer->push_back(std::move(c.callback));
+      } else {
+        cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
+      }
     }
   }
+}
+
+void CpuStream::post_callbacks(std::vector<std::function<void()>>& callbacks) {
+  for (auto& cb : callbacks) {
+    cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
+  }
+  callbacks.clear();
 }
 
 void CpuStream::resume() {
   {
     std::lock_guard lock(mutex_);
-    sched_ = Sched::kScheduled;
+    blocked_ = false;
   }
   cpu_.pool().push(shared_from_this());
 }
@@ -289,123 +397,184 @@ void CpuStream::resume() {
 void CpuStream::run() noexcept { drain(0); }
 
 void CpuStream::drain(std::uint64_t stop_at) noexcept {
-  RunningScope running(this);
+  std::vector<std::function<void()>> callbacks;
+  {
+    RunningScope running(this);
+    drain_items(stop_at, callbacks);
+  }
+  // Completion callbacks of the last items, run by this worker now that it has left the stream
+  // (so they may call anything, even synchronize this stream) instead of a pool round trip.
+  for (auto& cb : callbacks) {
+    try {
+      cb();
+    } catch (...) {
+      report_callback_exception(std::current_exception());
+    }
+    cb = nullptr;
+  }
+}
+
+CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
+                                       std::vector<std::function<void()>>& callbacks) noexcept {
   WorkerPool& pool = cpu_.pool();
   Clock::time_point equal_waiting_since{};  // the time slice (WorkerPool::should_yield)
+  // Callbacks wait for the end of the drain only on a worker's own drain: a helping waiter or a
+  // host thread posts them (rule 9: they run on a runtime thread, never nested under other work).
+  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &callbacks : nullptr;
+  // Entries finished since pending_ was last lowered: pending_ is settled once per batch, when
+  // the linked entries run out or the drainer leaves, not once per entry.
+  std::uint64_t done = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (queue_.empty()) {
-      sched_ = Sched::kIdle;
-      return;
+    Node* front = front_locked();
+    if (front == nullptr) {
+      // acq_rel: release hands this drainer's work to the push that next finds 0 (and its
+      // drainer); acquire sees the nodes counted by pushes since.
+      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;
+      done = 0;
+      if (left == 0) return Exit::kIdle;
+      // Pushed but not linked in order yet: a producer is inside push(). Callbacks held so far
+      // go now rather than wait behind it.
+      lock.unlock();
+      if (defer != nullptr && !callbacks.empty()) post_callbacks(callbacks);
+      for (int spins = 0; spins < kLinkSpin; ++spins) cpu_relax();
+      sched_yield();  // cold path: the producer may have been preempted mid-push
+      lock.lock();
+      continue;
     }
-    Entry& front = queue_.front();
+    if (defer != nullptr && !callbacks.empty()) {
+      // More work follows: callbacks of finished items must not wait for it.
+      lock.unlock();
+      post_callbacks(callbacks);
+      lock.lock();
+      continue;
+    }
     // Waits hold even while a failure is active: a synchronize may report it before the event
     // completes, and work launched after that must still wait for the event.
-    if (front.kind == Kind::kWait && !front.event->stream->is_complete(front.event->seq)) {
+    if (front->kind == Kind::kWait && !front->event->stream->is_complete(front->event->seq)) {
       // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
-      auto target = front.event;
-      sched_ = Sched::kBlocked;
+      auto target = front->event;
+      blocked_ = true;
       lock.unlock();
+      // Cannot reach 0: the wait itself is pending. acq_rel as above.
+      pending_.fetch_sub(done, std::memory_order_acq_rel);
+      done = 0;
       Continuation c;
       c.seq = target->seq;
       c.resume = shared_from_this();
-      if (target->stream->add_continuation(std::move(c))) return;
+      if (target->stream->add_continuation(std::move(c))) return Exit::kBlocked;
       lock.lock();
-      sched_ = Sched::kScheduled;
+      blocked_ = false;
       continue;
     }
-    Entry e = std::move(front);
-    queue_.pop_front();
-    switch (e.kind) {
+    pop_front_locked();
+    Node* const e = front;
+    switch (e->kind) {
       case Kind::kWork: {
         if (active_error_) {
           // Skipped: nothing runs on the results of failed work. Its state is released now.
           lock.unlock();
-          e.work.reset();
+          e->work.reset();
           lock.lock();
-          work_pending_.fetch_sub(1, std::memory_order_relaxed);
+          work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);  // written under mutex_ only
           break;
         }
         lock.unlock();
         std::exception_ptr error;
-        const std::int64_t start_ns = e.enqueue_ns != 0 ? now_ns() : 0;
+        const std::int64_t start_ns = e->enqueue_ns != 0 ? now_ns() : 0;
         try {
-          e.work();
+          e->work();
         } catch (...) {
           error = std::current_exception();
         }
-        if (e.enqueue_ns != 0) {
-          trace_item(RawTrace{device(), id(), priority(), e.label != nullptr ? e.label : "launch",
-                              e.enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
+        if (e->enqueue_ns != 0) {
+          trace_item(RawTrace{device(), id(), priority(), e->label != nullptr ? e->label : "launch",
+                              e->enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
         }
-        e.work.reset();
+        e->work.reset();
         lock.lock();
-        work_pending_.fetch_sub(1, std::memory_order_relaxed);
-        if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e.seq);
+        work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);  // written under mutex_ only
+        if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e->seq);
         break;
       }
       case Kind::kDropped:
         // Events recorded from here to the cancel's mark complete with Cancelled, unless a
         // failure already covers them (that one must still be reported).
         if (!active_error_ && cancel_mark_ == 0) {
-          open_span_locked(cancels_.front().error, e.seq);
+          open_span_locked(cancels_.front().error, e->seq);
           cancel_mark_ = cancels_.front().mark;
         }
         break;
       case Kind::kMark:
-        if (cancel_mark_ == e.seq) {
-          close_failure_locked(e.seq);
+        if (cancel_mark_ == e->seq) {
+          close_failure_locked(e->seq);
           cancel_mark_ = 0;
         }
         cancels_.pop_front();
         break;
       case Kind::kWait:
         if (!active_error_) {
-          if (auto f = e.event->stream->failure_at(e.event->seq)) set_failure_locked(f, e.seq);
+          if (auto f = e->event->stream->failure_at(e->event->seq)) set_failure_locked(f, e->seq);
         }
         break;
       case Kind::kStamp:
-        e.event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);  // published by completed_
+        // Relaxed: published by the release store of completed_ below.
+        e->event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);
         break;
       case Kind::kSync:
         if (active_error_) {
-          e.sync->error = active_error_;
+          e->sync->error = active_error_;
           int expected = SyncPoint::kWaiting;
           // acq_rel: the host that sees kConsumed must see `error`.
-          if (e.sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
-                                                    std::memory_order_acq_rel)) {
-            close_failure_locked(e.seq);
+          if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
+                                                     std::memory_order_acq_rel)) {
+            close_failure_locked(e->seq);
             active_error_.reset();
+            // Relaxed: the flag only lets synchronize skip its queue entry; a stale true costs
+            // one entry, and a true that matters was published by completed_ (see above).
+            error_flag_.store(false, std::memory_order_relaxed);
           }
         }
         break;
     }
-    complete_locked(e.seq, lock);
-    // A waiting worker runs us only up to what it waits for (help_towards).
-    const bool helped_enough =
-        stop_at != 0 && completed_.load(std::memory_order_relaxed) >= stop_at;
-    if (!queue_.empty() && (helped_enough || pool.should_yield(level(), equal_waiting_since))) {
+    const auto seq = e->seq;
+    e->clear();
+    NodeCache::put(e);
+    complete_locked(seq, lock, defer);
+    ++done;
+    // A waiting thread runs us only up to what it waits for (help_towards).
+    const bool helped_enough = stop_at != 0 && seq >= stop_at;
+    if (helped_enough || pool.should_yield(level(), equal_waiting_since)) {
+      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;  // as above
+      done = 0;
+      if (left == 0) return Exit::kIdle;
       // Let a more urgent stream, or an equal one after our time slice, run; we stay scheduled
       // and go to the back.
       lock.unlock();
       pool.push(shared_from_this());
-      return;
+      return Exit::kRequeue;
     }
   }
 }
 
-
 bool CpuStream::help_towards(std::uint64_t seq) {
-  // Directed help: run, on this waiting worker, only the stream `seq` is waiting for (this one, or
+  // Directed help: run, on this waiting thread, only the stream `seq` is waiting for (this one, or
   // the stream it is parked on, following waits), and only up to the awaited position. Running
   // any other ready work here could nest, under the waiting item, an item that itself waits for
   // the waiting item's stream: a deadlock the program does not have
-  // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter).
+  // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter). A host thread (not a worker) helps
+  // only streams that allow host-run items.
   WorkerPool& pool = cpu_.pool();
+  const bool worker = WorkerPool::on_worker_thread();
   std::shared_ptr<CpuStream> s = shared_from_this();
   std::uint64_t target = seq;
   for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
     if (s->is_complete(target)) return true;  // progress: the caller looks again
+    // A host runs a stream only if it allows it, and not ahead of a more urgent stream that
+    // waits for a worker (rule 14).
+    if (!worker && (!s->host_run() || pool.more_urgent_waiting(s->level()))) return false;
     if (auto task = pool.try_take(s.get())) {
       s->drain(target);
       return true;
@@ -414,8 +583,8 @@ bool CpuStream::help_towards(std::uint64_t seq) {
     {
       std::lock_guard lock(s->mutex_);
       // Running elsewhere (or just resumed): nothing to take; a push or completion wakes us.
-      if (s->sched_ != Sched::kBlocked || s->queue_.empty()) return false;
-      blocker = s->queue_.front().event;  // a parked stream's front is the wait it parks on
+      if (!s->blocked_ || s->local_head_ == nullptr) return false;
+      blocker = s->local_head_->event;  // a parked stream's front is the wait it parks on
     }
     s = blocker->stream;
     target = blocker->seq;
@@ -426,25 +595,23 @@ bool CpuStream::help_towards(std::uint64_t seq) {
 bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
                               bool blocking) {
   if (is_complete(seq)) return true;
-  // Help while waiting only on workers, and not so deep that helping could overflow the stack.
-  const bool worker = WorkerPool::on_worker_thread() && tls_depth < kMaxHelpDepth;
+  // Help while waiting (workers: directed help; host threads: host-run items), but not so deep
+  // that helping could overflow the stack. A host wait with a time-out runs nothing: an item it
+  // took could outlast the deadline (or wait for the very thread that would give up waiting).
+  const bool worker = WorkerPool::on_worker_thread();
+  const bool help = tls_depth < kMaxHelpDepth && (worker || !deadline);
   WorkerPool& pool = cpu_.pool();
   if (!blocking) {
-    const auto start = Clock::now();
-    auto spin_until = start + kHostSpin;
-    if (deadline && *deadline < spin_until) spin_until = *deadline;
-    // On a busy machine the thread that will complete `seq` may be queued on this core: spinning
-    // for the whole kHostSpin keeps it off (round-trip median 26.6 us at load ~6; 6.3 us with
-    // yields). On a quiet machine a yield from the start costs more than it saves (3.0 -> 5.0 us
-    // round trip), so the spin yields only once it has lasted longer than a quick completion.
-    const auto yield_after = start + kHostSpin / 4;
-    for (unsigned i = 1;; ++i) {
+    const auto spin_until = [&] {
+      const auto t = Clock::now() + kHostSpin;
+      return deadline && *deadline < t ? *deadline : t;
+    }();
+    // No sched_yield: a waiter that needs the core gives it up by parking, after kHostSpin.
+    for (unsigned i = 0;; ++i) {
       if (is_complete(seq)) return true;
       if (i % 64 == 0) {
-        if (worker && help_towards(seq)) continue;
-        const auto now = Clock::now();
-        if (now >= spin_until) break;
-        if (now >= yield_after) sched_yield();
+        if (help && help_towards(seq)) continue;
+        if (Clock::now() >= spin_until) break;
       }
       cpu_relax();
     }
@@ -454,7 +621,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   for (;;) {
     if (is_complete(seq)) return true;
     const auto generation = worker ? pool.push_generation() : 0;
-    if (worker && help_towards(seq)) continue;  // help while waiting
+    if (help && help_towards(seq)) continue;  // help while waiting
     if (!registered) {
       Continuation c;
       c.seq = seq;
@@ -464,7 +631,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
       continue;
     }
     if (deadline && Clock::now() >= *deadline) return is_complete(seq);
-    if (worker) {
+    if (worker && help) {
       pool.park_helper(parker, deadline, generation);
     } else if (deadline) {
       parker->park_until(*deadline);
@@ -506,14 +673,32 @@ std::shared_ptr<void> CpuStream::reset_in_fork_child() {
     ever_failed_.store(true, std::memory_order_relaxed);
   }
   cancel_mark_ = 0;
-  // Returned, to be destroyed after the locks are released: destructors may call streamrt.
-  auto garbage = std::make_shared<std::pair<std::deque<Entry>, std::vector<Continuation>>>(
-      std::move(queue_), std::move(continuations_));
-  queue_.clear();
+  // What was linked is destroyed after the locks are released (destructors may call streamrt).
+  // Nodes a producer was linking at the fork are unreachable here and leaked: that producer
+  // thread does not exist in the child.
+  struct Garbage {
+    std::vector<Node*> nodes;
+    std::vector<Continuation> continuations;
+    ~Garbage() {
+      for (Node* n : nodes) delete n;
+    }
+  };
+  auto garbage = std::make_shared<Garbage>();
+  absorb_locked();
+  for (Node* n = local_head_; n != nullptr; n = n->next.load(std::memory_order_relaxed)) {
+    garbage->nodes.push_back(n);
+  }
+  garbage->nodes.insert(garbage->nodes.end(), early_.begin(), early_.end());
+  garbage->continuations = std::move(continuations_);
+  local_head_ = local_tail_ = nullptr;
+  early_.clear();
+  inbox_.reset_in_fork_child();
+  next_seq_ = end + 1;
   continuations_.clear();
   cancels_.clear();
-  work_pending_.store(0, std::memory_order_relaxed);
-  sched_ = Sched::kIdle;
+  blocked_ = false;
+  pending_.store(0, std::memory_order_relaxed);
+  work_finished_.store(work_launched_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   completed_.store(end, std::memory_order_relaxed);
   return garbage;
 }
@@ -526,26 +711,25 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   }
   std::optional<Clock::time_point> deadline;
   if (timeout) deadline = Clock::now() + *timeout;
-  std::unique_lock lock(mutex_);
-  if (sched_ == Sched::kIdle) {
-    if (!active_error_) return true;
-    // Idle with an unreported failure: report it here, at a new position, so that events recorded
-    // after this call are clean.
-    const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-    submitted_.store(seq, std::memory_order_release);
-    close_failure_locked(seq);
-    auto error = std::move(active_error_);
-    complete_locked(seq, lock);
-    lock.unlock();
-    error->rethrow();
+  // Fast path: everything submitted has finished and no failure waits to be reported. Acquire on
+  // completed_ makes the work's effects visible here, and the failure flag set before it.
+  const auto end = submitted_.load(std::memory_order_acquire);
+  if (completed_.load(std::memory_order_acquire) >= end &&
+      !error_flag_.load(std::memory_order_acquire)) {
+    return true;
   }
   auto sp = std::make_shared<SyncPoint>();
-  Entry e;
-  e.kind = Kind::kSync;
-  e.sync = sp;
-  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-  push_locked(std::move(e), lock);
-  if (lock.owns_lock()) lock.unlock();
+  Node* n = NodeCache::get();
+  n->kind = Kind::kSync;
+  n->sync = sp;
+  std::uint64_t seq = 0;
+  try {
+    seq = push(n);
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
   if (!wait_complete(seq, deadline, false)) {
     int expected = SyncPoint::kWaiting;
     if (sp->state.compare_exchange_strong(expected, SyncPoint::kAbandoned,

@@ -1,8 +1,8 @@
 #pragma once
-// CPU streams: an in-order queue drained by at most one thread at a time, scheduled on the shared
-// WorkerPool. Every queue entry gets a sequence number; completed_ is the highest finished one, so
-// an event record is just (stream, sequence number) and needs no queue entry unless it is timed.
-// See docs/design.md for the full model.
+// CPU streams: an in-order queue (lock-free for producers, stream_queue.hpp) drained by at most
+// one thread at a time, scheduled on the shared WorkerPool. Every queue entry gets a sequence
+// number; completed_ is the highest finished one, so an event record is just (stream, sequence
+// number) and needs no queue entry unless it is timed. See docs/design.md for the full model.
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -16,6 +16,7 @@
 
 #include "clock.hpp"
 #include "parker.hpp"
+#include "stream_queue.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -48,7 +49,9 @@ class CpuEvent final : public impl::EventImpl {
  public:
   CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts);
   const std::shared_ptr<CpuStream> stream;
-  const std::uint64_t seq;
+  // Set once before the event is shared (a timing record learns its position when its node is
+  // pushed); read-only afterwards.
+  std::uint64_t seq;
   // Set when the stream reaches the record (timing events); -1 until then.
   std::atomic<std::int64_t> timestamp_ns;
 };
@@ -80,7 +83,9 @@ class CpuStream final : public impl::StreamImpl,
   // Launched work items not finished yet (queued or running; dropped ones excluded).
   std::uint64_t pending() const noexcept {
     // Relaxed: a debugging figure; it is exact for a caller that synchronized with the stream.
-    return work_pending_.load(std::memory_order_relaxed);
+    // Finished first: it never passes launched, so the difference cannot wrap.
+    const auto finished = work_finished_.load(std::memory_order_relaxed);
+    return work_launched_.load(std::memory_order_relaxed) - finished;
   }
   // Drops the queued work that has not started; returns how many items were dropped.
   std::uint64_t cancel();
@@ -93,13 +98,19 @@ class CpuStream final : public impl::StreamImpl,
   std::shared_ptr<void> reset_in_fork_child();
   std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
 
+  // Whether a synchronizing host thread may run this stream's ready items itself (host-run
+  // items, docs/design.md). On by default unless STREAMRT_HOST_RUN=0.
+  void set_host_run(bool on) noexcept { host_run_.store(on, std::memory_order_relaxed); }
+  bool host_run() const noexcept { return host_run_.load(std::memory_order_relaxed); }
+
   // Position queries.
   bool is_complete(std::uint64_t seq) const noexcept {
     return completed_.load(std::memory_order_acquire) >= seq;
   }
   // The failure covering `seq` (work before it failed, was skipped or cancelled), or null.
   std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const;
-  // Blocks until `seq` completes (helping the pool when on a worker). False on time-out.
+  // Blocks until `seq` completes (helping the pool when on a worker, running this stream's ready
+  // items when on a host thread). False on time-out.
   bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
   // One step of directed help towards `seq` (see cpu_stream.cpp). True when progress was made.
   bool help_towards(std::uint64_t seq);
@@ -125,46 +136,65 @@ class CpuStream final : public impl::StreamImpl,
   int level() const noexcept override { return priority() + (kNumLevels - 1); }
 
  private:
-  enum class Sched { kIdle, kScheduled, kBlocked };
-  // kDropped: work removed by cancel() (its callable is gone); kMark: the end of a cancel.
-  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync, kDropped, kMark };
-  struct Entry {
-    std::uint64_t seq = 0;
-    Kind kind = Kind::kWork;
-    const char* label = nullptr;
-    std::int64_t enqueue_ns = 0;  // kWork: non-zero when traced (enqueued while tracing was on)
-    detail::Work work;
-    std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
-    std::shared_ptr<SyncPoint> sync;  // kSync
-  };
+  using Kind = Node::Kind;
   struct Continuation {
     std::uint64_t seq;
     std::shared_ptr<Parker> parker;      // unpark a waiting thread, or
     std::shared_ptr<CpuStream> resume;   // reschedule a stream blocked on us, or
     std::function<void()> callback;      // post a callback task
   };
+  // Why drain_items() returned.
+  enum class Exit { kIdle, kRequeue, kBlocked };
 
-  void push_locked(Entry e, std::unique_lock<std::mutex>& lock);
+  // Producer side: pushes a node (lock-free) and schedules the stream on its empty -> non-empty
+  // transition. Returns the node's sequence number.
+  std::uint64_t push(Node* n);
+  // Consumer side (mutex_ held): moves linked nodes from the inbox to local_, in sequence order.
+  void absorb_locked();
+  // The next entry in sequence order, or null when it is not linked yet.
+  Node* front_locked();
+  void pop_front_locked();
+  Exit drain_items(std::uint64_t stop_at, std::vector<std::function<void()>>& callbacks) noexcept;
   bool add_continuation(Continuation c);
-  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock);
-  void fire(std::vector<Continuation>& ready);
+  // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks go to
+  // `defer` when given (the drainer runs them itself when it leaves), else to the pool.
+  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+                       std::vector<std::function<void()>>* defer = nullptr);
+  void fire(std::vector<Continuation>& ready, std::vector<std::function<void()>>* defer);
+  void post_callbacks(std::vector<std::function<void()>>& callbacks);
   void resume();
   void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
   void close_failure_locked(std::uint64_t to);
   void open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
 
   CpuBackend& cpu_;
+  std::atomic<bool> host_run_;
+
+  // --- Producer side (any thread, lock-free), on its own cache lines.
+  // The last sequence number handed out. Producers take numbers with fetch_add, so numbers can be
+  // linked into the inbox slightly out of order; absorb_locked() puts them back in order.
+  alignas(kCacheLine) std::atomic<std::uint64_t> submitted_{0};
+  // Nodes pushed and not yet finished. The stream is owned by one drainer (queued in the pool,
+  // running, or blocked on a wait) exactly while this is non-zero: the push that raises it from 0
+  // schedules the stream, the drainer that brings it back to 0 leaves it idle.
+  std::atomic<std::uint64_t> pending_{0};
+  std::atomic<std::uint64_t> work_launched_{0};
+  MpscQueue inbox_;
+
+  // --- Consumer side.
+  alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> work_finished_{0};  // includes dropped items
+  // A failure is active (mirrors active_error_ != null), read without the mutex by synchronize.
+  std::atomic<bool> error_flag_{false};
+  // Taken by the drainer around each entry (never while user work runs) and by the slow paths
+  // (cancel, continuations, waits' registration, fork); never by launch.
   mutable std::mutex mutex_;
-  std::deque<Entry> queue_;                  // guarded by mutex_
-  Sched sched_ = Sched::kIdle;               // guarded by mutex_
+  Node* local_head_ = nullptr;  // guarded by mutex_: absorbed nodes in order, linked by `next`
+  Node* local_tail_ = nullptr;  // guarded by mutex_
+  std::uint64_t next_seq_ = 1;  // guarded by mutex_: the sequence number local_ expects next
+  std::vector<Node*> early_;    // guarded by mutex_: absorbed ahead of a gap, sorted by seq
+  bool blocked_ = false;        // guarded by mutex_: parked on the wait at local_'s front
   std::shared_ptr<ErrorRecord> active_error_;  // guarded by mutex_
-  // Written under mutex_, read lock-free by query(). Release/acquire so that a reader that sees a
-  // sequence number also sees the entry's effects (completed_) or at least its existence.
-  std::atomic<std::uint64_t> submitted_{0};
-  std::atomic<std::uint64_t> completed_{0};
-  // Work items launched and not finished (dropped ones are subtracted at cancel). Written under
-  // mutex_.
-  std::atomic<std::uint64_t> work_pending_{0};
 
   // Cancellations not yet passed by the runner, oldest first (guarded by mutex_). Their ranges
   // [first, mark) are disjoint and increasing: a cancel drops only entries still queued.

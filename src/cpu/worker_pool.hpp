@@ -86,6 +86,9 @@ class WorkerPool {
   // hint counters only (a stale value delays a yield).
   bool should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept;
 
+  // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
+  bool more_urgent_waiting(int level) const noexcept;
+
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle
   // worker, since only they know whether the task is what they wait for.
