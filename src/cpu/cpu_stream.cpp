@@ -1,4 +1,5 @@
-// CPU stream queues: submission, the drain loop, failures, continuations and waiting.
+// CPU stream queues: submission (lock-free), the drain loop, cancel and continuations. Waiting and
+// helping are in stream_wait.cpp, failure bookkeeping in failures.cpp, fork in fork.cpp.
 #include "cpu_stream.hpp"
 
 #include <sched.h>
@@ -19,20 +20,12 @@ namespace {
 
 // Streams whose work this thread is running now (more than one when a waiting worker helps).
 // A plain array: trivially destructible, so it stays usable while the thread or process exits.
-constexpr int kMaxHelpDepth = 32;
-thread_local const CpuStream* tls_running[2 * kMaxHelpDepth];  // helping stops at kMaxHelpDepth
+thread_local const CpuStream* tls_running[2 * CpuStream::kMaxHelpDepth];  // helping stops there
 thread_local int tls_depth = 0;
-
-// How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
-// parked state costs several microseconds on these VMs (docs/performance.md), so polling for short
-// waits wins; beyond this it wastes a core.
-constexpr auto kHostSpin = std::chrono::microseconds(20);
 
 // A consumer that finds the next sequence number not linked yet waits for its producer, which is
 // between two instructions of push(): it polls this many times before it gives up its core.
 constexpr int kLinkSpin = 256;
-
-constexpr std::uint64_t kOpen = std::numeric_limits<std::uint64_t>::max();
 
 struct ContinuationLater {
   template <class C>
@@ -61,25 +54,6 @@ class RunningScope {
 };
 
 }  // namespace
-
-std::string describe(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
-
-ErrorRecord::~ErrorRecord() {
-  if (!observed.load(std::memory_order_relaxed)) {
-    std::fprintf(stderr,
-                 "streamrt: a failure in work on %s was never reported (no synchronize, wait or "
-                 "callback saw it): %s\n",
-                 where.c_str(), describe(error).c_str());
-  }
-}
 
 CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts)
     : impl::EventImpl(s->device(), o), stream(std::move(s)), seq(q), timestamp_ns(ts) {}
@@ -161,7 +135,7 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
 void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
   if (position->stream.get() == this) return;  // already in stream order
   if (position->stream->is_complete(position->seq) &&
-      !position->stream->ever_failed_.load(std::memory_order_acquire)) {
+      !position->stream->failures_.ever_failed()) {
     return;  // nothing to wait for and no failure to inherit
   }
   Node* n = NodeCache::get();
@@ -212,37 +186,6 @@ void CpuStream::pop_front_locked() {
   if (local_head_ == nullptr) local_tail_ = nullptr;
 }
 
-std::shared_ptr<ErrorRecord> CpuStream::failure_at(std::uint64_t seq) const {
-  if (!ever_failed_.load(std::memory_order_acquire)) return nullptr;
-  std::lock_guard lock(failure_mutex_);
-  for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
-    if (it->from <= seq && seq < it->to) return it->error;
-    if (it->to <= seq) break;  // spans are ordered and disjoint
-  }
-  return nullptr;
-}
-
-void CpuStream::set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
-  if (cancel_mark_ != 0) {
-    // A failure inside a cancelled range (a wait that inherits one) takes over from here on: it
-    // must be reported, a cancellation need not be.
-    close_failure_locked(from);
-    cancel_mark_ = 0;
-  }
-  active_error_ = error;
-  // Release: a synchronize that sees completed_ at or past `from` (acquire) sees the flag too,
-  // since completed_ is stored after this.
-  error_flag_.store(true, std::memory_order_release);
-  open_span_locked(std::move(error), from);
-}
-
-void CpuStream::open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
-  std::lock_guard lock(failure_mutex_);
-  spans_.push_back(Span{from, kOpen, std::move(error)});
-  // Release: failure_at's acquire load then finds the span under failure_mutex_.
-  ever_failed_.store(true, std::memory_order_release);
-}
-
 std::uint64_t CpuStream::cancel() {
   auto error = std::make_shared<ErrorRecord>(
       std::make_exception_ptr(
@@ -266,19 +209,19 @@ std::uint64_t CpuStream::cancel() {
     if (n == 0) return 0;
     // Everything that can throw comes before the first change. Work is queued, so the stream is
     // owned by a drainer and push() schedules nothing.
-    cancels_.push_back(CancelRange{first, 0, std::move(error)});
+    failures_.add_cancel(first, std::move(error));
     Node* mark_node = nullptr;
     try {
       dropped.reserve(n + 8);
       mark_node = NodeCache::get();
       mark_node->kind = Kind::kMark;
-      cancels_.back().mark = push(mark_node);
+      failures_.set_cancel_mark(push(mark_node));
     } catch (...) {
       if (mark_node != nullptr) NodeCache::put(mark_node);
-      cancels_.pop_back();
+      failures_.drop_last_cancel();
       throw;
     }
-    const auto mark = cancels_.back().mark;
+    const auto mark = failures_.last_cancel_mark();
     // Launches that took a number before the mark but are not linked yet are finishing their
     // push (two instructions): wait for them, so that every item before the mark is dropped.
     for (int spins = 0;; ++spins) {
@@ -314,14 +257,9 @@ std::uint64_t CpuStream::cancel() {
   }
 }
 
-void CpuStream::close_failure_locked(std::uint64_t to) {
-  std::lock_guard lock(failure_mutex_);
-  spans_.back().to = to;
-}
-
 bool CpuStream::has_active_error() const {
   std::lock_guard lock(mutex_);
-  return active_error_ != nullptr;
+  return failures_.active() != nullptr;
 }
 
 bool CpuStream::held_by_this_thread() const noexcept {
@@ -329,6 +267,8 @@ bool CpuStream::held_by_this_thread() const noexcept {
 }
 
 bool CpuStream::running_any_stream() noexcept { return tls_depth > 0; }
+
+int CpuStream::running_depth() noexcept { return tls_depth; }
 
 bool CpuStream::add_continuation(Continuation c) {
   std::lock_guard lock(mutex_);
@@ -471,7 +411,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
     Node* const e = front;
     switch (e->kind) {
       case Kind::kWork: {
-        if (active_error_) {
+        if (failures_.active()) {
           // Skipped: nothing runs on the results of failed work. Its state is released now.
           lock.unlock();
           e->work.reset();
@@ -496,27 +436,18 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
         lock.lock();
         work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);  // written under mutex_ only
-        if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e->seq);
+        if (error) failures_.fail(std::make_shared<ErrorRecord>(error, str()), e->seq);
         break;
       }
       case Kind::kDropped:
-        // Events recorded from here to the cancel's mark complete with Cancelled, unless a
-        // failure already covers them (that one must still be reported).
-        if (!active_error_ && cancel_mark_ == 0) {
-          open_span_locked(cancels_.front().error, e->seq);
-          cancel_mark_ = cancels_.front().mark;
-        }
+        failures_.reach_dropped(e->seq);
         break;
       case Kind::kMark:
-        if (cancel_mark_ == e->seq) {
-          close_failure_locked(e->seq);
-          cancel_mark_ = 0;
-        }
-        cancels_.pop_front();
+        failures_.reach_mark(e->seq);
         break;
       case Kind::kWait:
-        if (!active_error_) {
-          if (auto f = e->event->stream->failure_at(e->event->seq)) set_failure_locked(f, e->seq);
+        if (!failures_.active()) {
+          if (auto f = e->event->stream->failure_at(e->event->seq)) failures_.fail(f, e->seq);
         }
         break;
       case Kind::kStamp:
@@ -524,17 +455,13 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
         e->event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);
         break;
       case Kind::kSync:
-        if (active_error_) {
-          e->sync->error = active_error_;
+        if (failures_.active()) {
+          e->sync->error = failures_.active();
           int expected = SyncPoint::kWaiting;
           // acq_rel: the host that sees kConsumed must see `error`.
           if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
                                                      std::memory_order_acq_rel)) {
-            close_failure_locked(e->seq);
-            active_error_.reset();
-            // Relaxed: the flag only lets synchronize skip its queue entry; a stale true costs
-            // one entry, and a true that matters was published by completed_ (see above).
-            error_flag_.store(false, std::memory_order_relaxed);
+            failures_.consume(e->seq);
           }
         }
         break;
@@ -557,191 +484,6 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       return Exit::kRequeue;
     }
   }
-}
-
-bool CpuStream::help_towards(std::uint64_t seq) {
-  // Directed help: run, on this waiting thread, only the stream `seq` is waiting for (this one, or
-  // the stream it is parked on, following waits), and only up to the awaited position. Running
-  // any other ready work here could nest, under the waiting item, an item that itself waits for
-  // the waiting item's stream: a deadlock the program does not have
-  // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter). A host thread (not a worker) helps
-  // only streams that allow host-run items.
-  WorkerPool& pool = cpu_.pool();
-  const bool worker = WorkerPool::on_worker_thread();
-  std::shared_ptr<CpuStream> s = shared_from_this();
-  std::uint64_t target = seq;
-  for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
-    if (s->is_complete(target)) return true;  // progress: the caller looks again
-    // A host runs a stream only if it allows it, and not ahead of a more urgent stream that
-    // waits for a worker (rule 14).
-    if (!worker && (!s->host_run() || pool.more_urgent_waiting(s->level()))) return false;
-    if (auto task = pool.try_take(s.get())) {
-      s->drain(target);
-      return true;
-    }
-    std::shared_ptr<CpuEvent> blocker;
-    {
-      std::lock_guard lock(s->mutex_);
-      // Running elsewhere (or just resumed): nothing to take; a push or completion wakes us.
-      if (!s->blocked_ || s->local_head_ == nullptr) return false;
-      blocker = s->local_head_->event;  // a parked stream's front is the wait it parks on
-    }
-    s = blocker->stream;
-    target = blocker->seq;
-  }
-  return false;
-}
-
-bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
-                              bool blocking) {
-  if (is_complete(seq)) return true;
-  // Help while waiting (workers: directed help; host threads: host-run items), but not so deep
-  // that helping could overflow the stack. A host wait with a time-out runs nothing: an item it
-  // took could outlast the deadline (or wait for the very thread that would give up waiting).
-  const bool worker = WorkerPool::on_worker_thread();
-  const bool help = tls_depth < kMaxHelpDepth && (worker || !deadline);
-  WorkerPool& pool = cpu_.pool();
-  if (!blocking) {
-    const auto spin_until = [&] {
-      const auto t = Clock::now() + kHostSpin;
-      return deadline && *deadline < t ? *deadline : t;
-    }();
-    // No sched_yield: a waiter that needs the core gives it up by parking, after kHostSpin.
-    for (unsigned i = 0;; ++i) {
-      if (is_complete(seq)) return true;
-      if (i % 64 == 0) {
-        if (help && help_towards(seq)) continue;
-        if (Clock::now() >= spin_until) break;
-      }
-      cpu_relax();
-    }
-  }
-  const auto parker = this_thread_parker();
-  bool registered = false;
-  for (;;) {
-    if (is_complete(seq)) return true;
-    const auto generation = worker ? pool.push_generation() : 0;
-    if (help && help_towards(seq)) continue;  // help while waiting
-    if (!registered) {
-      Continuation c;
-      c.seq = seq;
-      c.parker = parker;
-      if (!add_continuation(std::move(c))) return true;
-      registered = true;
-      continue;
-    }
-    if (deadline && Clock::now() >= *deadline) return is_complete(seq);
-    if (worker && help) {
-      pool.park_helper(parker, deadline, generation);
-    } else if (deadline) {
-      parker->park_until(*deadline);
-    } else {
-      parker->park();
-    }
-  }
-}
-
-void CpuStream::lock_for_fork(bool failures) {
-  if (failures) {
-    failure_mutex_.lock();
-  } else {
-    mutex_.lock();
-  }
-}
-
-void CpuStream::unlock_after_fork() {
-  failure_mutex_.unlock();
-  mutex_.unlock();
-}
-
-std::shared_ptr<void> CpuStream::reset_in_fork_child() {
-  // Only the forking thread exists now and it holds both locks (lock_for_fork). The queue and any
-  // running item belong to the parent, which runs them; running them here too would repeat their
-  // side effects. So the child starts with the stream idle: positions the parent had not finished
-  // complete at once with Cancelled (unless a failure already covers them).
-  const auto done = completed_.load(std::memory_order_relaxed);
-  const auto end = submitted_.load(std::memory_order_relaxed);
-  if (end > done && !active_error_) {
-    if (cancel_mark_ != 0) spans_.back().to = done + 1;
-    auto error = std::make_shared<ErrorRecord>(
-        std::make_exception_ptr(Cancelled(
-            "work on " + str() +
-            " was queued or running when the process forked: it runs in the parent only")),
-        str());
-    error->observed.store(true, std::memory_order_relaxed);
-    spans_.push_back(Span{done + 1, end + 1, std::move(error)});
-    ever_failed_.store(true, std::memory_order_relaxed);
-  }
-  cancel_mark_ = 0;
-  // What was linked is destroyed after the locks are released (destructors may call streamrt).
-  // Nodes a producer was linking at the fork are unreachable here and leaked: that producer
-  // thread does not exist in the child.
-  struct Garbage {
-    std::vector<Node*> nodes;
-    std::vector<Continuation> continuations;
-    ~Garbage() {
-      for (Node* n : nodes) delete n;
-    }
-  };
-  auto garbage = std::make_shared<Garbage>();
-  absorb_locked();
-  for (Node* n = local_head_; n != nullptr; n = n->next.load(std::memory_order_relaxed)) {
-    garbage->nodes.push_back(n);
-  }
-  garbage->nodes.insert(garbage->nodes.end(), early_.begin(), early_.end());
-  garbage->continuations = std::move(continuations_);
-  local_head_ = local_tail_ = nullptr;
-  early_.clear();
-  inbox_.reset_in_fork_child();
-  next_seq_ = end + 1;
-  continuations_.clear();
-  cancels_.clear();
-  blocked_ = false;
-  pending_.store(0, std::memory_order_relaxed);
-  work_finished_.store(work_launched_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  completed_.store(end, std::memory_order_relaxed);
-  return garbage;
-}
-
-bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
-  if (held_by_this_thread()) {
-    throw Error("Stream::synchronize() called from work running on " + str() +
-                ": the stream cannot finish while its own work waits for it (deadlock). Record an "
-                "event and wait on it from another thread, or let the work return first");
-  }
-  std::optional<Clock::time_point> deadline;
-  if (timeout) deadline = Clock::now() + *timeout;
-  // Fast path: everything submitted has finished and no failure waits to be reported. Acquire on
-  // completed_ makes the work's effects visible here, and the failure flag set before it.
-  const auto end = submitted_.load(std::memory_order_acquire);
-  if (completed_.load(std::memory_order_acquire) >= end &&
-      !error_flag_.load(std::memory_order_acquire)) {
-    return true;
-  }
-  auto sp = std::make_shared<SyncPoint>();
-  Node* n = NodeCache::get();
-  n->kind = Kind::kSync;
-  n->sync = sp;
-  std::uint64_t seq = 0;
-  try {
-    seq = push(n);
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
-  if (!wait_complete(seq, deadline, false)) {
-    int expected = SyncPoint::kWaiting;
-    if (sp->state.compare_exchange_strong(expected, SyncPoint::kAbandoned,
-                                          std::memory_order_acq_rel)) {
-      // Timed out: the failure, if any, stays for a later sync. False even if the stream got
-      // there just now: the abandoned point no longer hands over a failure, so a true here could
-      // hide one.
-      return false;
-    }
-  }
-  if (sp->state.load(std::memory_order_acquire) == SyncPoint::kConsumed) sp->error->rethrow();
-  return true;
 }
 
 }  // namespace streamrt::cpu

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "failures.hpp"
 #include "parker.hpp"
 #include "stream_queue.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -24,25 +25,6 @@ namespace streamrt::cpu {
 
 class CpuBackend;
 class CpuStream;
-
-// A failure of work on a stream, shared by every event and stream that inherits it. Reports itself
-// on stderr when the last reference goes and nobody ever observed it.
-struct ErrorRecord {
-  ErrorRecord(std::exception_ptr e, std::string where_) : error(std::move(e)), where(std::move(where_)) {}
-  ~ErrorRecord();
-  ErrorRecord(const ErrorRecord&) = delete;
-  ErrorRecord& operator=(const ErrorRecord&) = delete;
-  [[noreturn]] void rethrow() {
-    observed.store(true, std::memory_order_relaxed);
-    std::rethrow_exception(error);
-  }
-  std::exception_ptr error;
-  std::string where;
-  std::atomic<bool> observed{false};
-};
-
-// Text of an exception for messages: what() for std::exception, a placeholder otherwise.
-std::string describe(const std::exception_ptr& e);
 
 // One recorded position: work of `stream` up to and including sequence number `seq`.
 class CpuEvent final : public impl::EventImpl {
@@ -90,8 +72,8 @@ class CpuStream final : public impl::StreamImpl,
   // Drops the queued work that has not started; returns how many items were dropped.
   std::uint64_t cancel();
   // fork() support (see cpu_backend.cpp): take (mutex_ of every stream first, then every
-  // failure_mutex_, as runners nest them) / release every lock of the stream, and in the child
-  // drop everything that was queued or running in the parent.
+  // failure lock, as runners nest them) / release every lock of the stream, and in the child
+  // drop everything that was queued or running in the parent (fork.cpp).
   void lock_for_fork(bool failures);
   void unlock_after_fork();
   // Returns what the child must destroy after unlock_after_fork().
@@ -108,11 +90,11 @@ class CpuStream final : public impl::StreamImpl,
     return completed_.load(std::memory_order_acquire) >= seq;
   }
   // The failure covering `seq` (work before it failed, was skipped or cancelled), or null.
-  std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const;
+  std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const { return failures_.at(seq); }
   // Blocks until `seq` completes (helping the pool when on a worker, running this stream's ready
   // items when on a host thread). False on time-out.
   bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
-  // One step of directed help towards `seq` (see cpu_stream.cpp). True when progress was made.
+  // One step of directed help towards `seq` (see stream_wait.cpp). True when progress was made.
   bool help_towards(std::uint64_t seq);
   // Runs `fn` (on a pool thread) once `seq` completes; false, registering nothing, if it already
   // has.
@@ -121,6 +103,9 @@ class CpuStream final : public impl::StreamImpl,
   bool held_by_this_thread() const noexcept;
   // True when this thread is running work of any stream.
   static bool running_any_stream() noexcept;
+  // How many drains this thread has nested (helping waiters nest them); at most kMaxHelpDepth.
+  static int running_depth() noexcept;
+  static constexpr int kMaxHelpDepth = 32;
   // The unreported failure, if any, without consuming it.
   bool has_active_error() const;
 
@@ -163,9 +148,6 @@ class CpuStream final : public impl::StreamImpl,
   void fire(std::vector<Continuation>& ready, std::vector<std::function<void()>>* defer);
   void post_callbacks(std::vector<std::function<void()>>& callbacks);
   void resume();
-  void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
-  void close_failure_locked(std::uint64_t to);
-  void open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
 
   CpuBackend& cpu_;
   std::atomic<bool> host_run_;
@@ -184,8 +166,6 @@ class CpuStream final : public impl::StreamImpl,
   // --- Consumer side.
   alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> work_finished_{0};  // includes dropped items
-  // A failure is active (mirrors active_error_ != null), read without the mutex by synchronize.
-  std::atomic<bool> error_flag_{false};
   // Taken by the drainer around each entry (never while user work runs) and by the slow paths
   // (cancel, continuations, waits' registration, fork); never by launch.
   mutable std::mutex mutex_;
@@ -194,32 +174,14 @@ class CpuStream final : public impl::StreamImpl,
   std::uint64_t next_seq_ = 1;  // guarded by mutex_: the sequence number local_ expects next
   std::vector<Node*> early_;    // guarded by mutex_: absorbed ahead of a gap, sorted by seq
   bool blocked_ = false;        // guarded by mutex_: parked on the wait at local_'s front
-  std::shared_ptr<ErrorRecord> active_error_;  // guarded by mutex_
-
-  // Cancellations not yet passed by the runner, oldest first (guarded by mutex_). Their ranges
-  // [first, mark) are disjoint and increasing: a cancel drops only entries still queued.
-  struct CancelRange {
-    std::uint64_t first, mark;
-    std::shared_ptr<ErrorRecord> error;  // a Cancelled exception
-  };
-  std::deque<CancelRange> cancels_;
-  // Non-zero while a span of cancelled positions is open: its mark (guarded by mutex_). Never
-  // open at the same time as active_error_: a failure closes it.
-  std::uint64_t cancel_mark_ = 0;
+  // Failure spans, the active failure and cancel ranges (failures.hpp): the parts marked "stream
+  // lock" are guarded by mutex_.
+  FailureLedger failures_;
 
   // Continuations: a min-heap on seq, guarded by mutex_. completed_ is only advanced under
   // mutex_ too, so a registration and a completion never miss each other.
   std::vector<Continuation> continuations_;
 
-  // Failure spans [from, to): positions covered by a failure. A leaf lock: taken last, by
-  // failure_at() from other streams' runners while they hold their own mutex_.
-  struct Span {
-    std::uint64_t from, to;
-    std::shared_ptr<ErrorRecord> error;
-  };
-  mutable std::mutex failure_mutex_;
-  std::vector<Span> spans_;  // guarded by failure_mutex_
-  std::atomic<bool> ever_failed_{false};
 };
 
 }  // namespace streamrt::cpu
