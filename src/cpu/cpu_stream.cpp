@@ -286,7 +286,7 @@ bool CpuStream::on_complete(std::uint64_t seq, std::function<void()> fn) {
 }
 
 void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
-                                std::vector<std::function<void()>>* defer) {
+                                Deferred* defer) {
   // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
   // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.
   completed_.store(seq, std::memory_order_release);
@@ -302,16 +302,19 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>&
   lock.lock();
 }
 
-void CpuStream::fire(std::vector<Continuation>& ready,
-                     std::vector<std::function<void()>>* defer) {
+void CpuStream::fire(std::vector<Continuation>& ready, Deferred* defer) {
   for (auto& c : ready) {
     if (c.parker) {
       c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
     } else if (c.resume) {
-      c.resume->resume();
+      if (defer != nullptr) {
+        defer->resumes.push_back(std::move(c.resume));
+      } else {
+        c.resume->resume();
+      }
     } else if (c.callback) {
       if (defer != nullptr) {
-        defer->push_back(std::move(c.callback));
+        defer->callbacks.push_back(std::move(c.callback));
       } else {
         cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
       }
@@ -319,32 +322,43 @@ void CpuStream::fire(std::vector<Continuation>& ready,
   }
 }
 
-void CpuStream::post_callbacks(std::vector<std::function<void()>>& callbacks) {
-  for (auto& cb : callbacks) {
+void CpuStream::flush(Deferred& deferred) {
+  for (auto& s : deferred.resumes) s->resume();
+  deferred.resumes.clear();
+  for (auto& cb : deferred.callbacks) {
     cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
   }
-  callbacks.clear();
+  deferred.callbacks.clear();
 }
 
-void CpuStream::resume() {
+void CpuStream::resume(bool wake) {
   {
     std::lock_guard lock(mutex_);
     blocked_ = false;
   }
-  cpu_.pool().push(shared_from_this());
+  cpu_.pool().push(shared_from_this(), wake);
 }
 
 void CpuStream::run() noexcept { drain(0); }
 
 void CpuStream::drain(std::uint64_t stop_at) noexcept {
-  std::vector<std::function<void()>> callbacks;
+  Deferred deferred;
+  Exit exit;
   {
     RunningScope running(this);
-    drain_items(stop_at, callbacks);
+    exit = drain_items(stop_at, deferred);
+  }
+  if (deferred.empty()) return;
+  // Streams this drain resumed: when this worker goes straight back to the pool (nothing else to
+  // run first), the first one is left for it, with no wake-up of another worker.
+  bool take_first = exit == Exit::kIdle && deferred.callbacks.empty();
+  for (auto& s : deferred.resumes) {
+    s->resume(!take_first);
+    take_first = false;
   }
   // Completion callbacks of the last items, run by this worker now that it has left the stream
   // (so they may call anything, even synchronize this stream) instead of a pool round trip.
-  for (auto& cb : callbacks) {
+  for (auto& cb : deferred.callbacks) {
     try {
       cb();
     } catch (...) {
@@ -355,12 +369,12 @@ void CpuStream::drain(std::uint64_t stop_at) noexcept {
 }
 
 CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
-                                       std::vector<std::function<void()>>& callbacks) noexcept {
+                                       Deferred& deferred) noexcept {
   WorkerPool& pool = cpu_.pool();
   Clock::time_point equal_waiting_since{};  // the time slice (WorkerPool::should_yield)
   // Callbacks wait for the end of the drain only on a worker's own drain: a helping waiter or a
   // host thread posts them (rule 9: they run on a runtime thread, never nested under other work).
-  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &callbacks : nullptr;
+  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
   // Entries finished since pending_ was last lowered: pending_ is settled once per batch, when
   // the linked entries run out or the drainer leaves, not once per entry.
   std::uint64_t done = 0;
@@ -376,16 +390,16 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       // Pushed but not linked in order yet: a producer is inside push(). Callbacks held so far
       // go now rather than wait behind it.
       lock.unlock();
-      if (defer != nullptr && !callbacks.empty()) post_callbacks(callbacks);
+      if (defer != nullptr && !deferred.empty()) flush(deferred);
       for (int spins = 0; spins < kLinkSpin; ++spins) cpu_relax();
       sched_yield();  // cold path: the producer may have been preempted mid-push
       lock.lock();
       continue;
     }
-    if (defer != nullptr && !callbacks.empty()) {
-      // More work follows: callbacks of finished items must not wait for it.
+    if (defer != nullptr && !deferred.empty()) {
+      // More work follows: callbacks and resumed streams must not wait for it.
       lock.unlock();
-      post_callbacks(callbacks);
+      flush(deferred);
       lock.lock();
       continue;
     }

@@ -128,6 +128,14 @@ class CpuStream final : public impl::StreamImpl,
     std::shared_ptr<CpuStream> resume;   // reschedule a stream blocked on us, or
     std::function<void()> callback;      // post a callback task
   };
+  // What a worker's own drain holds back until it leaves the stream (or more work follows):
+  // completion callbacks, which it then runs itself, and streams it resumed, which it then takes
+  // from the pool itself, with no wake-up of another worker (a hand-off without a round trip).
+  struct Deferred {
+    std::vector<std::function<void()>> callbacks;
+    std::vector<std::shared_ptr<CpuStream>> resumes;
+    bool empty() const noexcept { return callbacks.empty() && resumes.empty(); }
+  };
   // Why drain_items() returned.
   enum class Exit { kIdle, kRequeue, kBlocked };
 
@@ -139,15 +147,18 @@ class CpuStream final : public impl::StreamImpl,
   // The next entry in sequence order, or null when it is not linked yet.
   Node* front_locked();
   void pop_front_locked();
-  Exit drain_items(std::uint64_t stop_at, std::vector<std::function<void()>>& callbacks) noexcept;
+  Exit drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept;
   bool add_continuation(Continuation c);
-  // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks go to
-  // `defer` when given (the drainer runs them itself when it leaves), else to the pool.
+  // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks and resumed
+  // streams go to `defer` when given, else to the pool.
   void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
-                       std::vector<std::function<void()>>* defer = nullptr);
-  void fire(std::vector<Continuation>& ready, std::vector<std::function<void()>>* defer);
-  void post_callbacks(std::vector<std::function<void()>>& callbacks);
-  void resume();
+                       Deferred* defer = nullptr);
+  void fire(std::vector<Continuation>& ready, Deferred* defer);
+  // Posts what was held back, waking workers as usual.
+  void flush(Deferred& deferred);
+  // Makes a stream that was parked on a wait runnable again. wake=false: the caller, a worker
+  // about to look for its next task, will take it itself.
+  void resume(bool wake = true);
 
   CpuBackend& cpu_;
   std::atomic<bool> host_run_;

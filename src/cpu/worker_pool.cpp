@@ -100,7 +100,7 @@ void WorkerPool::wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake) 
   }
 }
 
-void WorkerPool::push(std::shared_ptr<Task> task) {
+void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
   std::vector<std::shared_ptr<Parker>> to_wake;
   {
@@ -116,7 +116,7 @@ void WorkerPool::push(std::shared_ptr<Task> task) {
     level_count_[level].fetch_add(1, std::memory_order_relaxed);
     ready_count_.fetch_add(1, std::memory_order_relaxed);
     push_gen_.fetch_add(1, std::memory_order_relaxed);
-    wake_one_locked(to_wake);
+    if (wake) wake_one_locked(to_wake);
     // Waiting workers look for what they wait for; they stay registered until they wake.
     to_wake.insert(to_wake.end(), helpers_.begin(), helpers_.end());
   }

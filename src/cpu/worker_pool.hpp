@@ -63,7 +63,9 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
-  void push(std::shared_ptr<Task> task);
+  // wake=false: the caller is a worker that will look for its next task right away, so no idle
+  // worker is woken for this one (helpers still are).
+  void push(std::shared_ptr<Task> task, bool wake = true);
 
   // Runs one ready task on this thread if there is one. True if it ran one. (Waiting workers do
   // not use it: they help only towards what they wait for, see CpuStream::help_towards.)
