@@ -67,7 +67,7 @@ CpuStream::~CpuStream() {
   // Only reached with nothing pending (queued nodes keep the stream alive through the pool's task
   // or a continuation), but a stream abandoned by fork() may still hold nodes.
   for (Node* n = local_head_; n != nullptr;) {
-    Node* next = n->next.load(std::memory_order_relaxed);
+    Node* next = n->next.load(std::memory_order_relaxed);  // last owner: no other thread
     delete n;
     n = next;
   }
@@ -204,6 +204,7 @@ std::uint64_t CpuStream::cancel() {
       if (first == 0 || e->seq < first) first = e->seq;
       ++n;
     };
+    // Relaxed (here and below): the local list is guarded by mutex_.
     for (Node* e = local_head_; e != nullptr; e = e->next.load(std::memory_order_relaxed)) count(e);
     for (Node* e : early_) count(e);
     if (n == 0) return 0;
@@ -272,6 +273,7 @@ int CpuStream::running_depth() noexcept { return tls_depth; }
 
 bool CpuStream::add_continuation(Continuation c) {
   std::lock_guard lock(mutex_);
+  // Relaxed: completed_ is only stored under mutex_, which we hold.
   if (completed_.load(std::memory_order_relaxed) >= c.seq) return false;
   continuations_.push_back(std::move(c));
   std::push_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});

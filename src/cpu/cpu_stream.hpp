@@ -78,15 +78,18 @@ class CpuStream final : public impl::StreamImpl,
   void unlock_after_fork();
   // Returns what the child must destroy after unlock_after_fork().
   std::shared_ptr<void> reset_in_fork_child();
+  // Acquire: kept for callers that read completed_ next; the value alone needs only coherence.
   std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
 
   // Whether a synchronizing host thread may run this stream's ready items itself (host-run
   // items, docs/design.md). On by default unless STREAMRT_HOST_RUN=0.
+  // Relaxed: a setting read by later waits; it publishes no data.
   void set_host_run(bool on) noexcept { host_run_.store(on, std::memory_order_relaxed); }
   bool host_run() const noexcept { return host_run_.load(std::memory_order_relaxed); }
 
   // Position queries.
   bool is_complete(std::uint64_t seq) const noexcept {
+    // Acquire: a true answer makes the work up to seq visible (pairs with complete_locked).
     return completed_.load(std::memory_order_acquire) >= seq;
   }
   // The failure covering `seq` (work before it failed, was skipped or cancelled), or null.

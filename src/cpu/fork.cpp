@@ -94,6 +94,7 @@ std::shared_ptr<void> CpuStream::reset_in_fork_child() {
   // running item belong to the parent, which runs them; running them here too would repeat their
   // side effects. So the child starts with the stream idle: positions the parent had not finished
   // complete at once with Cancelled (unless a failure already covers them).
+  // Relaxed loads and stores in this function: only this thread exists in the child.
   const auto done = completed_.load(std::memory_order_relaxed);
   const auto end = submitted_.load(std::memory_order_relaxed);
   auto cancelled = std::make_shared<ErrorRecord>(

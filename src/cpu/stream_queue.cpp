@@ -30,7 +30,7 @@ Stock& stock() {
 
 void free_list(Node* head) noexcept {
   while (head != nullptr) {
-    Node* next = head->next.load(std::memory_order_relaxed);
+    Node* next = head->next.load(std::memory_order_relaxed);  // a private list
     delete head;
     head = next;
   }
@@ -93,7 +93,8 @@ void NodeCache::put(Node* n) noexcept {
   n->next.store(list.head, std::memory_order_relaxed);  // private to this thread
   list.head = n;
   if (++list.count < 2 * kBatch) return;
-  // Too many here (a consumer of another thread's nodes): hand a batch to the stock.
+  // Too many here (a consumer of another thread's nodes): hand a batch to the stock. Relaxed:
+  // the list is private to this thread; the stock's mutex publishes the batch.
   Node* first = list.head;
   Node* last = first;
   for (int i = 1; i < kBatch; ++i) last = last->next.load(std::memory_order_relaxed);
