@@ -33,6 +33,8 @@ class CpuBackend final : public impl::Backend {
 
   // The pool, started on first use with num_threads() workers.
   WorkerPool& pool();
+  // The pool if it was started (null in a fork child until first use), without starting it.
+  WorkerPool* pool_if_started() const noexcept { return pool_.load(std::memory_order_acquire); }
   // Whether new streams allow host-run items (STREAMRT_HOST_RUN, default on).
   bool host_run_default() const noexcept { return host_run_; }
 

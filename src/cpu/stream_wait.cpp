@@ -119,12 +119,24 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   n->kind = Kind::kSync;
   n->sync = sp;
   std::uint64_t seq = 0;
-  try {
-    seq = push(n);
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
+  std::uint64_t idle = 0;
+  if (host_run() &&
+      pending_.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+    // The stream was idle with a failure to report: this thread owns it now, as the push that
+    // finds it idle would (acq_rel as in push), and hands the failure over itself instead of
+    // waking a worker for it. (A fork child's first synchronize thus starts no threads.)
+    seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: as in push
+    n->seq = seq;
+    inbox_.push(n);
+    drain(seq);
+  } else {
+    try {
+      seq = push(n);
+    } catch (...) {
+      n->clear();
+      NodeCache::put(n);
+      throw;
+    }
   }
   if (!wait_complete(seq, deadline, false)) {
     int expected = SyncPoint::kWaiting;
