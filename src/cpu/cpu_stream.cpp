@@ -81,11 +81,13 @@ std::uint64_t CpuStream::push(Node* n) {
   // and a record that happens after this push sees this number or a later one (coherence).
   const auto seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
   n->seq = seq;
+  // Counted before it is linked: a drainer must never finish a node its producer has not counted
+  // yet, or its settlement could bring the count to zero under a queued node (and a second drainer
+  // could start). acq_rel: the push that finds 0 takes ownership for a new drainer (acquire: it
+  // follows the last drainer's release, so the next drainer sees everything the last one did).
+  const bool schedule = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
   inbox_.push(n);
-  // acq_rel: the push that finds 0 takes ownership for a new drainer (acquire: it follows the last
-  // drainer's release below, so the next drainer sees everything the last one did); release makes
-  // the linked node count only after it was linked.
-  if (pending_.fetch_add(1, std::memory_order_acq_rel) == 0) pool.push(shared_from_this());
+  if (schedule) pool.push(shared_from_this());  // after linking: the drainer finds the node
   return seq;
 }
 
@@ -391,7 +393,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;
       done = 0;
       if (left == 0) return Exit::kIdle;
-      // Pushed but not linked in order yet: a producer is inside push(). Callbacks held so far
+      // Counted but not linked in order yet: a producer is inside push(). Callbacks held so far
       // go now rather than wait behind it.
       lock.unlock();
       if (defer != nullptr && !deferred.empty()) flush(deferred);
