@@ -95,6 +95,15 @@ class STREAMRT_API Stream {
   //! Never blocks; thread-safe.
   std::uint64_t pending() const;
 
+  //! Whether a host thread that waits for this stream without a time-out (synchronize(),
+  //! Event::synchronize(), wait_all()) may run the stream's ready items itself when no worker is
+  //! running them (host-run items, docs/design.md). On by default, unless the environment sets
+  //! STREAMRT_HOST_RUN=0. Turn it off for thread-affine work that must run on a worker thread.
+  //! Items queued before the change follow the new setting too. Never blocks; thread-safe.
+  void set_host_run(bool allowed);
+  //! The host-run setting of this stream. Never blocks; thread-safe.
+  bool host_run() const;
+
   //! Records a new event (no timing) at the current end of the stream and returns it.
   Event record_event();
 

@@ -51,6 +51,10 @@ std::uint64_t Backend::cancel(StreamImpl&) {
   throw Error(std::string(to_string(type())) + " backend doesn't support Stream::cancel()");
 }
 void Backend::set_tracing(bool) noexcept {}
+void Backend::set_host_run(StreamImpl&, bool) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::set_host_run()");
+}
+bool Backend::host_run(const StreamImpl&) { return false; }
 void Backend::set_num_threads(int) {
   throw Error(std::string(to_string(type())) + " backend doesn't support set_num_threads()");
 }

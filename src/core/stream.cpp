@@ -82,6 +82,10 @@ std::uint64_t Stream::cancel() { return impl_->backend().cancel(*impl_); }
 
 std::uint64_t Stream::pending() const { return impl_->backend().pending(*impl_); }
 
+void Stream::set_host_run(bool allowed) { impl_->backend().set_host_run(*impl_, allowed); }
+
+bool Stream::host_run() const { return impl_->backend().host_run(*impl_); }
+
 void Stream::wait_event(const Event& e) {
   auto position = e.impl();
   if (!position) {

@@ -58,12 +58,22 @@ Schedule parse_schedule(const char* text) {
   return s;
 }
 
+bool parse_host_run(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "1") == 0) return true;
+  if (std::strcmp(text, "0") == 0) return false;
+  throw Error(std::string("STREAMRT_HOST_RUN='") + text +
+              "' is not a switch: use 0 to keep all stream work on the worker threads (for "
+              "thread-affine work), 1 or unset to let a waiting host thread run ready items");
+}
+
 }  // namespace
 
-Config parse_config(const char* num_threads, const char* schedule, int hardware_threads) {
+Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
+                    const char* host_run) {
   Config c;
   c.num_threads = parse_num_threads(num_threads, hardware_threads);
   c.schedule = parse_schedule(schedule);
+  c.host_run = parse_host_run(host_run);
   return c;
 }
 
@@ -79,7 +89,7 @@ const Config& config() {
     try {
       return Parsed{
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
-                       hw == 0 ? 1 : static_cast<int>(hw)),
+                       hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

@@ -1,5 +1,6 @@
 #pragma once
-// The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE), read
+// The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE,
+// STREAMRT_HOST_RUN), read
 // and validated once, in one place. The backend checks them before it hands out a stream, so a bad
 // value is an Error before anything can be queued.
 #include <cstdint>
@@ -22,11 +23,13 @@ struct Schedule {
 struct Config {
   int num_threads = 1;  // workers asked for: STREAMRT_NUM_THREADS, else the hardware threads
   Schedule schedule;
+  bool host_run = true;  // STREAMRT_HOST_RUN: a waiting host thread may run its stream's items
 };
 
 // Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
 // value and the accepted values. Pure: reads no environment.
-Config parse_config(const char* num_threads, const char* schedule, int hardware_threads);
+Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
+                    const char* host_run = nullptr);
 
 // The process's settings, parsed from the environment on the first call. Throws the Error of a
 // bad value on every call. Thread-safe; never blocks after the first call.

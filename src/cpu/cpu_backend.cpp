@@ -64,6 +64,9 @@ CpuBackend::CpuBackend() {
     const Config& c = config();
     threads_.store(c.num_threads, std::memory_order_relaxed);
     schedule_ = c.schedule;
+    // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
+    // waiting host running items would take picks out of its hands.
+    host_run_ = c.host_run && schedule_.mode == Schedule::Mode::kNormal;
     config_ok_ = true;
   } catch (const Error&) {
   }
@@ -241,13 +244,21 @@ std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {
 
 std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) { return cpu_stream(stream).cancel(); }
 
+void CpuBackend::set_host_run(impl::StreamImpl& stream, bool allowed) {
+  cpu_stream(stream).set_host_run(allowed);
+}
+
+bool CpuBackend::host_run(const impl::StreamImpl& stream) {
+  return cpu_stream(stream).host_run();
+}
+
 void CpuBackend::set_num_threads(int n) {
   if (n < 1) {
     throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be at least 1");
   }
-  if (WorkerPool::on_worker_thread()) {
-    throw Error("set_num_threads() called from a worker thread (from stream work or a callback): "
-                "call it from the host");
+  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
+    throw Error("set_num_threads() called from a worker thread (from stream work or a callback, "
+                "also work a waiting host thread runs): call it from the host, outside stream work");
   }
   check_config();
   std::lock_guard lock(pool_mutex_);
@@ -287,76 +298,5 @@ void CpuBackend::shutdown() noexcept {
 }
 
 std::unique_ptr<impl::Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-
-}  // namespace streamrt::cpu
-
-// fork(): POSIX leaves only the forking thread in the child, so the pool's workers are gone and
-// any lock another thread held at that instant stays held for ever. prepare_fork() therefore takes
-// every lock the child will need (backend, stream list, each stream's two locks, in the order the
-// runtime itself nests them: a stream's mutex_ before any failure_mutex_), so the child inherits
-// consistent queues. The child then drops the parent's pending work (it runs in the parent) and
-// starts a fresh pool on first use; the old pool is abandoned (its threads do not exist there).
-namespace streamrt::cpu {
-
-void CpuBackend::prepare_fork() noexcept {
-  pool_mutex_.lock();
-  streams_mutex_.lock();
-  try {
-    forking_.clear();
-    forking_.reserve(streams_.size() + 1);
-    forking_.push_back(default_stream_);
-    for (const auto& w : streams_) {
-      if (auto s = w.lock()) forking_.push_back(std::move(s));
-    }
-  } catch (...) {
-    // Out of memory: lock what we could gather; the rest are not protected in the child.
-  }
-  // All queue locks before any failure lock: a runner holding its queue lock takes another
-  // stream's failure lock (failure_at), so the other order would deadlock with it. The default
-  // stream is never in streams_, so no stream is locked twice.
-  for (const auto& s : forking_) s->lock_for_fork(false);
-  for (const auto& s : forking_) s->lock_for_fork(true);
-}
-
-void CpuBackend::after_fork_in_parent() noexcept {
-  for (auto it = forking_.rbegin(); it != forking_.rend(); ++it) (*it)->unlock_after_fork();
-  auto streams = std::move(forking_);
-  forking_.clear();
-  streams_mutex_.unlock();
-  pool_mutex_.unlock();
-  // `streams` may hold the last handle of a stream: destroyed with no backend lock held.
-}
-
-void CpuBackend::after_fork_in_child() noexcept {
-  std::vector<std::shared_ptr<void>> garbage;
-  // Forked from stream work or a callback: this thread is a copy of a worker in the middle of a
-  // task of the old pool; resetting under it would corrupt the task. POSIX only allows such a
-  // child async-signal-safe calls until exec() or _exit() (docs/reliability.md, "fork()").
-  const bool from_worker = WorkerPool::on_worker_thread();
-  if (!from_worker) {
-    try {
-      garbage.reserve(forking_.size());
-      for (const auto& s : forking_) garbage.push_back(s->reset_in_fork_child());
-    } catch (...) {
-      std::fputs("streamrt: out of memory while resetting streams after fork()\n", stderr);
-    }
-    // The old pool's threads do not exist here: abandon it (kept reachable, never destroyed: its
-    // std::thread objects name threads that are gone) and build a new one on first use.
-    static auto* const abandoned = new std::vector<WorkerPool*>;
-    if (auto* old = pool_.load(std::memory_order_relaxed)) {
-      try {
-        abandoned->push_back(old);
-      } catch (...) {
-      }
-    }
-    pool_.store(nullptr, std::memory_order_relaxed);
-    renew_this_thread_parker();
-  }
-  for (auto it = forking_.rbegin(); it != forking_.rend(); ++it) (*it)->unlock_after_fork();
-  auto streams = std::move(forking_);
-  forking_.clear();
-  streams_mutex_.unlock();
-  pool_mutex_.unlock();
-}
 
 }  // namespace streamrt::cpu

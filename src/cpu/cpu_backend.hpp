@@ -34,6 +34,10 @@ class CpuBackend final : public impl::Backend {
 
   // The pool, started on first use with num_threads() workers.
   WorkerPool& pool();
+  // The pool if it was started (null in a fork child until first use), without starting it.
+  WorkerPool* pool_if_started() const noexcept { return pool_.load(std::memory_order_acquire); }
+  // Whether new streams allow host-run items (STREAMRT_HOST_RUN, default on).
+  bool host_run_default() const noexcept { return host_run_; }
 
   DeviceType type() const noexcept override { return DeviceType::CPU; }
   int device_count() const noexcept override { return 1; }
@@ -59,6 +63,8 @@ class CpuBackend final : public impl::Backend {
   void synchronize_device(int index) override;
   std::uint64_t pending(const impl::StreamImpl& stream) override;
   std::uint64_t cancel(impl::StreamImpl& stream) override;
+  void set_host_run(impl::StreamImpl& stream, bool allowed) override;
+  bool host_run(const impl::StreamImpl& stream) override;
   void set_num_threads(int n) override;
   int num_threads() const override;
   void set_tracing(bool on) noexcept override;
@@ -89,6 +95,7 @@ class CpuBackend final : public impl::Backend {
   std::shared_ptr<CpuStream> default_stream_;
   bool config_ok_ = false;                           // set once, in the constructor
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
+  bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
 };
 

@@ -1,10 +1,13 @@
-// CPU stream queues: submission, the drain loop, failures, continuations and waiting.
+// CPU stream queues: submission (lock-free), the drain loop, cancel and continuations. Waiting and
+// helping are in stream_wait.cpp, failure bookkeeping in failures.cpp, fork in fork.cpp.
 #include "cpu_stream.hpp"
 
 #include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "cpu_backend.hpp"
@@ -17,16 +20,12 @@ namespace {
 
 // Streams whose work this thread is running now (more than one when a waiting worker helps).
 // A plain array: trivially destructible, so it stays usable while the thread or process exits.
-constexpr int kMaxHelpDepth = 32;
-thread_local const CpuStream* tls_running[2 * kMaxHelpDepth];  // helping stops at kMaxHelpDepth
+thread_local const CpuStream* tls_running[2 * CpuStream::kMaxHelpDepth];  // helping stops there
 thread_local int tls_depth = 0;
 
-// How long a host waiter polls before it parks (unless the event is `blocking`). A wake-up from a
-// parked state costs several us (docs/performance.md, "Figures behind constants"), so polling for
-// short waits wins; beyond this it wastes a core.
-constexpr auto kHostSpin = std::chrono::microseconds(20);
-
-constexpr std::uint64_t kOpen = std::numeric_limits<std::uint64_t>::max();
+// A consumer that finds the next sequence number not linked yet waits for its producer, which is
+// between two instructions of push(): it polls this many times before it gives up its core.
+constexpr int kLinkSpin = 256;
 
 struct ContinuationLater {
   template <class C>
@@ -56,51 +55,6 @@ class RunningScope {
 
 }  // namespace
 
-std::string describe(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
-
-bool is_cancellation(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Cancelled&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-void ErrorRecord::rethrow() {
-  observed.store(true, std::memory_order_relaxed);
-  // Relaxed: the flag only picks the wording; the error itself is immutable.
-  if (!reported.exchange(true, std::memory_order_relaxed)) std::rethrow_exception(error);
-  try {
-    std::rethrow_exception(error);
-  } catch (const Cancelled&) {
-    throw;  // a cancellation is no failure to clear
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " [raised again: this failure of work on " + where +
-                " was already raised by an earlier wait. The work that depended on it was "
-                "skipped, so its results are not valid: submit that work again. Work submitted "
-                "after the earlier wait runs normally]");
-  }
-}
-
-ErrorRecord::~ErrorRecord() {
-  if (!observed.load(std::memory_order_relaxed)) {
-    std::fprintf(stderr,
-                 "streamrt: a failure in work on %s was never reported (no synchronize, wait or "
-                 "callback saw it): %s\n",
-                 where.c_str(), describe(error).c_str());
-  }
-}
-
 CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts)
     : impl::EventImpl(s->backend(), s->device(), o),
       stream(std::move(s)),
@@ -108,100 +62,133 @@ CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o
       timestamp_ns(ts) {}
 
 CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id)
-    : impl::StreamImpl(backend, device, priority, id), cpu_(backend) {}
+    : impl::StreamImpl(backend, device, priority, id),
+      cpu_(backend),
+      host_run_(backend.host_run_default()) {}
 
-CpuStream::~CpuStream() = default;
-
-void CpuStream::push_locked(Entry e, std::unique_lock<std::mutex>& lock) {
-  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-  e.seq = seq;
-  const bool work = e.kind == Kind::kWork;
-  // Queued before the sequence number is published: if push_back throws (bad_alloc), nothing was
-  // submitted and the stream stays consistent.
-  queue_.push_back(std::move(e));
-  submitted_.store(seq, std::memory_order_release);
-  if (work) work_pending_.fetch_add(1, std::memory_order_relaxed);
-  if (sched_ == Sched::kIdle) {
-    sched_ = Sched::kScheduled;
-    lock.unlock();
-    cpu_.pool().push(shared_from_this());
+CpuStream::~CpuStream() {
+  // Only reached with nothing pending (queued nodes keep the stream alive through the pool's task
+  // or a continuation), but a stream abandoned by fork() may still hold nodes.
+  for (Node* n = local_head_; n != nullptr;) {
+    Node* next = n->next.load(std::memory_order_relaxed);  // last owner: no other thread
+    delete n;
+    n = next;
   }
+  for (Node* n : early_) delete n;
+}
+
+std::uint64_t CpuStream::push(Node* n) {
+  // First, so that a configuration error (or a pool that cannot start) throws with nothing queued.
+  WorkerPool& pool = cpu_.pool();
+  // Relaxed: the number only has to be unique and increasing; the node is published by the inbox,
+  // and a record that happens after this push sees this number or a later one (coherence).
+  const auto seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
+  n->seq = seq;
+  // Counted before it is linked: a drainer must never finish a node its producer has not counted
+  // yet, or its settlement could bring the count to zero under a queued node (and a second drainer
+  // could start). acq_rel: the push that finds 0 takes ownership for a new drainer (acquire: it
+  // follows the last drainer's release, so the next drainer sees everything the last one did).
+  const bool schedule = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
+  inbox_.push(n);
+  if (schedule) pool.push(shared_from_this());  // after linking: the drainer finds the node
+  return seq;
 }
 
 void CpuStream::enqueue(detail::Work work, const char* label) {
-  Entry e;
-  e.kind = Kind::kWork;
-  e.label = label;
-  e.enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
-  e.work = std::move(work);
-  std::unique_lock lock(mutex_);
-  push_locked(std::move(e), lock);
+  Node* n = NodeCache::get();
+  n->kind = Kind::kWork;
+  n->label = label;
+  n->enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
+  n->work = std::move(work);
+  // Relaxed: a count for pending(); counted before the item can finish, so finished <= launched.
+  work_launched_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    push(n);
+  } catch (...) {
+    work_launched_.fetch_sub(1, std::memory_order_relaxed);
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
 }
 
 std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto self = shared_from_this();
-  if (!options.enable_timing) {
-    // No queue entry: the record is the current end of the stream, read without the mutex. Every
-    // launch that happens-before this record stored its sequence number (release, in push_locked)
-    // before that, so this acquire load sees it or a later one: the event covers that launch.
-    const auto seq = submitted_.load(std::memory_order_acquire);
-    return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
-  }
-  std::unique_lock lock(mutex_);
-  if (sched_ == Sched::kIdle) {
-    // Nothing queued or running: the stream is at the record now.
-    const auto seq = submitted_.load(std::memory_order_relaxed);
-    lock.unlock();
+  // No queue entry: the record is the current end of the stream. Every launch that happens-before
+  // this record took its number before that, so this load sees it or a later one (coherence;
+  // acquire is not needed for that, but keeps query() after record() simple to reason about).
+  const auto seq = submitted_.load(std::memory_order_acquire);
+  if (!options.enable_timing) return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
+  if (completed_.load(std::memory_order_acquire) >= seq) {
+    // Nothing before the record is unfinished: the stream is at the record now.
     return std::make_shared<CpuEvent>(std::move(self), seq, options, now_ns());
   }
-  auto ev = std::make_shared<CpuEvent>(self, submitted_.load(std::memory_order_relaxed) + 1,
-                                       options, -1);
-  Entry e;
-  e.kind = Kind::kStamp;
-  e.event = ev;
-  push_locked(std::move(e), lock);
+  auto ev = std::make_shared<CpuEvent>(self, 0, options, -1);
+  Node* n = NodeCache::get();
+  n->kind = Kind::kStamp;
+  n->event = ev;
+  try {
+    ev->seq = push(n);  // the drainer only stamps the event; it never reads seq
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
   return ev;
 }
 
 void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
   if (position->stream.get() == this) return;  // already in stream order
   if (position->stream->is_complete(position->seq) &&
-      !position->stream->ever_failed_.load(std::memory_order_acquire)) {
+      !position->stream->failures_.ever_failed()) {
     return;  // nothing to wait for and no failure to inherit
   }
-  Entry e;
-  e.kind = Kind::kWait;
-  e.event = position;
-  std::unique_lock lock(mutex_);
-  push_locked(std::move(e), lock);
-}
-
-std::shared_ptr<ErrorRecord> CpuStream::failure_at(std::uint64_t seq) const {
-  if (!ever_failed_.load(std::memory_order_acquire)) return nullptr;
-  std::lock_guard lock(failure_mutex_);
-  for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
-    if (it->from <= seq && seq < it->to) return it->error;
-    if (it->to <= seq) break;  // spans are ordered and disjoint
+  Node* n = NodeCache::get();
+  n->kind = Kind::kWait;
+  n->event = position;
+  try {
+    push(n);
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
   }
-  return nullptr;
 }
 
-void CpuStream::set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
-  if (cancel_mark_ != 0) {
-    // A failure inside a cancelled range (a wait that inherits one) takes over from here on: it
-    // must be reported, a cancellation need not be.
-    close_failure_locked(from);
-    cancel_mark_ = 0;
+void CpuStream::absorb_locked() {
+  while (Node* n = inbox_.pop()) {
+    if (n->seq != next_seq_) {
+      // A producer with an earlier number has not linked yet: keep this one aside, in order.
+      const auto at = std::lower_bound(early_.begin(), early_.end(), n->seq,
+                                       [](const Node* a, std::uint64_t q) { return a->seq < q; });
+      early_.insert(at, n);
+      continue;
+    }
+    for (;;) {
+      // Relaxed: the local list is guarded by mutex_.
+      n->next.store(nullptr, std::memory_order_relaxed);
+      if (local_tail_ != nullptr) {
+        local_tail_->next.store(n, std::memory_order_relaxed);
+      } else {
+        local_head_ = n;
+      }
+      local_tail_ = n;
+      ++next_seq_;
+      if (early_.empty() || early_.front()->seq != next_seq_) break;
+      n = early_.front();
+      early_.erase(early_.begin());
+    }
   }
-  active_error_ = error;
-  open_span_locked(std::move(error), from);
 }
 
-void CpuStream::open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {
-  std::lock_guard lock(failure_mutex_);
-  spans_.push_back(Span{from, kOpen, std::move(error)});
-  // Release: failure_at's acquire load then finds the span under failure_mutex_.
-  ever_failed_.store(true, std::memory_order_release);
+Node* CpuStream::front_locked() {
+  if (local_head_ == nullptr) absorb_locked();
+  return local_head_;
+}
+
+void CpuStream::pop_front_locked() {
+  local_head_ = local_head_->next.load(std::memory_order_relaxed);
+  if (local_head_ == nullptr) local_tail_ = nullptr;
 }
 
 std::uint64_t CpuStream::cancel() {
@@ -214,80 +201,71 @@ std::uint64_t CpuStream::cancel() {
   std::vector<detail::Work> dropped;
   {
     std::unique_lock lock(mutex_);
+    absorb_locked();
     std::uint64_t first = 0;
     std::size_t n = 0;
-    for (const auto& e : queue_) {
-      if (e.kind != Kind::kWork) continue;
-      if (first == 0) first = e.seq;
+    const auto count = [&](Node* e) {
+      if (e->kind != Kind::kWork) return;
+      if (first == 0 || e->seq < first) first = e->seq;
       ++n;
-    }
+    };
+    // Relaxed (here and below): the local list is guarded by mutex_.
+    for (Node* e = local_head_; e != nullptr; e = e->next.load(std::memory_order_relaxed)) count(e);
+    for (Node* e : early_) count(e);
     if (n == 0) return 0;
-    dropped.reserve(n);
-    // Everything that can throw comes before the first change. The queue is not empty, so the
-    // stream is scheduled or blocked and push_locked keeps the lock.
-    const auto mark = submitted_.load(std::memory_order_relaxed) + 1;
-    cancels_.push_back(CancelRange{first, mark, std::move(error)});
+    // Everything that can throw comes before the first change. Work is queued, so the stream is
+    // owned by a drainer and push() schedules nothing.
+    failures_.add_cancel(first, std::move(error));
+    Node* mark_node = nullptr;
     try {
-      Entry e;
-      e.kind = Kind::kMark;
-      push_locked(std::move(e), lock);
+      dropped.reserve(n + 8);
+      mark_node = NodeCache::get();
+      mark_node->kind = Kind::kMark;
+      failures_.set_cancel_mark(push(mark_node));
     } catch (...) {
-      cancels_.pop_back();
+      if (mark_node != nullptr) NodeCache::put(mark_node);
+      failures_.drop_last_cancel();
       throw;
     }
-    for (auto& e : queue_) {
-      if (e.kind != Kind::kWork) continue;
-      e.kind = Kind::kDropped;
-      dropped.push_back(std::move(e.work));
+    const auto mark = failures_.last_cancel_mark();
+    // Launches that took a number before the mark but are not linked yet are finishing their
+    // push (two instructions): wait for them, so that every item before the mark is dropped.
+    for (int spins = 0;; ++spins) {
+      absorb_locked();
+      if (next_seq_ > mark) break;
+      if (spins < kLinkSpin) {
+        cpu_relax();
+      } else {
+        sched_yield();  // cold path: the producer was preempted mid-push
+      }
     }
-    work_pending_.fetch_sub(n, std::memory_order_relaxed);
+    std::uint64_t dropped_count = 0;
+    for (Node* e = local_head_; e != nullptr && e->seq < mark;
+         e = e->next.load(std::memory_order_relaxed)) {
+      if (e->kind != Kind::kWork) continue;
+      e->kind = Kind::kDropped;
+      try {
+        dropped.push_back(std::move(e->work));
+      } catch (...) {
+        e->work.reset();  // out of memory for the list: destroyed here, under the lock
+      }
+      ++dropped_count;
+    }
+    // Relaxed: written under mutex_ only (drainer and cancel); read as a debugging figure.
+    work_finished_.store(work_finished_.load(std::memory_order_relaxed) + dropped_count,
+                         std::memory_order_relaxed);
+    n = dropped_count;
+    lock.unlock();
+    // Destroyed here, on the caller, outside the lock: destructors of captured state may call
+    // streamrt (even this stream).
+    dropped.clear();
+    return n;
   }
-  // Destroyed here, on the caller, outside the lock: destructors of captured state may call
-  // streamrt (even this stream).
-  const auto count = dropped.size();
-  dropped.clear();
-  return count;
-}
-
-void CpuStream::close_failure_locked(std::uint64_t to) {
-  std::lock_guard lock(failure_mutex_);
-  spans_.back().to = to;
 }
 
 bool CpuStream::has_active_error() const {
   std::lock_guard lock(mutex_);
-  return active_error_ != nullptr;
-}
-
-void CpuStream::clear_reported(const std::shared_ptr<ErrorRecord>& error) {
-  if (is_cancellation(error->error)) return;  // a cancellation is cleared by a stream sync only
-  std::unique_lock lock(mutex_);
-  if (sched_ == Sched::kIdle) {
-    // Everything queued has run: clear now if it is still this stream's active failure.
-    if (active_error_ == error) report_idle_locked(lock);
-    return;
-  }
-  // Work queued before this point was submitted before the report and is still skipped; the
-  // point clears the failure when the stream reaches it, as a synchronize's point does. It is
-  // queued even when the failure is not active yet: a queued wait may still inherit it.
-  auto sp = std::make_shared<SyncPoint>();
-  sp->only = error;
-  Entry e;
-  e.kind = Kind::kSync;
-  e.sync = std::move(sp);
-  push_locked(std::move(e), lock);  // not idle: keeps the lock, pushes nothing to the pool
-}
-
-std::shared_ptr<ErrorRecord> CpuStream::report_idle_locked(std::unique_lock<std::mutex>& lock) {
-  // Idle with an unreported failure: report it at a new position, so that events recorded after
-  // the call are clean.
-  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-  submitted_.store(seq, std::memory_order_release);
-  close_failure_locked(seq);
-  auto error = std::move(active_error_);
-  active_error_.reset();
-  complete_locked(seq, lock);
-  return error;
+  return failures_.active() != nullptr;
 }
 
 bool CpuStream::held_by_this_thread() const noexcept {
@@ -296,8 +274,11 @@ bool CpuStream::held_by_this_thread() const noexcept {
 
 bool CpuStream::running_any_stream() noexcept { return tls_depth > 0; }
 
+int CpuStream::running_depth() noexcept { return tls_depth; }
+
 bool CpuStream::add_continuation(Continuation c) {
   std::lock_guard lock(mutex_);
+  // Relaxed: completed_ is only stored under mutex_, which we hold.
   if (completed_.load(std::memory_order_relaxed) >= c.seq) return false;
   continuations_.push_back(std::move(c));
   std::push_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});
@@ -311,7 +292,8 @@ bool CpuStream::on_complete(std::uint64_t seq, std::function<void()> fn) {
   return add_continuation(std::move(c));
 }
 
-void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock) {
+void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+                                Deferred* defer) {
   // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
   // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.
   completed_.store(seq, std::memory_order_release);
@@ -323,296 +305,209 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>&
     continuations_.pop_back();
   }
   lock.unlock();  // continuations take other streams' locks and the pool's
-  fire(ready);
+  fire(ready, defer);
   lock.lock();
 }
 
-void CpuStream::fire(std::vector<Continuation>& ready) {
+void CpuStream::fire(std::vector<Continuation>& ready, Deferred* defer) {
   for (auto& c : ready) {
     if (c.parker) {
-      c.parker->unpark();
+      c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
     } else if (c.resume) {
-      c.resume->resume();
+      if (defer != nullptr) {
+        defer->resumes.push_back(std::move(c.resume));
+      } else {
+        c.resume->resume();
+      }
     } else if (c.callback) {
-      cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
+      if (defer != nullptr) {
+        defer->callbacks.push_back(std::move(c.callback));
+      } else {
+        cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
+      }
     }
   }
 }
 
-void CpuStream::resume() {
+void CpuStream::flush(Deferred& deferred) {
+  for (auto& s : deferred.resumes) s->resume();
+  deferred.resumes.clear();
+  for (auto& cb : deferred.callbacks) {
+    cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
+  }
+  deferred.callbacks.clear();
+}
+
+void CpuStream::resume(bool wake) {
   {
     std::lock_guard lock(mutex_);
-    sched_ = Sched::kScheduled;
+    blocked_ = false;
   }
-  cpu_.pool().push(shared_from_this());
+  cpu_.pool().push(shared_from_this(), wake);
 }
 
 void CpuStream::run() noexcept { drain(0); }
 
 void CpuStream::drain(std::uint64_t stop_at) noexcept {
-  RunningScope running(this);
-  WorkerPool& pool = cpu_.pool();
+  Deferred deferred;
+  Exit exit;
+  {
+    RunningScope running(this);
+    exit = drain_items(stop_at, deferred);
+  }
+  if (deferred.empty()) return;
+  // Streams this drain resumed: when this worker goes straight back to the pool (nothing else to
+  // run first), the first one is left for it, with no wake-up of another worker.
+  bool take_first = exit == Exit::kIdle && deferred.callbacks.empty();
+  for (auto& s : deferred.resumes) {
+    s->resume(!take_first);
+    take_first = false;
+  }
+  // Completion callbacks of the last items, run by this worker now that it has left the stream
+  // (so they may call anything, even synchronize this stream) instead of a pool round trip.
+  for (auto& cb : deferred.callbacks) {
+    try {
+      cb();
+    } catch (...) {
+      report_callback_exception(std::current_exception());
+    }
+    cb = nullptr;
+  }
+}
+
+CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
+                                       Deferred& deferred) noexcept {
+  // Not started here: a synchronize in a fork child drains its own entry with no pool (and must
+  // start no threads); with no pool, nothing else waits for a worker.
+  WorkerPool* const pool = cpu_.pool_if_started();
   Clock::time_point equal_waiting_since{};  // the time slice (WorkerPool::should_yield)
+  // Callbacks wait for the end of the drain only on a worker's own drain: a helping waiter or a
+  // host thread posts them (rule 9: they run on a runtime thread, never nested under other work).
+  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
+  // Entries finished since pending_ was last lowered: pending_ is settled once per batch, when
+  // the linked entries run out or the drainer leaves, not once per entry.
+  std::uint64_t done = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (queue_.empty()) {
-      sched_ = Sched::kIdle;
-      return;
+    Node* front = front_locked();
+    if (front == nullptr) {
+      // acq_rel: release hands this drainer's work to the push that next finds 0 (and its
+      // drainer); acquire sees the nodes counted by pushes since.
+      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;
+      done = 0;
+      if (left == 0) return Exit::kIdle;
+      // Counted but not linked in order yet: a producer is inside push(). Callbacks held so far
+      // go now rather than wait behind it.
+      lock.unlock();
+      if (defer != nullptr && !deferred.empty()) flush(deferred);
+      for (int spins = 0; spins < kLinkSpin; ++spins) cpu_relax();
+      sched_yield();  // cold path: the producer may have been preempted mid-push
+      lock.lock();
+      continue;
     }
-    Entry& front = queue_.front();
+    if (defer != nullptr && !deferred.empty()) {
+      // More work follows: callbacks and resumed streams must not wait for it.
+      lock.unlock();
+      flush(deferred);
+      lock.lock();
+      continue;
+    }
     // Waits hold even while a failure is active: a synchronize may report it before the event
     // completes, and work launched after that must still wait for the event.
-    if (front.kind == Kind::kWait && !front.event->stream->is_complete(front.event->seq)) {
+    if (front->kind == Kind::kWait && !front->event->stream->is_complete(front->event->seq)) {
       // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
-      auto target = front.event;
-      sched_ = Sched::kBlocked;
+      auto target = front->event;
+      blocked_ = true;
       lock.unlock();
+      // Cannot reach 0: the wait itself is pending. acq_rel as above.
+      pending_.fetch_sub(done, std::memory_order_acq_rel);
+      done = 0;
       Continuation c;
       c.seq = target->seq;
       c.resume = shared_from_this();
-      if (target->stream->add_continuation(std::move(c))) return;
+      if (target->stream->add_continuation(std::move(c))) return Exit::kBlocked;
       lock.lock();
-      sched_ = Sched::kScheduled;
+      blocked_ = false;
       continue;
     }
-    Entry e = std::move(front);
-    queue_.pop_front();
-    switch (e.kind) {
+    pop_front_locked();
+    Node* const e = front;
+    switch (e->kind) {
       case Kind::kWork: {
-        if (active_error_) {
+        if (failures_.active()) {
           // Skipped: nothing runs on the results of failed work. Its state is released now.
           lock.unlock();
-          e.work.reset();
+          e->work.reset();
           lock.lock();
-          work_pending_.fetch_sub(1, std::memory_order_relaxed);
+          work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_relaxed);  // written under mutex_ only
           break;
         }
         lock.unlock();
         std::exception_ptr error;
-        const std::int64_t start_ns = e.enqueue_ns != 0 ? now_ns() : 0;
+        const std::int64_t start_ns = e->enqueue_ns != 0 ? now_ns() : 0;
         try {
-          e.work();
+          e->work();
         } catch (...) {
           error = std::current_exception();
         }
-        if (e.enqueue_ns != 0) {
-          trace_item(RawTrace{device(), id(), priority(), e.label != nullptr ? e.label : "launch",
-                              e.enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
+        if (e->enqueue_ns != 0) {
+          trace_item(RawTrace{device(), id(), priority(), e->label != nullptr ? e->label : "launch",
+                              e->enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
         }
-        e.work.reset();
+        e->work.reset();
         lock.lock();
-        work_pending_.fetch_sub(1, std::memory_order_relaxed);
-        if (error) set_failure_locked(std::make_shared<ErrorRecord>(error, str()), e.seq);
+        work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);  // written under mutex_ only
+        if (error) failures_.fail(std::make_shared<ErrorRecord>(error, str()), e->seq);
         break;
       }
       case Kind::kDropped:
-        // Events recorded from here to the cancel's mark complete with Cancelled, unless a
-        // failure already covers them (that one must still be reported).
-        if (!active_error_ && cancel_mark_ == 0) {
-          open_span_locked(cancels_.front().error, e.seq);
-          cancel_mark_ = cancels_.front().mark;
-        }
+        failures_.reach_dropped(e->seq);
         break;
       case Kind::kMark:
-        if (cancel_mark_ == e.seq) {
-          close_failure_locked(e.seq);
-          cancel_mark_ = 0;
-        }
-        cancels_.pop_front();
+        failures_.reach_mark(e->seq);
         break;
       case Kind::kWait:
-        if (!active_error_) {
-          if (auto f = e.event->stream->failure_at(e.event->seq)) set_failure_locked(f, e.seq);
+        if (!failures_.active()) {
+          if (auto f = e->event->stream->failure_at(e->event->seq)) failures_.fail(f, e->seq);
         }
         break;
       case Kind::kStamp:
-        e.event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);  // published by completed_
+        // Relaxed: published by the release store of completed_ below.
+        e->event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);
         break;
       case Kind::kSync:
-        if (active_error_ && (!e.sync->only || e.sync->only == active_error_)) {
-          e.sync->error = active_error_;
+        if (failures_.active() && (!e->sync->only || e->sync->only == failures_.active())) {
+          e->sync->error = failures_.active();
           int expected = SyncPoint::kWaiting;
           // acq_rel: the host that sees kConsumed must see `error`.
-          if (e.sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
-                                                    std::memory_order_acq_rel)) {
-            close_failure_locked(e.seq);
-            active_error_.reset();
+          if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
+                                                     std::memory_order_acq_rel)) {
+            failures_.consume(e->seq);
           }
         }
         break;
     }
-    complete_locked(e.seq, lock);
-    // A waiting worker runs us only up to what it waits for (help_towards).
-    const bool helped_enough =
-        stop_at != 0 && completed_.load(std::memory_order_relaxed) >= stop_at;
-    if (!queue_.empty() && (helped_enough || pool.should_yield(level(), equal_waiting_since))) {
+    const auto seq = e->seq;
+    e->clear();
+    NodeCache::put(e);
+    complete_locked(seq, lock, defer);
+    ++done;
+    // A waiting thread runs us only up to what it waits for (help_towards).
+    const bool helped_enough = stop_at != 0 && seq >= stop_at;
+    if (helped_enough ||
+        (pool != nullptr && pool->should_yield(level(), equal_waiting_since))) {
+      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;  // as above
+      done = 0;
+      if (left == 0) return Exit::kIdle;
       // Let a more urgent stream, or an equal one after our time slice, run; we stay scheduled
       // and go to the back.
       lock.unlock();
-      pool.push(shared_from_this());
-      return;
+      cpu_.pool().push(shared_from_this());
+      return Exit::kRequeue;
     }
   }
-}
-
-
-bool CpuStream::help_towards(std::uint64_t seq) {
-  // Directed help: run, on this waiting worker, only the stream `seq` is waiting for (this one, or
-  // the stream it is parked on, following waits), and only up to the awaited position. Running
-  // any other ready work here could nest, under the waiting item, an item that itself waits for
-  // the waiting item's stream: a deadlock the program does not have
-  // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter).
-  WorkerPool& pool = cpu_.pool();
-  std::shared_ptr<CpuStream> s = shared_from_this();
-  std::uint64_t target = seq;
-  for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
-    if (s->is_complete(target)) return true;  // progress: the caller looks again
-    if (auto task = pool.try_take(s.get())) {
-      s->drain(target);
-      return true;
-    }
-    std::shared_ptr<CpuEvent> blocker;
-    {
-      std::lock_guard lock(s->mutex_);
-      // Running elsewhere (or just resumed): nothing to take; a push or completion wakes us.
-      if (s->sched_ != Sched::kBlocked || s->queue_.empty()) return false;
-      blocker = s->queue_.front().event;  // a parked stream's front is the wait it parks on
-    }
-    s = blocker->stream;
-    target = blocker->seq;
-  }
-  return false;
-}
-
-bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
-                              bool blocking) {
-  if (is_complete(seq)) return true;
-  // Help while waiting only on workers, and not so deep that helping could overflow the stack.
-  const bool worker = WorkerPool::on_worker_thread() && tls_depth < kMaxHelpDepth;
-  WorkerPool& pool = cpu_.pool();
-  if (!blocking) {
-    const auto start = Clock::now();
-    auto spin_until = start + kHostSpin;
-    if (deadline && *deadline < spin_until) spin_until = *deadline;
-    // On a busy machine the thread that will complete `seq` may be queued on this core: spinning
-    // for the whole kHostSpin keeps it off. On a quiet machine a yield from the start costs more
-    // than it saves, so the spin yields only once it has lasted longer than a quick completion
-    // (figures: docs/performance.md, "Figures behind constants").
-    const auto yield_after = start + kHostSpin / 4;
-    for (unsigned i = 1;; ++i) {
-      if (is_complete(seq)) return true;
-      if (i % 64 == 0) {
-        if (worker && help_towards(seq)) continue;
-        const auto now = Clock::now();
-        if (now >= spin_until) break;
-        if (now >= yield_after) sched_yield();
-      }
-      cpu_relax();
-    }
-  }
-  const auto parker = this_thread_parker();
-  bool registered = false;
-  for (;;) {
-    if (is_complete(seq)) return true;
-    const auto generation = worker ? pool.push_generation() : 0;
-    if (worker && help_towards(seq)) continue;  // help while waiting
-    if (!registered) {
-      Continuation c;
-      c.seq = seq;
-      c.parker = parker;
-      if (!add_continuation(std::move(c))) return true;
-      registered = true;
-      continue;
-    }
-    if (deadline && Clock::now() >= *deadline) return is_complete(seq);
-    if (worker) {
-      pool.park_helper(parker, deadline, generation);
-    } else if (deadline) {
-      parker->park_until(*deadline);
-    } else {
-      parker->park();
-    }
-  }
-}
-
-void CpuStream::lock_for_fork(bool failures) {
-  if (failures) {
-    failure_mutex_.lock();
-  } else {
-    mutex_.lock();
-  }
-}
-
-void CpuStream::unlock_after_fork() {
-  failure_mutex_.unlock();
-  mutex_.unlock();
-}
-
-std::shared_ptr<void> CpuStream::reset_in_fork_child() {
-  // Only the forking thread exists now and it holds both locks (lock_for_fork). The queue and any
-  // running item belong to the parent, which runs them; running them here too would repeat their
-  // side effects. So the child starts with the stream idle: positions the parent had not finished
-  // complete at once with Cancelled (unless a failure already covers them).
-  const auto done = completed_.load(std::memory_order_relaxed);
-  const auto end = submitted_.load(std::memory_order_relaxed);
-  if (end > done && !active_error_) {
-    if (cancel_mark_ != 0) spans_.back().to = done + 1;
-    auto error = std::make_shared<ErrorRecord>(
-        std::make_exception_ptr(Cancelled(
-            "work on " + str() +
-            " was queued or running when the process forked: it runs in the parent only")),
-        str());
-    error->observed.store(true, std::memory_order_relaxed);
-    spans_.push_back(Span{done + 1, end + 1, std::move(error)});
-    ever_failed_.store(true, std::memory_order_relaxed);
-  }
-  cancel_mark_ = 0;
-  // Returned, to be destroyed after the locks are released: destructors may call streamrt.
-  auto garbage = std::make_shared<std::pair<std::deque<Entry>, std::vector<Continuation>>>(
-      std::move(queue_), std::move(continuations_));
-  queue_.clear();
-  continuations_.clear();
-  cancels_.clear();
-  work_pending_.store(0, std::memory_order_relaxed);
-  sched_ = Sched::kIdle;
-  completed_.store(end, std::memory_order_relaxed);
-  return garbage;
-}
-
-bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
-  if (held_by_this_thread()) {
-    throw Error("Stream::synchronize() called from work running on " + str() +
-                ": the stream cannot finish while its own work waits for it (deadlock). Record an "
-                "event and wait on it from another thread, or let the work return first");
-  }
-  std::optional<Clock::time_point> deadline;
-  if (timeout) deadline = Clock::now() + *timeout;
-  std::unique_lock lock(mutex_);
-  if (sched_ == Sched::kIdle) {
-    if (!active_error_) return true;
-    auto error = report_idle_locked(lock);
-    lock.unlock();
-    error->rethrow();
-  }
-  auto sp = std::make_shared<SyncPoint>();
-  Entry e;
-  e.kind = Kind::kSync;
-  e.sync = sp;
-  const auto seq = submitted_.load(std::memory_order_relaxed) + 1;
-  push_locked(std::move(e), lock);
-  if (lock.owns_lock()) lock.unlock();
-  if (!wait_complete(seq, deadline, false)) {
-    int expected = SyncPoint::kWaiting;
-    if (sp->state.compare_exchange_strong(expected, SyncPoint::kAbandoned,
-                                          std::memory_order_acq_rel)) {
-      // Timed out: the failure, if any, stays for a later sync. False even if the stream got
-      // there just now: the abandoned point no longer hands over a failure, so a true here could
-      // hide one.
-      return false;
-    }
-  }
-  if (sp->state.load(std::memory_order_acquire) == SyncPoint::kConsumed) sp->error->rethrow();
-  return true;
 }
 
 }  // namespace streamrt::cpu

@@ -1,8 +1,8 @@
 #pragma once
-// CPU streams: an in-order queue drained by at most one thread at a time, scheduled on the shared
-// WorkerPool. Every queue entry gets a sequence number; completed_ is the highest finished one, so
-// an event record is just (stream, sequence number) and needs no queue entry unless it is timed.
-// See docs/design.md for the full model.
+// CPU streams: an in-order queue (lock-free for producers, stream_queue.hpp) drained by at most
+// one thread at a time, scheduled on the shared WorkerPool. Every queue entry gets a sequence
+// number; completed_ is the highest finished one, so an event record is just (stream, sequence
+// number) and needs no queue entry unless it is timed. See docs/design.md for the full model.
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "failures.hpp"
 #include "parker.hpp"
+#include "stream_queue.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -24,35 +26,14 @@ namespace streamrt::cpu {
 class CpuBackend;
 class CpuStream;
 
-// A failure of work on a stream, shared by every event and stream that inherits it. Reports itself
-// on stderr when the last reference goes and nobody ever observed it.
-struct ErrorRecord {
-  ErrorRecord(std::exception_ptr e, std::string where_) : error(std::move(e)), where(std::move(where_)) {}
-  ~ErrorRecord();
-  ErrorRecord(const ErrorRecord&) = delete;
-  ErrorRecord& operator=(const ErrorRecord&) = delete;
-  // Raises the failure to a host wait (rule 10): the first time as the original exception; later
-  // times a streamrt::Error says it was raised before and how to clear it (other exception types
-  // cannot be re-worded and are rethrown as they are).
-  [[noreturn]] void rethrow();
-  std::exception_ptr error;
-  std::string where;
-  std::atomic<bool> observed{false};  // seen by a wait or a callback: not printed at the end
-  std::atomic<bool> reported{false};  // raised by a host wait at least once
-};
-
-// True when `e` is a Cancelled (a dropped item, not a failure of work).
-bool is_cancellation(const std::exception_ptr& e);
-
-// Text of an exception for messages: what() for std::exception, a placeholder otherwise.
-std::string describe(const std::exception_ptr& e);
-
 // One recorded position: work of `stream` up to and including sequence number `seq`.
 class CpuEvent final : public impl::EventImpl {
  public:
   CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o, std::int64_t ts);
   const std::shared_ptr<CpuStream> stream;
-  const std::uint64_t seq;
+  // Set once before the event is shared (a timing record learns its position when its node is
+  // pushed); read-only afterwards.
+  std::uint64_t seq;
   // Set when the stream reaches the record (timing events); -1 until then.
   std::atomic<std::int64_t> timestamp_ns;
 };
@@ -87,28 +68,39 @@ class CpuStream final : public impl::StreamImpl,
   // Launched work items not finished yet (queued or running; dropped ones excluded).
   std::uint64_t pending() const noexcept {
     // Relaxed: a debugging figure; it is exact for a caller that synchronized with the stream.
-    return work_pending_.load(std::memory_order_relaxed);
+    // Finished first: it never passes launched, so the difference cannot wrap.
+    const auto finished = work_finished_.load(std::memory_order_relaxed);
+    return work_launched_.load(std::memory_order_relaxed) - finished;
   }
   // Drops the queued work that has not started; returns how many items were dropped.
   std::uint64_t cancel();
   // fork() support (see cpu_backend.cpp): take (mutex_ of every stream first, then every
-  // failure_mutex_, as runners nest them) / release every lock of the stream, and in the child
-  // drop everything that was queued or running in the parent.
+  // failure lock, as runners nest them) / release every lock of the stream, and in the child
+  // drop everything that was queued or running in the parent (fork.cpp).
   void lock_for_fork(bool failures);
   void unlock_after_fork();
   // Returns what the child must destroy after unlock_after_fork().
   std::shared_ptr<void> reset_in_fork_child();
+  // Acquire: kept for callers that read completed_ next; the value alone needs only coherence.
   std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
+
+  // Whether a synchronizing host thread may run this stream's ready items itself (host-run
+  // items, docs/design.md). On by default unless STREAMRT_HOST_RUN=0.
+  // Relaxed: a setting read by later waits; it publishes no data.
+  void set_host_run(bool on) noexcept { host_run_.store(on, std::memory_order_relaxed); }
+  bool host_run() const noexcept { return host_run_.load(std::memory_order_relaxed); }
 
   // Position queries.
   bool is_complete(std::uint64_t seq) const noexcept {
+    // Acquire: a true answer makes the work up to seq visible (pairs with complete_locked).
     return completed_.load(std::memory_order_acquire) >= seq;
   }
   // The failure covering `seq` (work before it failed, was skipped or cancelled), or null.
-  std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const;
-  // Blocks until `seq` completes (helping the pool when on a worker). False on time-out.
+  std::shared_ptr<ErrorRecord> failure_at(std::uint64_t seq) const { return failures_.at(seq); }
+  // Blocks until `seq` completes (helping the pool when on a worker, running this stream's ready
+  // items when on a host thread). False on time-out.
   bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
-  // One step of directed help towards `seq` (see cpu_stream.cpp). True when progress was made.
+  // One step of directed help towards `seq` (see stream_wait.cpp). True when progress was made.
   bool help_towards(std::uint64_t seq);
   // Runs `fn` (on a pool thread) once `seq` completes; false, registering nothing, if it already
   // has.
@@ -117,11 +109,14 @@ class CpuStream final : public impl::StreamImpl,
   bool held_by_this_thread() const noexcept;
   // True when this thread is running work of any stream.
   static bool running_any_stream() noexcept;
+  // How many drains this thread has nested (helping waiters nest them); at most kMaxHelpDepth.
+  static int running_depth() noexcept;
+  static constexpr int kMaxHelpDepth = 32;
   // The unreported failure, if any, without consuming it.
   bool has_active_error() const;
-  // A host wait raised `error` (rule 10): if it is this stream's active failure where the stream
-  // is now (its current end), work submitted from now on runs again (at once when idle, else from
-  // a clearing point at the current end).
+  // A host wait raised `error` (rule 10): if it is this stream's active failure when the stream
+  // reaches its current end, work submitted from now on runs again (a clearing point queued at
+  // the current end).
   void clear_reported(const std::shared_ptr<ErrorRecord>& error);
 
   // "cpu:0 stream 3" for messages.
@@ -136,72 +131,78 @@ class CpuStream final : public impl::StreamImpl,
   int level() const noexcept override { return priority() + (kNumLevels - 1); }
 
  private:
-  enum class Sched { kIdle, kScheduled, kBlocked };
-  // kDropped: work removed by cancel() (its callable is gone); kMark: the end of a cancel.
-  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync, kDropped, kMark };
-  struct Entry {
-    std::uint64_t seq = 0;
-    Kind kind = Kind::kWork;
-    const char* label = nullptr;
-    std::int64_t enqueue_ns = 0;  // kWork: non-zero when traced (enqueued while tracing was on)
-    detail::Work work;
-    std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
-    std::shared_ptr<SyncPoint> sync;  // kSync
-  };
+  using Kind = Node::Kind;
   struct Continuation {
     std::uint64_t seq;
     std::shared_ptr<Parker> parker;      // unpark a waiting thread, or
     std::shared_ptr<CpuStream> resume;   // reschedule a stream blocked on us, or
     std::function<void()> callback;      // post a callback task
   };
+  // What a worker's own drain holds back until it leaves the stream (or more work follows):
+  // completion callbacks, which it then runs itself, and streams it resumed, which it then takes
+  // from the pool itself, with no wake-up of another worker (a hand-off without a round trip).
+  struct Deferred {
+    std::vector<std::function<void()>> callbacks;
+    std::vector<std::shared_ptr<CpuStream>> resumes;
+    bool empty() const noexcept { return callbacks.empty() && resumes.empty(); }
+  };
+  // Why drain_items() returned.
+  enum class Exit { kIdle, kRequeue, kBlocked };
 
-  void push_locked(Entry e, std::unique_lock<std::mutex>& lock);
+  // Producer side: pushes a node (lock-free) and schedules the stream on its empty -> non-empty
+  // transition. Returns the node's sequence number.
+  std::uint64_t push(Node* n);
+  // Consumer side (mutex_ held): moves linked nodes from the inbox to local_, in sequence order.
+  void absorb_locked();
+  // The next entry in sequence order, or null when it is not linked yet.
+  Node* front_locked();
+  void pop_front_locked();
+  Exit drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept;
   bool add_continuation(Continuation c);
-  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock);
-  void fire(std::vector<Continuation>& ready);
-  void resume();
-  void set_failure_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
-  void close_failure_locked(std::uint64_t to);
-  void open_span_locked(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
-  std::shared_ptr<ErrorRecord> report_idle_locked(std::unique_lock<std::mutex>& lock);
+  // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks and resumed
+  // streams go to `defer` when given, else to the pool.
+  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+                       Deferred* defer = nullptr);
+  void fire(std::vector<Continuation>& ready, Deferred* defer);
+  // Posts what was held back, waking workers as usual.
+  void flush(Deferred& deferred);
+  // Makes a stream that was parked on a wait runnable again. wake=false: the caller, a worker
+  // about to look for its next task, will take it itself.
+  void resume(bool wake = true);
 
   CpuBackend& cpu_;
-  mutable std::mutex mutex_;
-  std::deque<Entry> queue_;                  // guarded by mutex_
-  Sched sched_ = Sched::kIdle;               // guarded by mutex_
-  std::shared_ptr<ErrorRecord> active_error_;  // guarded by mutex_
-  // Written under mutex_, read lock-free by query(). Release/acquire so that a reader that sees a
-  // sequence number also sees the entry's effects (completed_) or at least its existence.
-  std::atomic<std::uint64_t> submitted_{0};
-  std::atomic<std::uint64_t> completed_{0};
-  // Work items launched and not finished (dropped ones are subtracted at cancel). Written under
-  // mutex_.
-  std::atomic<std::uint64_t> work_pending_{0};
+  std::atomic<bool> host_run_;
 
-  // Cancellations not yet passed by the runner, oldest first (guarded by mutex_). Their ranges
-  // [first, mark) are disjoint and increasing: a cancel drops only entries still queued.
-  struct CancelRange {
-    std::uint64_t first, mark;
-    std::shared_ptr<ErrorRecord> error;  // a Cancelled exception
-  };
-  std::deque<CancelRange> cancels_;
-  // Non-zero while a span of cancelled positions is open: its mark (guarded by mutex_). Never
-  // open at the same time as active_error_: a failure closes it.
-  std::uint64_t cancel_mark_ = 0;
+  // --- Producer side (any thread, lock-free), on its own cache lines.
+  // The last sequence number handed out. Producers take numbers with fetch_add, so numbers can be
+  // linked into the inbox slightly out of order; absorb_locked() puts them back in order.
+  alignas(kCacheLine) std::atomic<std::uint64_t> submitted_{0};
+  // Nodes pushed and not yet finished. The stream is owned by one drainer (queued in the pool,
+  // running, or blocked on a wait) exactly while this is non-zero: the push that raises it from 0
+  // schedules the stream, the drainer that brings it back to 0 leaves it idle.
+  std::atomic<std::uint64_t> pending_{0};
+  std::atomic<std::uint64_t> work_launched_{0};
+  MpscQueue inbox_;
+
+  // --- Consumer side.
+  alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> work_finished_{0};  // includes dropped items
+  // Taken by the drainer around each entry (never while user work runs) and by the slow paths
+  // (cancel, continuations, waits' registration, fork); never by launch.
+  mutable std::mutex mutex_;
+  Node* local_head_ = nullptr;  // guarded by mutex_: absorbed nodes in order, linked by `next`
+  Node* local_tail_ = nullptr;  // guarded by mutex_
+  std::uint64_t next_seq_ = 1;  // guarded by mutex_: the sequence number local_ expects next
+  std::vector<Node*> early_;    // guarded by mutex_: absorbed ahead of a gap, sorted by seq
+  bool blocked_ = false;        // guarded by mutex_: parked on the wait at local_'s front
+  // Failure spans, the active failure and cancel ranges (failures.hpp): the parts marked "stream
+  // lock" are guarded by mutex_.
+  FailureLedger failures_;
 
   // Continuations: a min-heap on seq, guarded by mutex_. completed_ is only advanced under
   // mutex_ too, so a registration and a completion never miss each other.
   std::vector<Continuation> continuations_;
 
-  // Failure spans [from, to): positions covered by a failure. A leaf lock: taken last, by
-  // failure_at() from other streams' runners while they hold their own mutex_.
-  struct Span {
-    std::uint64_t from, to;
-    std::shared_ptr<ErrorRecord> error;
-  };
-  mutable std::mutex failure_mutex_;
-  std::vector<Span> spans_;  // guarded by failure_mutex_
-  std::atomic<bool> ever_failed_{false};
 };
 
 }  // namespace streamrt::cpu

@@ -1,8 +1,6 @@
 // Worker pool. See docs/design.md, "The worker pool", for why workers spin briefly then park.
 #include "worker_pool.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -82,7 +80,7 @@ void WorkerPool::wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake) 
   }
 }
 
-void WorkerPool::push(std::shared_ptr<Task> task) {
+void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
   std::vector<std::shared_ptr<Parker>> to_wake;
   {
@@ -98,7 +96,7 @@ void WorkerPool::push(std::shared_ptr<Task> task) {
     level_count_[level].fetch_add(1, std::memory_order_relaxed);
     ready_count_.fetch_add(1, std::memory_order_relaxed);
     push_gen_.fetch_add(1, std::memory_order_relaxed);
-    wake_one_locked(to_wake);
+    if (wake) wake_one_locked(to_wake);
     // Waiting workers look for what they wait for; they stay registered until they wake.
     to_wake.insert(to_wake.end(), helpers_.begin(), helpers_.end());
   }
@@ -119,6 +117,15 @@ bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since)
     return false;
   }
   return now - equal_waiting_since >= kTimeSlice;
+}
+
+bool WorkerPool::more_urgent_waiting(int level) const noexcept {
+  level = std::clamp(level, 0, kNumLevels - 1);
+  for (int l = 0; l < level; ++l) {
+    // Relaxed: a hint; a stale value only lets a host run its own stream a little early or late.
+    if (level_count_[l].load(std::memory_order_relaxed) > 0) return true;
+  }
+  return false;
 }
 
 std::shared_ptr<Task> WorkerPool::try_take(const Task* task) {
@@ -174,10 +181,9 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
       for (auto& p : to_wake) p->unpark();
       if (t) return t;
     }
-    if (i % 64 == 0) {
-      if (Clock::now() >= spin_until) break;
-      sched_yield();  // on an oversubscribed machine, give the core to a thread with work
-    }
+    // No sched_yield here: a poller that needs to give up its core does so by parking after
+    // kWorkerSpin (a futex sleep), and a hand-off to a polling worker then costs no system call.
+    if (i % 64 == 0 && Clock::now() >= spin_until) break;
     cpu_relax();
   }
   // Park phase. spinning_ is decremented under mutex_, and the queues are re-checked under it,

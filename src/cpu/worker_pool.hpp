@@ -48,7 +48,9 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
-  void push(std::shared_ptr<Task> task);
+  // wake=false: the caller is a worker that will look for its next task right away, so no idle
+  // worker is woken for this one (helpers still are).
+  void push(std::shared_ptr<Task> task, bool wake = true);
 
   // Removes `task` from the ready queue if it is there, for the caller to run now (directed
   // help-while-waiting). Null when it is not queued (running elsewhere, blocked or idle).
@@ -66,6 +68,9 @@ class WorkerPool {
   // equal task is first seen waiting, so a drain with none reads no clock). Never blocks; reads
   // hint counters only (a stale value delays a yield).
   bool should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept;
+
+  // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
+  bool more_urgent_waiting(int level) const noexcept;
 
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle

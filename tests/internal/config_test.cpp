@@ -60,5 +60,23 @@ TEST(Config, BadSchedulesNameTheVariableAndTheAcceptedValues) {
   }
 }
 
+TEST(Config, HostRunSwitch) {
+  EXPECT_TRUE(parse_config(nullptr, nullptr, 8, nullptr).host_run);
+  EXPECT_TRUE(parse_config(nullptr, nullptr, 8, "").host_run);
+  EXPECT_TRUE(parse_config(nullptr, nullptr, 8, "1").host_run);
+  EXPECT_FALSE(parse_config(nullptr, nullptr, 8, "0").host_run);
+  for (const char* bad : {"yes", "2", " 0", "off"}) {
+    SCOPED_TRACE(bad);
+    std::string msg = "<no error>";
+    try {
+      (void)parse_config(nullptr, nullptr, 8, bad);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(std::string("STREAMRT_HOST_RUN='") + bad + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("use 0"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace streamrt::cpu

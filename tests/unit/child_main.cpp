@@ -66,6 +66,7 @@ int num_threads() {
     std::atomic<int> met{0};
     std::vector<streamrt::Stream> streams(n);
     for (auto& s : streams) {
+      s.set_host_run(false);  // the synchronizing host must not be one of the parties
       s.launch([&] {
         if (meet.arrive_and_wait()) met.fetch_add(1);
       });
@@ -92,6 +93,34 @@ int launch_work() {
   }
 }
 
+// Host-run items as set by STREAMRT_HOST_RUN: the one worker is held, so an item runs on this
+// (synchronizing) thread only if host-run is on; otherwise the worker is freed after 2 s.
+int host_run() {
+  try {
+    streamrt::set_num_threads(1);
+    streamrt::Stream holder;
+    streamrt::Stream s;
+    streamrt_test::Gate hold, done;
+    streamrt_test::occupy_worker(holder, hold);
+    std::thread watchdog([&] {
+      if (!done.wait(std::chrono::seconds(2))) hold.open();
+    });
+    const auto me = std::this_thread::get_id();
+    bool on_host = false;
+    s.launch([&] { on_host = std::this_thread::get_id() == me; });
+    s.synchronize();
+    done.open();
+    hold.open();
+    watchdog.join();
+    holder.synchronize();
+    std::printf("host_run=%d ran_on_host=%d\n", s.host_run() ? 1 : 0, on_host ? 1 : 0);
+    return 0;
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,6 +128,7 @@ int main(int argc, char** argv) {
   if (mode == "exit-pending") return exit_pending();
   if (mode == "num-threads") return num_threads();
   if (mode == "launch") return launch_work();
-  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch\n", argv[0]);
+  if (mode == "host-run") return host_run();
+  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch|host-run\n", argv[0]);
   return 2;
 }

@@ -315,6 +315,9 @@ TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
   // Submitted least urgent first, so FIFO order is the opposite of priority order.
   for (int p = least; p >= greatest; --p) {
     streams.emplace_back(streamrt::Device{}, p);
+    // The one worker must be the only thread that runs them: no host-run items from the
+    // synchronizes below (they would add a second executor).
+    streams.back().set_host_run(false);
     streams.back().launch([&order, p] { order.push_back(p); });
   }
   hold.open();
@@ -335,6 +338,8 @@ TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   streamrt::Stream high(streamrt::Device{}, greatest);
   EXPECT_EQ(low.priority(), least);
   EXPECT_EQ(high.priority(), greatest);
+  low.set_host_run(false);  // only the one worker runs them (no host-run items)
+  high.set_host_run(false);
   std::vector<char> order;
   for (int i = 0; i < 3; ++i) low.launch([&] { order.push_back('L'); });
   for (int i = 0; i < 3; ++i) high.launch([&] { order.push_back('H'); });

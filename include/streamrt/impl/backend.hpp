@@ -162,6 +162,10 @@ class STREAMRT_API Backend {
   virtual std::uint64_t pending(const StreamImpl& stream);
   //! Drops queued work that has not started; returns how many items were dropped. Returns at once.
   virtual std::uint64_t cancel(StreamImpl& stream);
+  //! Allows or forbids host-run items on `stream` (a waiting host thread running them).
+  virtual void set_host_run(StreamImpl& stream, bool allowed);
+  //! Whether host-run items are allowed on `stream`; false for backends without them.
+  virtual bool host_run(const StreamImpl& stream);
   //! Sets the host worker count (CPU only).
   virtual void set_num_threads(int n);
   //! Host worker count (CPU only).

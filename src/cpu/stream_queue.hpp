@@ -1,0 +1,115 @@
+#pragma once
+// The queue of a CPU stream: intrusive nodes that carry the entry inline (the callable in
+// detail::Work's small buffer), pushed lock-free by any number of threads and taken by one
+// consumer at a time (D. Vyukov's intrusive MPSC list). Nodes are recycled through a per-thread
+// cache (NodeCache). See docs/design.md, "The stream queue".
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "streamrt/detail/work.hpp"
+
+namespace streamrt::cpu {
+
+class CpuEvent;
+struct SyncPoint;
+
+// Size of a cache line: producer and consumer fields are kept this far apart.
+inline constexpr std::size_t kCacheLine = 64;
+
+// One queue entry. Owned by its producer until pushed, then by the consumer until recycled.
+struct Node {
+  // kDropped: work removed by cancel() (its callable is gone); kMark: the end of a cancel.
+  enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync, kDropped, kMark };
+
+  std::atomic<Node*> next{nullptr};
+  std::uint64_t seq = 0;
+  Kind kind = Kind::kWork;
+  const char* label = nullptr;
+  std::int64_t enqueue_ns = 0;  // kWork: non-zero when traced (enqueued while tracing was on)
+  detail::Work work;
+  std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
+  std::shared_ptr<SyncPoint> sync;  // kSync
+
+  // Back to a freshly allocated state (captured state released), for reuse.
+  void clear() noexcept {
+    work.reset();
+    event.reset();
+    sync.reset();
+    label = nullptr;
+    enqueue_ns = 0;
+    kind = Kind::kWork;
+  }
+};
+
+// Per-thread free lists of nodes. A node freed by a consumer goes to the consumer's list; lists
+// that grow too long hand a batch to a small global stock, from which empty lists refill, so a
+// producer thread and a consumer thread on a steady stream allocate nothing.
+class NodeCache {
+ public:
+  // A cleared node (from this thread's list, the global stock, or new). Thread-safe.
+  static Node* get();
+  // Takes back a node the caller has cleared. Thread-safe.
+  static void put(Node* n) noexcept;
+};
+
+// Multi-producer single-consumer intrusive queue. push() is wait-free (one exchange and one store);
+// pop() is for one consumer at a time (the caller guarantees it) and may return null while a
+// producer is between its exchange and its link store, even if later nodes were pushed: the
+// consumer then looks again.
+class MpscQueue {
+ public:
+  MpscQueue() noexcept = default;
+  MpscQueue(const MpscQueue&) = delete;
+  MpscQueue& operator=(const MpscQueue&) = delete;
+
+  void push(Node* n) noexcept {
+    n->next.store(nullptr, std::memory_order_relaxed);  // published by the exchange below
+    // acq_rel: release publishes n (its entry and its null next) to the producer that links after
+    // it; acquire makes prev's initialisation visible before we write prev->next.
+    Node* prev = head_.exchange(n, std::memory_order_acq_rel);
+    // Release: the consumer's acquire load of prev->next sees n's entry.
+    prev->next.store(n, std::memory_order_release);
+  }
+
+  // The oldest linked node, or null. Consumer only.
+  Node* pop() noexcept {
+    Node* tail = tail_;
+    // Acquire (here and below): pairs with push's release store, so the node's entry is visible.
+    Node* next = tail->next.load(std::memory_order_acquire);
+    if (tail == &stub_) {
+      if (next == nullptr) return nullptr;
+      tail_ = next;
+      tail = next;
+      next = next->next.load(std::memory_order_acquire);
+    }
+    if (next != nullptr) {
+      tail_ = next;
+      return tail;
+    }
+    // tail is the last linked node. Unless it is also the last pushed one, a producer is between
+    // its exchange and its link: come back later.
+    if (tail != head_.load(std::memory_order_acquire)) return nullptr;
+    push(&stub_);  // so that tail can leave: the stub takes its place as the last node
+    next = tail->next.load(std::memory_order_acquire);
+    if (next != nullptr) {
+      tail_ = next;
+      return tail;
+    }
+    return nullptr;
+  }
+
+  // In a child of fork(): forget every node (they belong to the parent's work; leaked).
+  void reset_in_fork_child() noexcept {
+    stub_.next.store(nullptr, std::memory_order_relaxed);
+    head_.store(&stub_, std::memory_order_relaxed);
+    tail_ = &stub_;
+  }
+
+ private:
+  Node stub_;
+  alignas(kCacheLine) std::atomic<Node*> head_{&stub_};  // producers: the last pushed node
+  alignas(kCacheLine) Node* tail_ = &stub_;              // consumer: the oldest node
+};
+
+}  // namespace streamrt::cpu
