@@ -65,6 +65,8 @@ from ._streamrt import (
 
 from . import cpu  # noqa: E402  (needs the names above)
 
+__version__ = _streamrt.__version__
+
 __all__ = [
     "Cancelled",
     "DependencyTracking",
