@@ -9,7 +9,7 @@ set -euo pipefail
 build_dir=$1 work=$2 app_dir=$3
 
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt"; }
-cxx=$(cache CMAKE_CXX_COMPILER) generator=$(cache CMAKE_GENERATOR) werror=$(cache STREAMRT_WERROR)
+cxx=$(cache CMAKE_CXX_COMPILER) generator=$(cache CMAKE_GENERATOR)
 have_tool=$(cache STREAMRT_BUILD_TOOLS) python="" py_site_rel=""
 if [ "$(cache STREAMRT_BUILD_PYTHON)" = ON ]; then
   python=$(cache Python3_EXECUTABLE) py_site_rel=$(cache STREAMRT_PYTHON_INSTALL_DIR)
@@ -75,7 +75,7 @@ print("module", streamrt.__file__)')
 
   # A separate CMake project: find_package(streamrt) from this prefix only.
   cmake -S "$app_dir" -B "$work/app-cmake-$tag" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" \
-    -DCMAKE_PREFIX_PATH="$prefix" -DSTREAMRT_WERROR="$werror" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
     -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF > "$work/app-cmake-$tag.log" ||
     { cat "$work/app-cmake-$tag.log"; fail "configuring the CMake consumer failed"; }
   cmake --build "$work/app-cmake-$tag" >> "$work/app-cmake-$tag.log" 2>&1 ||
