@@ -10,10 +10,11 @@ CMAKE_FLAGS ?=
 # Debian packages the build, tests, benchmarks and Python package use.
 APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev python3-torch
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev \
+  python3-venv python3-setuptools python3-pip python3-wheel python3-torch
 
 .PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
-  build-asan test-python test-bench bench format clean
+  build-asan test-python test-bench bench format clean test-release test-pip
 
 help:
 	@echo "make demo   - install what is missing, build, run the streamrt demo"
@@ -31,18 +32,25 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "== all packages present"; fi
 
+# Warnings are errors in `make test`'s builds (our own checks), never in a user's `make demo`.
+WERROR ?= OFF
+test: WERROR := ON
+
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) -DSTREAMRT_BUILD_PYTHON=ON $(LAUNCHER) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) -DSTREAMRT_BUILD_PYTHON=ON -DSTREAMRT_WERROR=$(WERROR) $(LAUNCHER) $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# Only what the demo runs: the library and the streamrt tool.
+demo: configure
+	cmake --build $(BUILD) --target streamrt_tool -j $(JOBS)
 	cd $(BUILD) && ./tools/streamrt/streamrt demo
 
 test: build
 	$(MAKE) --no-print-directory test-cpp test-python test-bench test-schedule test-tsan test-asan \
 	  test-fuzz
+	$(MAKE) --no-print-directory test-release test-pip
 	@echo "== all test stages passed"
 
 test-cpp:
@@ -60,7 +68,7 @@ test-python:
 # memory with the high ASLR entropy of recent kernels.
 test-tsan: deps
 	cmake -S . -B build-tsan -DSTREAMRT_SANITIZER=thread -DSTREAMRT_BUILD_BENCH=OFF -DSTREAMRT_BUILD_PYTHON=OFF \
-	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
+	  -DSTREAMRT_BUILD_EXAMPLES=OFF -DSTREAMRT_BUILD_TOOLS=OFF -DSTREAMRT_WERROR=ON $(LAUNCHER)
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
@@ -87,7 +95,7 @@ test-schedule:
 build-asan: deps
 	cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DSTREAMRT_SANITIZER=address \
 	  -DSTREAMRT_BUILD_BENCH=OFF -DSTREAMRT_BUILD_PYTHON=OFF -DSTREAMRT_BUILD_EXAMPLES=OFF \
-	  -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
+	  -DSTREAMRT_BUILD_TOOLS=OFF -DSTREAMRT_WERROR=ON $(LAUNCHER)
 	cmake --build build-asan -j $(JOBS)
 
 test-asan: build-asan
@@ -121,8 +129,34 @@ bench: build
 	cd $(BUILD) && ./tools/streamrt/streamrt bench --out bench-out
 	cd $(BUILD) && ./bench/streamrt_bench
 
+# The Release configuration (-O3, as users and packagers build it) with warnings as errors: the
+# library and the tests, run by CTest (the install test included). Bench, Python, examples and the
+# tool are left to the main build.
+test-release: deps
+	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DSTREAMRT_WERROR=ON \
+	  -DSTREAMRT_BUILD_BENCH=OFF -DSTREAMRT_BUILD_PYTHON=OFF -DSTREAMRT_BUILD_EXAMPLES=OFF \
+	  -DSTREAMRT_BUILD_TOOLS=OFF $(LAUNCHER)
+	cmake --build build-release -j $(JOBS)
+	cd build-release && ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+# `pip install .` (pyproject.toml, setup.py) with Debian's pip and setuptools, offline, into a
+# virtual environment that sees Debian's numpy; setup.py builds only the library and the extension.
+# Then the installed package is used from outside the source tree.
+test-pip: deps
+	rm -rf build-pip build-venv
+	$(PYTHON) -m venv --system-site-packages build-venv
+	CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
+	  build-venv/bin/pip install --no-build-isolation --no-index -q .
+	cd build-venv && bin/python -c 'import streamrt, numpy as np; \
+	  site = "$(CURDIR)/build-venv/lib/"; assert streamrt.__file__.startswith(site), streamrt.__file__; \
+	  y = streamrt.ones(4, 4) @ streamrt.ones(4, 4); assert np.array_equal(y.numpy(), np.full((4, 4), 4.0, np.float32)); \
+	  print("pip-installed streamrt", streamrt.__version__, "from", streamrt.__file__)'
+	cd build-venv && bin/python -m streamrt | tee version.txt
+	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
+	@echo "== pip install . passed (build-venv)"
+
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-release build-pip build-venv

@@ -10,3 +10,4 @@
 #include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
 #include "streamrt/tensor.hpp"
+#include "streamrt/version.hpp"

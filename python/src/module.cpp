@@ -4,6 +4,7 @@
 #include "bindings.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/version.hpp"
 
 namespace py = pybind11;
 namespace sp = streamrt::python;
@@ -47,6 +48,11 @@ PYBIND11_MODULE(_streamrt, m) {
 #endif
   sp::bind_core(m);
   sp::bind_tensor(m);
+
+  // streamrt.__version__ and `python3 -m streamrt` (the same text as `streamrt --version`).
+  m.attr("__version__") = streamrt::version_info().version;
+  m.def("_version_text", &streamrt::version_text,
+        "The library's version, build type, compiler, backends and worker count, as text.");
 
   m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
         "Interpreter exit (registered with atexit by the package): runs pending Python work, "

@@ -401,6 +401,13 @@ TEST_F(FakeBackendTest, TheProfilerTracesAnyBackendThroughTheTraceHook) {
   EXPECT_TRUE(saw_cpu);
 }
 
+TEST_F(FakeBackendTest, VersionInfoListsARegisteredBackend) {
+  // fake() registered the cuda backend (SetUp): version_info() reads the registry, not a list.
+  const std::vector<std::string> expected{"cpu", "cuda"};
+  EXPECT_EQ(streamrt::version_info().backends, expected);
+  EXPECT_NE(streamrt::version_text().find("\nbackends: cpu, cuda\n"), std::string::npos);
+}
+
 TEST_F(FakeBackendTest, UnsupportedOptionalCallsSayWhichBackend) {
   // The defaults in impl::Backend name the backend and the call.
   const std::string msg = error_of([] { (void)fake().num_threads(); });

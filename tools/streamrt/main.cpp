@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "streamrt/version.hpp"
 
 namespace {
 
@@ -14,7 +15,9 @@ void usage(std::FILE* out) {
       "commands:\n"
       "  demo    run the seed scenarios on CPU streams and report timings (demo --help)\n"
       "  bench   compare streamrt with std::async, threads, oneTBB, Asio, OpenCL (bench --help)\n"
-      "  help    show this text\n",
+      "  help    show this text\n"
+      "\n"
+      "  --version  the library's version, build type, compiler, backends and worker count\n",
       out);
 }
 
@@ -37,6 +40,10 @@ int main(int argc, char** argv) {
         stderr);
     return 2;
 #endif
+  }
+  if (cmd == "--version" || cmd == "version") {
+    std::fputs(streamrt::version_text().c_str(), stdout);
+    return 0;
   }
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     usage(stdout);

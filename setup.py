@@ -1,0 +1,84 @@
+"""setuptools side of `pip install .` (see pyproject.toml): builds libstreamrt and the _streamrt
+extension with CMake (only those two targets) and ships the library inside the package, where
+the extension's RPATH ($ORIGIN) finds it.
+
+Environment: CMAKE_ARGS (extra CMake arguments, e.g. a compiler launcher), STREAMRT_BUILD_TYPE
+(default Release), CMAKE_BUILD_PARALLEL_LEVEL (build jobs)."""
+
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def project_version():
+    text = (ROOT / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(\s*streamrt\s+VERSION\s+([0-9.]+)", text)
+    if not match:
+        raise RuntimeError("setup.py: no project(streamrt VERSION ...) in CMakeLists.txt")
+    return match.group(1)
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        if shutil.which("cmake") is None:
+            raise RuntimeError("pip install of streamrt needs cmake (Debian: apt-get install cmake)")
+        temp = pathlib.Path(self.build_temp).resolve()
+        build_dir, stage = temp / "cmake", temp / "stage"
+        # The package and the library install into one folder of the stage: the extension's
+        # RPATH is then $ORIGIN (python/CMakeLists.txt computes it from these two places).
+        configure = [
+            "cmake", "-S", str(ROOT), "-B", str(build_dir),
+            "-DCMAKE_BUILD_TYPE=" + os.environ.get("STREAMRT_BUILD_TYPE", "Release"),
+            "-DPython3_EXECUTABLE=" + sys.executable,
+            "-DCMAKE_INSTALL_PREFIX=" + str(stage),
+            "-DSTREAMRT_PYTHON_INSTALL_DIR=python",
+            "-DCMAKE_INSTALL_LIBDIR=python/streamrt",
+            "-DSTREAMRT_BUILD_PYTHON=ON",
+            "-DSTREAMRT_BUILD_TESTS=OFF",
+            "-DSTREAMRT_BUILD_BENCH=OFF",
+            "-DSTREAMRT_BUILD_EXAMPLES=OFF",
+            "-DSTREAMRT_BUILD_TOOLS=OFF",
+            "-DSTREAMRT_BUILD_FUZZ=OFF",
+        ] + shlex.split(os.environ.get("CMAKE_ARGS", ""))
+        subprocess.run(configure, check=True)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
+        subprocess.run(["cmake", "--build", str(build_dir), "--target", "_streamrt", "-j", jobs],
+                       check=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        subprocess.run(["cmake", "--install", str(build_dir)], check=True,
+                       stdout=subprocess.DEVNULL)
+
+        package = stage / "python" / "streamrt"
+        built = sorted(package.glob("_streamrt*.so"))
+        if len(built) != 1:
+            raise RuntimeError(f"setup.py: expected one _streamrt*.so in {package}, found {built}")
+        target = pathlib.Path(self.get_ext_fullpath(ext.name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built[0], target)
+        # The library under its soname only (what the extension asks the loader for), as a file.
+        sonames = [p for p in package.glob("libstreamrt.so.*") if p.name.count(".") == 2]
+        if len(sonames) != 1:
+            raise RuntimeError(f"setup.py: expected one libstreamrt.so.N in {package}, found {sonames}")
+        shutil.copyfile(sonames[0].resolve(), target.parent / sonames[0].name)
+
+
+setup(
+    version=project_version(),
+    packages=["streamrt"],
+    package_dir={"": "python"},
+    package_data={"streamrt": ["*.pyi", "py.typed"]},
+    ext_modules=[Extension("streamrt._streamrt", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    # Not setuptools' default "build": that is the Makefile's CMake build folder.
+    options={"build": {"build_base": "build-pip"}},
+    zip_safe=False,
+)
