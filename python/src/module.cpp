@@ -1,6 +1,7 @@
 // The _streamrt extension module: exceptions, then the bindings of each area.
 #include <pybind11/pybind11.h>
 
+#include "bind_ops.hpp"
 #include "bindings.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
@@ -41,6 +42,7 @@ PYBIND11_MODULE(_streamrt, m) {
 
   sp::bind_core(m);
   sp::bind_tensor(m);
+  sp::bind_ops(m);
 
   m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
         "Interpreter exit (registered with atexit by the package): runs pending Python work, "
