@@ -4,8 +4,9 @@
 //! returns at once (allclose and equal wait for their answer). Argument errors (shapes that do
 //! not broadcast, bad dims) throw Error at the call, naming both shapes; errors found while
 //! running (integer division by zero) fail the stream like any throwing work. Inputs may be any
-//! strided views; results are new contiguous tensors. docs/ops.md lists the ops with their numpy
-//! and torch equivalents.
+//! strided views; results are new tensors, contiguous except that an element-wise op whose
+//! operands share one dense permuted layout (x.T() + y.T()) keeps that layout, as torch.
+//! docs/ops.md lists the ops with their numpy and torch equivalents.
 //!
 //! Binary element-wise ops broadcast (numpy rules) and promote dtypes as torch does: bool <
 //! integers < floating kinds, the wider type within a kind, so int32 + float32 is float32 and

@@ -4,6 +4,8 @@
 // operands take the contiguous kernels of elementwise.hpp.
 #include "elementwise.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -93,17 +95,65 @@ struct Arg {
   }
 };
 
-bool is_dense(const Tensor& t, const Shape& shape) {
-  return t.is_contiguous() && t.shape() == shape;
-}
-
-// `with_strides` false leaves the strides out (for kernels that take the contiguous path only).
-Arg arg(const Tensor& t, const Shape& shape, bool with_strides = true) {
+Arg arg(const Tensor& t, const Shape& shape) {
   Arg a;
   a.storage = TensorAccess::storage(t);
   a.offset = t.storage_offset();
-  if (with_strides) a.strides = broadcast_strides(t.shape(), t.strides(), shape);
-  a.dense = is_dense(t, shape);
+  a.strides = broadcast_strides(t.shape(), t.strides(), shape);
+  a.dense = t.is_contiguous() && t.shape() == shape;
+  return a;
+}
+
+// True when t's elements fill one dense block of memory in some dimension order (contiguous,
+// transposed, permuted): an element-wise op can then run over the flat memory.
+bool dense_block(const Tensor& t) {
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxDims> dims{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < t.shape().size(); ++d) {
+    if (t.shape()[d] != 1) dims[n++] = {t.strides()[d], t.shape()[d]};
+  }
+  // Insertion sort by stride: at most kMaxDims entries (std::sort on a partial std::array trips
+  // g++ 12's -Warray-bounds, as in tracking.cpp).
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && dims[j].first < dims[j - 1].first; --j) {
+      std::swap(dims[j], dims[j - 1]);
+    }
+  }
+  std::int64_t expected = 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dims[i].first != expected) return false;
+    expected *= dims[i].second;
+  }
+  return true;
+}
+
+// The output of an element-wise op whose inputs all have `shape`. When they share strides that
+// form a dense block, the output takes those strides (torch keeps the layout too, so x.T + y.T
+// is a transposed result) and `flat` is set: the op runs over the flat memory, one dense run.
+// Otherwise the output is contiguous and the op walks the inputs' strides.
+Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
+                          std::initializer_list<const Tensor*> inputs, bool& flat) {
+  const Tensor& first = **inputs.begin();
+  flat = shape_numel(shape) > 0;
+  for (const Tensor* t : inputs) {
+    if (t->shape() != shape || t->strides() != first.strides()) flat = false;
+  }
+  if (flat) flat = dense_block(first);
+  if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, device);
+  check_device(device);
+  auto storage =
+      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * element_size(dtype), device);
+  return TensorAccess::make_view(std::move(storage), shape, first.strides(), 0, dtype);
+}
+
+// An operand of a flat op: its dense block from the first element (strides are all positive,
+// so the first element is the lowest address).
+Arg flat_arg(const Tensor& t) {
+  Arg a;
+  a.storage = TensorAccess::storage(t);
+  a.offset = t.storage_offset();
+  a.strides = {1};
+  a.dense = true;
   return a;
 }
 
@@ -163,10 +213,12 @@ void unary_strided(const Shape& shape, O* out, const T* x, const Arg& ax, F f) {
 // kernel(out_ptr_type, in arg) on the stream.
 template <class Kernel>
 Tensor map_tensor(const char* name, const Tensor& a, DType out_dtype, Kernel kernel) {
-  Tensor out = new_tensor(a.shape(), out_dtype, a.device());
+  bool flat = false;
+  Tensor out = elementwise_output(a.shape(), out_dtype, a.device(), {&a}, flat);
   auto so = TensorAccess::storage(out);
-  Arg in = arg(a, a.shape());
-  Shape shape = a.shape();
+  // Flat: one dense run of numel elements (the output has a's layout).
+  Arg in = flat ? flat_arg(a) : arg(a, a.shape());
+  Shape shape = flat ? Shape{a.numel()} : a.shape();
   submit(name, a.device(), {&a}, {&out},
          [so, in = std::move(in), shape = std::move(shape), kernel] {
            kernel(so->data(), in, shape);
@@ -207,13 +259,12 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   }
   const Shape shape = broadcast(name, a.shape(), b.shape());
   const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
-  Tensor out = new_tensor(shape, dtype, a.device());
+  bool flat = false;
+  Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
   auto so = TensorAccess::storage(out);
-  // Strides only for the strided walk: the dense path needs no per-op shape vectors.
-  const bool strided = !is_dense(x, shape) || !is_dense(y, shape);
   submit(name, a.device(), {&x, &y}, {&out},
-         [so, ax = arg(x, shape, strided), ay = arg(y, shape, strided), shape, dtype, op,
-          n = out.numel()] {
+         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
+          shape, dtype, op, n = out.numel()] {
            dispatch(dtype, [&](auto tag) {
              using T = decltype(tag);
              T* o = static_cast<T*>(so->data());
@@ -289,10 +340,12 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const DType dtype = promote_types(a.dtype(), b.dtype());
   const Shape shape = broadcast(name, a.shape(), b.shape());
   const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
-  Tensor out = new_tensor(shape, DType::Bool, a.device());
+  bool flat = false;
+  Tensor out = elementwise_output(shape, DType::Bool, a.device(), {&x, &y}, flat);
   auto so = TensorAccess::storage(out);
   submit(name, a.device(), {&x, &y}, {&out},
-         [so, ax = arg(x, shape), ay = arg(y, shape), shape, dtype, op] {
+         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
+          shape = flat ? Shape{out.numel()} : shape, dtype, op] {
            dispatch_all(dtype, [&](auto tag) {
              using T = decltype(tag);
              bool* o = static_cast<bool*>(so->data());

@@ -2,6 +2,7 @@
 // softmax / log_softmax. Over a dimension, each output element reduces one strided line of the
 // input, in order, so results do not depend on the worker count.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -75,6 +76,65 @@ void for_each_line(const Shape& shape, const Shape& in_strides, const Shape& out
         for (std::int64_t i = 0; i < count; ++i) fn(off[0] + i * inc[0], off[1] + i * inc[1]);
       },
       grain);
+}
+
+// As for_each_line, a run of `count` lines at a time: fn(in_offset, out_offset, count, in_step,
+// out_step), the lines' starts being in_offset + i * in_step (i < count).
+template <class Fn>
+void for_each_line_run(const Shape& shape, const Shape& in_strides, const Shape& out_strides,
+                       int dim, Fn&& fn) {
+  Shape outer = shape;
+  const std::int64_t len = shape[static_cast<std::size_t>(dim)];
+  outer[static_cast<std::size_t>(dim)] = 1;
+  const auto loop = make_loop<2>(outer, {&in_strides, &out_strides});
+  const std::int64_t grain =
+      std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(len, 1));
+  parallel_runs(
+      loop,
+      [&](const auto& off, std::int64_t count, const auto& inc) {
+        fn(off[0], off[1], count, inc[0], inc[1]);
+      },
+      grain);
+}
+
+// Sums (or means) along `dim`, in index order per output (deterministic). When the lines lie
+// side by side in memory (reducing an outer dimension, e.g. dim 0 of a matrix), a run of lines
+// is summed row by row into a buffer, so the reads are sequential instead of one stride-`step`
+// walk per line. Acc: double for floats, uint64 (wrapping, as torch) for integers and bool.
+template <class T, class Acc, class Out>
+void sum_lines(const T* in, Out* o, const Shape& shape, const Shape& strides,
+               const Shape& out_strides, int dim, bool mean) {
+  const std::int64_t len = shape[static_cast<std::size_t>(dim)];
+  const std::int64_t step = strides[static_cast<std::size_t>(dim)];
+  auto finish = [&](Acc acc) -> Out {
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (mean) acc = len == 0 ? std::numeric_limits<Acc>::quiet_NaN() : acc / len;
+    }
+    return static_cast<Out>(acc);
+  };
+  for_each_line_run(
+      shape, strides, out_strides, dim,
+      [&](std::int64_t io, std::int64_t oo, std::int64_t count, std::int64_t ii, std::int64_t oi) {
+        if (count > 1 && len > 1 && std::abs(ii) < std::abs(step)) {
+          std::vector<Acc> acc(static_cast<std::size_t>(count), Acc{0});
+          for (std::int64_t k = 0; k < len; ++k) {
+            const T* row = in + io + k * step;
+            for (std::int64_t i = 0; i < count; ++i) {
+              acc[static_cast<std::size_t>(i)] += static_cast<Acc>(row[i * ii]);
+            }
+          }
+          for (std::int64_t i = 0; i < count; ++i) {
+            o[oo + i * oi] = finish(acc[static_cast<std::size_t>(i)]);
+          }
+          return;
+        }
+        for (std::int64_t i = 0; i < count; ++i) {
+          Acc acc{0};
+          const T* line = in + io + i * ii;
+          for (std::int64_t k = 0; k < len; ++k) acc += static_cast<Acc>(line[k * step]);
+          o[oo + i * oi] = finish(acc);
+        }
+      });
 }
 
 enum class Reduce { kSum, kMean, kMax, kMin, kArgmax, kArgmin };
@@ -165,23 +225,11 @@ Tensor reduce_dim(Reduce r, const Tensor& a, int dim_arg, bool keepdim) {
           const T* in = static_cast<const T*>(sa->data()) + offset;
           if (r == Reduce::kSum || r == Reduce::kMean) {
             if constexpr (std::is_floating_point_v<T>) {
-              T* o = static_cast<T*>(so->data());
-              for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
-                double acc = 0;
-                for (std::int64_t k = 0; k < len; ++k) acc += static_cast<double>(in[i + k * step]);
-                if (r == Reduce::kMean) {
-                  acc = len == 0 ? std::numeric_limits<double>::quiet_NaN() : acc / len;
-                }
-                o[j] = static_cast<T>(acc);
-              });
+              sum_lines<T, double>(in, static_cast<T*>(so->data()), shape, strides, out_strides,
+                                   dim, r == Reduce::kMean);
             } else {
-              auto* o = static_cast<std::int64_t*>(so->data());
-              for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
-                std::uint64_t acc = 0;  // wraps, as torch
-                for (std::int64_t k = 0; k < len; ++k)
-                  acc += static_cast<std::uint64_t>(in[i + k * step]);
-                o[j] = static_cast<std::int64_t>(acc);
-              });
+              sum_lines<T, std::uint64_t>(in, static_cast<std::int64_t*>(so->data()), shape,
+                                          strides, out_strides, dim, false);
             }
             return;
           }
@@ -227,45 +275,47 @@ Tensor softmax_impl(const char* name, const Tensor& a, int dim_arg, bool log) {
   const int dim = wrap_dim(dim_arg, a.dim(), name);
   Tensor out = new_tensor(a.shape(), a.dtype(), a.device());
   auto sa = TensorAccess::storage(a), so = TensorAccess::storage(out);
-  submit(
-      name, a.device(), {&a}, {&out},
-      [sa, so, dim, log, shape = a.shape(), strides = a.strides(), offset = a.storage_offset(),
-       out_strides = out.strides(), dtype = a.dtype()] {
-        const std::int64_t len = shape[static_cast<std::size_t>(dim)];
-        const std::int64_t si = strides[static_cast<std::size_t>(dim)];
-        const std::int64_t so_step = out_strides[static_cast<std::size_t>(dim)];
-        dispatch_floating(dtype, [&](auto tag) {
-          using T = decltype(tag);
-          const T* in = static_cast<const T*>(sa->data()) + offset;
-          T* o = static_cast<T*>(so->data());
-          for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
-            if (len == 0) return;
-            // Shift by the largest element so exp never overflows.
-            T m = in[i];
-            for (std::int64_t k = 1; k < len; ++k) {
-              const T x = in[i + k * si];
-              if (x > m || x != x) m = x;
-              if (m != m) break;
-            }
-            if (std::isinf(m) && m < 0) m = 0;  // all -inf: avoid inf - inf
-            double total = 0;
-            for (std::int64_t k = 0; k < len; ++k) {
-              total += std::exp(static_cast<double>(in[i + k * si]) - static_cast<double>(m));
-            }
-            if (log) {
-              const double shift = static_cast<double>(m) + std::log(total);
-              for (std::int64_t k = 0; k < len; ++k) {
-                o[j + k * so_step] = static_cast<T>(static_cast<double>(in[i + k * si]) - shift);
-              }
-            } else {
-              for (std::int64_t k = 0; k < len; ++k) {
-                o[j + k * so_step] = static_cast<T>(
-                    std::exp(static_cast<double>(in[i + k * si]) - static_cast<double>(m)) / total);
-              }
-            }
-          });
-        });
-      });
+  submit(name, a.device(), {&a}, {&out},
+         [sa, so, dim, log, shape = a.shape(), strides = a.strides(), offset = a.storage_offset(),
+          out_strides = out.strides(), dtype = a.dtype()] {
+           const std::int64_t len = shape[static_cast<std::size_t>(dim)];
+           const std::int64_t si = strides[static_cast<std::size_t>(dim)];
+           const std::int64_t so_step = out_strides[static_cast<std::size_t>(dim)];
+           dispatch_floating(dtype, [&](auto tag) {
+             using T = decltype(tag);
+             const T* in = static_cast<const T*>(sa->data()) + offset;
+             T* o = static_cast<T*>(so->data());
+             for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
+               if (len == 0) return;
+               // Shift by the largest element so exp never overflows.
+               T m = in[i];
+               for (std::int64_t k = 1; k < len; ++k) {
+                 const T x = in[i + k * si];
+                 if (x > m || x != x) m = x;
+                 if (m != m) break;
+               }
+               if (std::isinf(m) && m < 0) m = 0;  // all -inf: avoid inf - inf
+               // One exp per element, in T (float32 exp is accurate to an ulp or so); the sum in
+               // double. softmax keeps the exps in the output and scales them in a last pass.
+               double total = 0;
+               if (log) {
+                 for (std::int64_t k = 0; k < len; ++k) total += std::exp(in[i + k * si] - m);
+                 const double shift = static_cast<double>(m) + std::log(total);
+                 for (std::int64_t k = 0; k < len; ++k) {
+                   o[j + k * so_step] = static_cast<T>(static_cast<double>(in[i + k * si]) - shift);
+                 }
+               } else {
+                 for (std::int64_t k = 0; k < len; ++k) {
+                   const T e = std::exp(in[i + k * si] - m);
+                   o[j + k * so_step] = e;
+                   total += e;
+                 }
+                 const T scale = static_cast<T>(1.0 / total);
+                 for (std::int64_t k = 0; k < len; ++k) o[j + k * so_step] *= scale;
+               }
+             });
+           });
+         });
   return out;
 }
 

@@ -473,7 +473,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
                 src.device().str());
   }
   ops::check_writable(*this, "copy_");
-  ops::enqueue_copy(*this, src, "copy_");
+  const bool same_view = src.storage_offset() == offset_ && src.shape_ == shape_ &&
+                         src.strides_ == strides_ && src.dtype_ == dtype_;
+  if (shares_storage(src) && !same_view) {
+    // The source may overlap the destination (x[1:].copy_(x[:-1])): read it from a copy, so
+    // no element is overwritten before it is read (and the parallel chunks do not race).
+    ops::enqueue_copy(*this, src.clone(), "copy_");
+  } else {
+    ops::enqueue_copy(*this, src, "copy_");
+  }
   return *this;
 }
 

@@ -119,6 +119,19 @@ TEST(Views, WritesThroughAViewReachTheBase) {
   EXPECT_EQ(to_vector(z)[0], 1.0);
 }
 
+// Overlapping source and destination read the source as it was (torch and numpy agree).
+TEST(Views, OverlappingCopyReadsTheOldValues) {
+  Tensor x = iota({6});
+  x.slice(0, 1, 6).copy_(x.slice(0, 0, 5));
+  EXPECT_EQ(to_vector(x), (std::vector<double>{0, 0, 1, 2, 3, 4}));
+  Tensor big = arange(1 << 18, DType::Int64);  // large enough for parallel chunks
+  big.slice(0, 0, (1 << 18) - 3).copy_(big.slice(0, 3, 1 << 18));
+  const auto v = to_vector(big);
+  EXPECT_EQ(v[0], 3.0);
+  EXPECT_EQ(v[(1 << 18) - 4], static_cast<double>((1 << 18) - 1));
+  for (std::size_t i = 0; i + 3 < v.size(); ++i) ASSERT_EQ(v[i], static_cast<double>(i + 3));
+}
+
 // A write through a view on one stream orders a read of the base on another (tracking is per
 // storage, shared by every view). The gate holds the writer back: without tracking the reader
 // would see the old zeros.
@@ -155,6 +168,13 @@ TEST(Elementwise, BroadcastsOverStridedViews) {
   EXPECT_EQ(to_vector(clamp(a, 1.0, 3.0)), (std::vector<double>{1, 1, 2, 3, 3, 3}));
   EXPECT_EQ(to_vector(pow(a.T(), 2)), (std::vector<double>{0, 9, 1, 16, 4, 25}));
   EXPECT_EQ(to_vector(abs(-a)), to_vector(a));
+  // Operands sharing a dense permuted layout give a result of that layout (as torch), computed
+  // over the flat memory; mixed layouts give a contiguous result.
+  Tensor tt = a.T() + a.T();
+  EXPECT_EQ(tt.strides(), a.T().strides());
+  EXPECT_EQ(to_vector(tt), (std::vector<double>{0, 6, 2, 8, 4, 10}));
+  EXPECT_EQ(exp(a.T()).strides(), a.T().strides());
+  EXPECT_TRUE((a.T() + a.T().contiguous()).is_contiguous());
 }
 
 TEST(Elementwise, UnaryMathAndIntegerPromotion) {
