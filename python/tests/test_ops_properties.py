@@ -383,3 +383,28 @@ def test_mlp_step_on_two_streams(streams):
     check(h, h_np, rtol=1e-4, atol=1e-5)
     assert loss.item() == pytest.approx(float(-lp_np.max(1).mean()), rel=1e-4)
     check(grad_w2, np.exp(lp_np).T @ h_np / 16, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_large_strided_ops_split_across_workers(n, workers, streams):
+    """Shapes past the parallel grain, so strided walks start chunks in the middle of rows and
+    carry across dimensions; the results still match numpy exactly."""
+    workers(n)
+    rng = np.random.default_rng(10 + n)
+    a_np = rng.standard_normal((301, 517)).astype(np.float32)
+    b_np = rng.standard_normal((517, 1)).astype(np.float32)
+    c_np = rng.integers(-9, 10, size=(3, 301, 1, 517)).astype(np.int64)
+    a, b, c = streamrt.tensor(a_np), streamrt.tensor(b_np), streamrt.tensor(c_np)
+    with streamrt.stream(streams[0]):
+        check(a.T + b, a_np.T + b_np)  # transposed + broadcast column: the strided walk
+        check(a[::2, 1:] * 2.0, a_np[::2, 1:] * 2)
+        check(c[:, ::3].transpose(1, 3) - c[0, ::3, 0, 0],
+              np.swapaxes(c_np[:, ::3], 1, 3) - c_np[0, ::3, 0, 0])
+        check(streamrt.where(a.T > 0, a.T, b), np.where(a_np.T > 0, a_np.T, b_np))
+    with streamrt.stream(streams[1]):
+        check(a.T.sum(dim=1), a_np.astype(np.float64).T.sum(axis=1).astype(np.float32))
+        check(a.sum(dim=0, keepdim=True), a_np.astype(np.float64).sum(0, keepdims=True)
+              .astype(np.float32))
+        check(c.sum(dim=1), c_np.sum(axis=1))
+        check(a.T.argmax(dim=0), np.argmax(a_np.T, axis=0))
+        check(a.T.contiguous(), np.ascontiguousarray(a_np.T))
