@@ -286,5 +286,36 @@ TEST(Matmul, TransposedViewsNeedNoCopy) {
   }
 }
 
+// Past the parallel grain, strided walks are split into chunks that start mid-row: the results
+// equal plain loops at every worker count, and reductions are bit-identical across counts.
+TEST(ViewsWorkers, LargeStridedOpsAtEveryWorkerCount) {
+  test::ThreadCountGuard guard;
+  constexpr std::int64_t kRows = 301, kCols = 517;
+  std::vector<double> first_sum;
+  for (int workers : test::kWorkerCounts) {
+    set_num_threads(workers);
+    Tensor a = randn({kRows, kCols}, 11), col = randn({kCols, 1}, 12);
+    Tensor r = a.T() * 2.0 + col;  // [kCols, kRows]: transposed read, broadcast column
+    Tensor s = sum(a.T(), 1);      // lines with stride kCols
+    const auto va = to_vector(a), vc = to_vector(col), vr = to_vector(r), vs = to_vector(s);
+    for (std::int64_t i = 0; i < kCols; ++i) {
+      double ref = 0;
+      for (std::int64_t j = 0; j < kRows; ++j) {
+        const auto x = static_cast<float>(va[static_cast<std::size_t>(j * kCols + i)]);
+        ASSERT_EQ(static_cast<float>(vr[static_cast<std::size_t>(i * kRows + j)]),
+                  x * 2.0f + static_cast<float>(vc[static_cast<std::size_t>(i)]))
+            << workers << " workers";
+        ref += x;
+      }
+      ASSERT_NEAR(vs[static_cast<std::size_t>(i)], ref, 1e-3) << workers << " workers";
+    }
+    if (first_sum.empty()) {
+      first_sum = vs;
+    } else {
+      EXPECT_EQ(vs, first_sum) << "sum over a dim differs at " << workers << " workers";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace streamrt
