@@ -499,7 +499,7 @@ Tensor pow(const Tensor& a, double exponent) {
               ops::unary_strided(shape, o, p, in, [e](T x) { return std::pow(x, e); });
             }
           } else {
-            const auto e = static_cast<std::int64_t>(exponent);
+            const auto e = ops::from_double<std::int64_t>(exponent);  // saturates: no UB for 1e300
             ops::unary_strided(shape, o, p, in, [e](T x) { return ops::ipow(x, e); });
           }
         });
