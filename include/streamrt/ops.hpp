@@ -1,9 +1,16 @@
 #pragma once
 //! \file ops.hpp
 //! Operations on tensors. Every op is enqueued on the current stream of the tensors' device and
-//! returns at once (allclose and equal wait for their answer). Argument errors (shape or dtype
-//! mismatch) throw Error at the call, naming both shapes; errors found while running (integer
-//! division by zero) fail the stream like any throwing work.
+//! returns at once (allclose and equal wait for their answer). Argument errors (shapes that do
+//! not broadcast, bad dims) throw Error at the call, naming both shapes; errors found while
+//! running (integer division by zero) fail the stream like any throwing work. Inputs may be any
+//! strided views; results are new tensors, contiguous except that an element-wise op whose
+//! operands share one dense permuted layout (x.T() + y.T()) keeps that layout, as torch.
+//! docs/ops.md lists the ops with their numpy and torch equivalents.
+//!
+//! Binary element-wise ops broadcast (numpy rules) and promote dtypes as torch does: bool <
+//! integers < floating kinds, the wider type within a kind, so int32 + float32 is float32 and
+//! int64 + float32 is float32 (numpy would give float64). See promote_types().
 //!
 //! Automatic dependency tracking (on by default): each storage remembers its last write and the
 //! reads since. An op on stream S that reads a tensor last written on another stream makes S wait
@@ -11,6 +18,8 @@
 //! earlier readers. Work on one stream needs no wait; independent tensors never wait on each other.
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "streamrt/export.hpp"
 #include "streamrt/tensor.hpp"
@@ -18,29 +27,86 @@
 namespace streamrt {
 
 //! Matrix product through OpenBLAS: [m,k]x[k,n] -> [m,n], or batched [b,m,k]x[b,k,n] -> [b,m,n]
-//! ([b,m,k]x[k,n] broadcasts the right operand). Float32 and Float64. Large products are split
-//! into row blocks across the worker pool. Returns at once.
+//! ([b,m,k]x[k,n] broadcasts the right operand). Float32 and Float64. Transposed views (x.T(),
+//! transpose) are passed with BLAS's transpose flags, without a copy; other non-contiguous
+//! layouts are copied first. Large products are split into row blocks across the worker pool.
+//! Returns at once.
 STREAMRT_API Tensor matmul(const Tensor& a, const Tensor& b);
 
-//! Element-wise a + b (same shape and dtype). Returns at once.
+//! Element-wise a + b (broadcast, promoted dtype). Returns at once.
 STREAMRT_API Tensor add(const Tensor& a, const Tensor& b);
-//! Element-wise a + s. Returns at once.
+//! Element-wise a + s, in a's dtype (for an integer tensor, s must be an integer: Error otherwise;
+//! convert the tensor first). The same holds for the other tensor-scalar ops. Returns at once.
 STREAMRT_API Tensor add(const Tensor& a, double s);
-//! Element-wise a - b (same shape and dtype). Returns at once.
+//! Element-wise a - b (broadcast, promoted dtype). Returns at once.
 STREAMRT_API Tensor sub(const Tensor& a, const Tensor& b);
 //! Element-wise a - s. Returns at once.
 STREAMRT_API Tensor sub(const Tensor& a, double s);
-//! Element-wise a * b (same shape and dtype). Returns at once.
+//! Element-wise a * b (broadcast, promoted dtype). Returns at once.
 STREAMRT_API Tensor mul(const Tensor& a, const Tensor& b);
 //! Element-wise a * s. Returns at once.
 STREAMRT_API Tensor mul(const Tensor& a, double s);
-//! Element-wise a / b (same shape and dtype); integer division truncates, and an integer division
-//! by zero fails the stream with Error. Returns at once.
+//! Element-wise a / b (broadcast, promoted dtype); integer division truncates (unlike torch's
+//! true division), and an integer division by zero fails the stream with Error. Returns at once.
 STREAMRT_API Tensor div(const Tensor& a, const Tensor& b);
 //! Element-wise a / s; throws Error at the call for an integer tensor and s == 0. Returns at once.
 STREAMRT_API Tensor div(const Tensor& a, double s);
-//! Element-wise max(a, 0). Returns at once.
+//! Element-wise larger of a and b (broadcast, promoted); NaN if either is NaN. Returns at once.
+STREAMRT_API Tensor maximum(const Tensor& a, const Tensor& b);
+//! Element-wise smaller of a and b (broadcast, promoted); NaN if either is NaN. Returns at once.
+STREAMRT_API Tensor minimum(const Tensor& a, const Tensor& b);
+
+//! Element-wise max(a, 0), NaN kept. Returns at once.
 STREAMRT_API Tensor relu(const Tensor& a);
+//! Element-wise -a (integers wrap). Returns at once.
+STREAMRT_API Tensor neg(const Tensor& a);
+//! Element-wise |a| (integers wrap for the minimum). Returns at once.
+STREAMRT_API Tensor abs(const Tensor& a);
+//! Element-wise e^a; integer tensors give float32 (as torch). Returns at once.
+STREAMRT_API Tensor exp(const Tensor& a);
+//! Element-wise natural log; integer tensors give float32. Returns at once.
+STREAMRT_API Tensor log(const Tensor& a);
+//! Element-wise tanh; integer tensors give float32. Returns at once.
+STREAMRT_API Tensor tanh(const Tensor& a);
+//! Element-wise 1 / (1 + e^-a), without overflow; integer tensors give float32. Returns at once.
+STREAMRT_API Tensor sigmoid(const Tensor& a);
+//! Element-wise square root; integer tensors give float32. Returns at once.
+STREAMRT_API Tensor sqrt(const Tensor& a);
+//! Element-wise a^exponent in a's dtype; an integer tensor needs an integral exponent >= 0
+//! (Error otherwise; convert first). Returns at once.
+STREAMRT_API Tensor pow(const Tensor& a, double exponent);
+//! Element-wise min(max(a, lo), hi) with either bound optional; NaN kept; lo > hi gives hi (as
+//! torch). Integer tensors need integral bounds. Returns at once.
+STREAMRT_API Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+
+//! Element-wise a == b (broadcast; compared in the promoted dtype) as a bool tensor. Returns at
+//! once. ne, lt, le, gt, ge likewise.
+STREAMRT_API Tensor eq(const Tensor& a, const Tensor& b);
+//! Element-wise a != b, bool. Returns at once.
+STREAMRT_API Tensor ne(const Tensor& a, const Tensor& b);
+//! Element-wise a < b, bool. Returns at once.
+STREAMRT_API Tensor lt(const Tensor& a, const Tensor& b);
+//! Element-wise a <= b, bool. Returns at once.
+STREAMRT_API Tensor le(const Tensor& a, const Tensor& b);
+//! Element-wise a > b, bool. Returns at once.
+STREAMRT_API Tensor gt(const Tensor& a, const Tensor& b);
+//! Element-wise a >= b, bool. Returns at once.
+STREAMRT_API Tensor ge(const Tensor& a, const Tensor& b);
+//! Element-wise a == s, bool (compared exactly, in double or int64). Returns at once.
+STREAMRT_API Tensor eq(const Tensor& a, double s);
+//! Element-wise a != s, bool. Returns at once.
+STREAMRT_API Tensor ne(const Tensor& a, double s);
+//! Element-wise a < s, bool. Returns at once.
+STREAMRT_API Tensor lt(const Tensor& a, double s);
+//! Element-wise a <= s, bool. Returns at once.
+STREAMRT_API Tensor le(const Tensor& a, double s);
+//! Element-wise a > s, bool. Returns at once.
+STREAMRT_API Tensor gt(const Tensor& a, double s);
+//! Element-wise a >= s, bool. Returns at once.
+STREAMRT_API Tensor ge(const Tensor& a, double s);
+//! Element-wise cond ? a : b; `cond` must be bool; all three broadcast; a and b promote.
+//! Returns at once.
+STREAMRT_API Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 //! Sum of all elements as a 0-dim tensor: float64 accumulation for floating dtypes (result in the
 //! input dtype), int64 for integer dtypes. Deterministic: the same whatever the worker count.
 //! Returns at once.
@@ -48,12 +114,45 @@ STREAMRT_API Tensor sum(const Tensor& a);
 //! Mean of all elements as a 0-dim tensor of the input dtype; floating dtypes only (Error
 //! otherwise; convert with to()). NaN for an empty tensor, as torch. Returns at once.
 STREAMRT_API Tensor mean(const Tensor& a);
+//! Sum over dimension `dim` (negative counts from the end), removed from the shape or kept with
+//! size 1 when `keepdim`. Accumulates in double (floats, result in the input dtype) or int64
+//! (integers and bool), in index order: deterministic. Returns at once.
+STREAMRT_API Tensor sum(const Tensor& a, int dim, bool keepdim = false);
+//! Mean over `dim` (floating dtypes; NaN over an empty dimension). Returns at once.
+STREAMRT_API Tensor mean(const Tensor& a, int dim, bool keepdim = false);
+//! Largest element as a 0-dim tensor (NaN if any is NaN); Error for an empty tensor.
+STREAMRT_API Tensor max(const Tensor& a);
+//! Largest element over `dim` (values only; argmax gives the indices). Returns at once.
+STREAMRT_API Tensor max(const Tensor& a, int dim, bool keepdim = false);
+//! Smallest element as a 0-dim tensor (NaN if any is NaN); Error for an empty tensor.
+STREAMRT_API Tensor min(const Tensor& a);
+//! Smallest element over `dim`. Returns at once.
+STREAMRT_API Tensor min(const Tensor& a, int dim, bool keepdim = false);
+//! Flat (row-major) index of the largest element, int64 0-dim; the first one on ties, the first
+//! NaN if any (as numpy). Returns at once.
+STREAMRT_API Tensor argmax(const Tensor& a);
+//! Index of the largest element along `dim`, int64. Returns at once.
+STREAMRT_API Tensor argmax(const Tensor& a, int dim, bool keepdim = false);
+//! Flat index of the smallest element, int64 0-dim. Returns at once.
+STREAMRT_API Tensor argmin(const Tensor& a);
+//! Index of the smallest element along `dim`, int64. Returns at once.
+STREAMRT_API Tensor argmin(const Tensor& a, int dim, bool keepdim = false);
+//! exp(a) / sum(exp(a)) along `dim` (shifted by the maximum, summed in double); floating dtypes.
+//! Returns at once.
+STREAMRT_API Tensor softmax(const Tensor& a, int dim);
+//! log(softmax(a, dim)), computed as a - max - log(sum(exp(a - max))). Returns at once.
+STREAMRT_API Tensor log_softmax(const Tensor& a, int dim);
+
+//! The tensors joined along `dim` (equal shapes elsewhere; dtypes promote). One tracked copy per
+//! input on the current stream. Returns at once.
+STREAMRT_API Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
+//! The tensors (equal shapes) stacked along a new dimension `dim`. Returns at once.
+STREAMRT_API Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 
 //! True when |a - b| <= atol + rtol * |b| everywhere (NaN never close). Same shape and dtype, else
-//! Error. Runs on the current stream, then blocks until the answer is known; rethrows a failure
-//! of the work that produced a or b.
-STREAMRT_API bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5,
-                           double atol = 1e-8);
+//! Error (no broadcasting here, as torch.allclose would). Runs on the current stream, then blocks
+//! until the answer is known; rethrows a failure of the work that produced a or b.
+STREAMRT_API bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 //! True when the shapes match and every element is equal; false for different shapes; Error for
 //! different dtypes. Blocks like allclose.
 STREAMRT_API bool equal(const Tensor& a, const Tensor& b);
@@ -84,6 +183,22 @@ STREAMRT_API Tensor operator/(const Tensor& a, const Tensor& b);
 STREAMRT_API Tensor operator/(const Tensor& a, double s);
 //! s / a, element-wise (integer division by zero fails the stream).
 STREAMRT_API Tensor operator/(double s, const Tensor& a);
+//! lt(a, b).
+STREAMRT_API Tensor operator<(const Tensor& a, const Tensor& b);
+//! le(a, b).
+STREAMRT_API Tensor operator<=(const Tensor& a, const Tensor& b);
+//! gt(a, b).
+STREAMRT_API Tensor operator>(const Tensor& a, const Tensor& b);
+//! ge(a, b).
+STREAMRT_API Tensor operator>=(const Tensor& a, const Tensor& b);
+//! lt(a, s).
+STREAMRT_API Tensor operator<(const Tensor& a, double s);
+//! le(a, s).
+STREAMRT_API Tensor operator<=(const Tensor& a, double s);
+//! gt(a, s).
+STREAMRT_API Tensor operator>(const Tensor& a, double s);
+//! ge(a, s).
+STREAMRT_API Tensor operator>=(const Tensor& a, double s);
 
 //! Sets the process-wide default of automatic dependency tracking (on at start). Off gives
 //! CUDA-style manual ordering: ops then neither wait for other streams nor record their accesses,

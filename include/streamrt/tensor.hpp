@@ -1,9 +1,9 @@
 #pragma once
 //! \file tensor.hpp
-//! Tensors: dense, contiguous, row-major arrays whose work runs on streams. Every op (creation
-//! ops included) is enqueued on the current stream and returns at once; host access through
-//! data<T>() / item<T>() first waits for the work that writes the tensor (and only that work).
-//! Storage is reference-counted and kept alive by queued work, so dropping a tensor while a
+//! Tensors: strided arrays (views share their base's storage) whose work runs on streams. Every op
+//! (creation ops included) is enqueued on the current stream and returns at once; host access
+//! through data<T>() / item<T>() first waits for the work that writes the tensor (and only that
+//! work). Storage is reference-counted and kept alive by queued work, so dropping a tensor while a
 //! stream still uses it is safe. See <streamrt/ops.hpp> for arithmetic and dependency tracking.
 
 #include <chrono>
@@ -22,9 +22,9 @@
 namespace streamrt {
 
 //! Element types a tensor can hold.
-enum class DType : std::uint8_t { Float32 = 0, Float64 = 1, Int32 = 2, Int64 = 3 };
+enum class DType : std::uint8_t { Float32 = 0, Float64 = 1, Int32 = 2, Int64 = 3, Bool = 4 };
 
-//! Lower-case name of a dtype ("float32", "float64", "int32", "int64"). Never blocks.
+//! Lower-case name of a dtype ("float32", "float64", "int32", "int64", "bool"). Never blocks.
 STREAMRT_API std::string_view to_string(DType dtype) noexcept;
 
 //! Bytes per element of `dtype`. Never blocks.
@@ -35,7 +35,11 @@ constexpr bool is_floating(DType dtype) noexcept {
   return dtype == DType::Float32 || dtype == DType::Float64;
 }
 
-//! The DType of C++ type T (float, double, std::int32_t, std::int64_t).
+//! The dtype of `a op b` for tensors of dtypes a and b (torch's rule: bool < integers < floating
+//! kinds, the wider type within a kind; see docs/ops.md). Never blocks.
+STREAMRT_API DType promote_types(DType a, DType b) noexcept;
+
+//! The DType of C++ type T (float, double, std::int32_t, std::int64_t, bool).
 template <class T>
 inline constexpr DType kDTypeOf = [] {
   if constexpr (std::is_same_v<T, float>) {
@@ -44,9 +48,11 @@ inline constexpr DType kDTypeOf = [] {
     return DType::Float64;
   } else if constexpr (std::is_same_v<T, std::int32_t>) {
     return DType::Int32;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return DType::Bool;
   } else {
     static_assert(std::is_same_v<T, std::int64_t>,
-                  "tensor element types are float, double, std::int32_t and std::int64_t");
+                  "tensor element types are float, double, std::int32_t, std::int64_t and bool");
     return DType::Int64;
   }
 }();
@@ -59,6 +65,10 @@ inline constexpr int kMaxDims = 8;
 
 //! "[2, 3]" style text of a shape, for messages. Never blocks.
 STREAMRT_API std::string to_string(const Shape& shape);
+
+//! The shape of broadcasting `a` with `b` (numpy rules: sizes aligned from the right, equal or 1).
+//! Throws Error naming both shapes when they cannot be broadcast. Never blocks.
+STREAMRT_API Shape broadcast_shapes(const Shape& a, const Shape& b);
 
 //! Product of the sizes (1 for {}). Throws Error for negative sizes, more than kMaxDims
 //! dimensions or an element count that overflows. Never blocks.
@@ -91,10 +101,12 @@ class STREAMRT_API Generator {
   std::shared_ptr<State> state_;
 };
 
-//! A dense, contiguous, row-major tensor of up to kMaxDims dimensions. Copies (and reshape views)
-//! share storage, like torch. Methods are thread-safe in the sense that calls from several threads
-//! are well-defined; whether the results make sense is ordered by streams and tracking (see
-//! <streamrt/ops.hpp>). A default-constructed Tensor is undefined: most calls on it throw Error.
+//! A strided tensor of up to kMaxDims dimensions: element (i0, i1, ...) lives at storage offset
+//! storage_offset() + sum(ik * strides()[k]) (in elements). Copies and views (transpose, slice,
+//! expand, ...) share storage and its dependency tracking, like torch. Methods are thread-safe in
+//! the sense that calls from several threads are well-defined; whether the results make sense is
+//! ordered by streams and tracking (see <streamrt/ops.hpp>). A default-constructed Tensor is
+//! undefined: most calls on it throw Error.
 class STREAMRT_API Tensor {
  public:
   //! An undefined tensor (no storage). Never blocks.
@@ -114,17 +126,23 @@ class STREAMRT_API Tensor {
   int dim() const noexcept { return static_cast<int>(shape_.size()); }
   //! Size of dimension `d` (negative counts from the end). Throws Error when out of range.
   std::int64_t size(int d) const;
-  //! Row-major strides in elements. Never blocks.
-  Shape strides() const;
+  //! Strides in elements (row-major for a new tensor; 0 along expanded dimensions). Never blocks.
+  const Shape& strides() const noexcept { return strides_; }
+  //! Offset of the first element in the storage, in elements. Never blocks.
+  std::int64_t storage_offset() const noexcept { return offset_; }
+  //! True when the elements are dense in row-major order (strides of size-1 dims ignored).
+  //! Never blocks.
+  bool is_contiguous() const noexcept;
   //! Bytes per element. Never blocks.
   std::size_t element_size() const noexcept { return streamrt::element_size(dtype_); }
   //! numel() * element_size(). Never blocks.
   std::size_t nbytes() const noexcept;
 
-  //! Pointer to the elements for host reads and writes. Blocks until the queued work that
-  //! writes this tensor, and the queued work that reads it (the host may write), has finished;
-  //! rethrows that work's failure. Throws Error when T is not the dtype or the tensor is
-  //! undefined, and when called from a stream's work that would wait for itself. Thread-safe.
+  //! Pointer to the first element (index with strides() for a non-contiguous view) for host reads
+  //! and writes. Blocks until the queued work that writes this tensor, and the queued work that
+  //! reads it (the host may write), has finished; rethrows that work's failure. Throws Error when T
+  //! is not the dtype or the tensor is undefined, and when called from a stream's work that would
+  //! wait for itself. Thread-safe.
   template <class T>
   T* data() {
     return static_cast<T*>(host_data(kDTypeOf<T>, /*for_write=*/true));
@@ -166,21 +184,47 @@ class STREAMRT_API Tensor {
   //! thread-safe.
   bool wait_for(std::chrono::nanoseconds timeout, bool for_write = false) const;
 
-  //! A view with another shape and the same storage; one size may be -1 (inferred). Throws Error
-  //! naming both shapes when the element counts differ. Never blocks.
+  //! Another shape with the same elements; one size may be -1 (inferred). A view of the same
+  //! storage when the tensor is contiguous, else a contiguous copy made on the current stream (as
+  //! torch). Throws Error naming both shapes when the element counts differ. Returns at once.
   Tensor reshape(Shape shape) const;
-  //! A new tensor with a copy of the elements, made on the current stream. Returns at once.
+  //! A view with dimensions d0 and d1 swapped (negative counts from the end). No copy; never
+  //! blocks.
+  Tensor transpose(int d0, int d1) const;
+  //! A view with the dimensions reordered: dimension i of the result is `dims[i]` of this tensor.
+  //! Throws Error unless `dims` is a permutation. No copy; never blocks.
+  Tensor permute(const std::vector<int>& dims) const;
+  //! The view with all dimensions reversed (numpy's .T; transpose for a matrix). Never blocks.
+  Tensor T() const;
+  //! A view with a size-1 dimension inserted at `d` (-dim()-1 <= d <= dim()). Never blocks.
+  Tensor unsqueeze(int d) const;
+  //! A view with size-1 dimension `d` removed (Error when its size is not 1). Never blocks.
+  Tensor squeeze(int d) const;
+  //! A view broadcast to `shape` (numpy rules; -1 keeps a size): expanded dimensions get stride 0,
+  //! so every element there aliases one. Throws Error naming both shapes. Never blocks.
+  Tensor expand(const Shape& shape) const;
+  //! A view of indices start, start+step, ... < stop along `d` (numpy slice semantics for
+  //! start/stop: negative counts from the end, clamped to the size; step >= 1). Never blocks.
+  Tensor slice(int d, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
+  //! A view of index `i` along `d` (negative counts from the end), without that dimension.
+  //! Throws Error when out of range. Never blocks.
+  Tensor select(int d, std::int64_t i) const;
+  //! This tensor when contiguous, else a contiguous copy made on the current stream.
+  Tensor contiguous() const;
+  //! A new contiguous tensor with a copy of the elements, made on the current stream. Returns at
+  //! once.
   Tensor clone() const;
   //! A new tensor converted to `dtype` on the current stream (a clone when the dtype is the same).
   //! Returns at once.
   Tensor to(DType dtype) const;
-  //! Copies `src` into this tensor on the current stream, converting the dtype if needed. Throws
-  //! Error naming both shapes when they differ. Returns at once.
+  //! Copies `src` into this tensor (or view) on the current stream, converting the dtype and
+  //! broadcasting `src` if needed. Throws Error naming both shapes when `src` does not broadcast
+  //! to this shape. Returns at once.
   Tensor& copy_(const Tensor& src);
-  //! Sets every element to `value` on the current stream. Returns at once.
+  //! Sets every element (of this view) to `value` on the current stream. Returns at once.
   Tensor& fill_(double value);
 
-  //! True when both tensors use the same storage (copies, reshape views). Never blocks.
+  //! True when both tensors use the same storage (copies and views). Never blocks.
   bool shares_storage(const Tensor& other) const noexcept { return storage_ == other.storage_; }
   //! "Tensor(shape=[2, 3], dtype=float32, device=cpu:0)". Never blocks.
   std::string str() const;
@@ -193,6 +237,8 @@ class STREAMRT_API Tensor {
 
   std::shared_ptr<detail::Storage> storage_;
   Shape shape_;
+  Shape strides_;
+  std::int64_t offset_ = 0;
   std::int64_t numel_ = 0;
   DType dtype_ = DType::Float32;
 };

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "bind_ops.hpp"
 #include "bindings.hpp"
 #include "dlpack.hpp"
 #include "py_runtime.hpp"
@@ -29,8 +30,8 @@ using namespace pybind11::literals;
 namespace {
 
 constexpr const char* kSupportedDTypes =
-    "streamrt.float32, streamrt.float64, streamrt.int32 or streamrt.int64 (or the numpy "
-    "equivalents)";
+    "streamrt.float32, streamrt.float64, streamrt.int32, streamrt.int64 or streamrt.bool (or the "
+    "numpy equivalents)";
 
 py::module_ numpy() {
   return py::module_::import("numpy");
@@ -44,6 +45,7 @@ std::optional<DType> dtype_from_name(const std::string& name) {
   if (name == "float64") return DType::Float64;
   if (name == "int32") return DType::Int32;
   if (name == "int64") return DType::Int64;
+  if (name == "bool") return DType::Bool;
   return std::nullopt;
 }
 
@@ -78,6 +80,8 @@ py::dtype numpy_dtype(DType d) {
       return py::dtype::of<std::int32_t>();
     case DType::Int64:
       return py::dtype::of<std::int64_t>();
+    case DType::Bool:
+      return py::dtype::of<bool>();
   }
   throw Error("unknown dtype");
 }
@@ -92,6 +96,8 @@ std::string buffer_format(DType d) {
       return py::format_descriptor<std::int32_t>::format();
     case DType::Int64:
       return py::format_descriptor<std::int64_t>::format();
+    case DType::Bool:
+      return py::format_descriptor<bool>::format();
   }
   throw Error("unknown dtype");
 }
@@ -240,6 +246,7 @@ std::optional<DType> dtype_from_dlpack(const dlpack::DLDataType& t) {
   if (t.code == dlpack::kDLFloat && t.bits == 64) return DType::Float64;
   if (t.code == dlpack::kDLInt && t.bits == 32) return DType::Int32;
   if (t.code == dlpack::kDLInt && t.bits == 64) return DType::Int64;
+  if (t.code == dlpack::kDLBool && t.bits == 8) return DType::Bool;
   return std::nullopt;
 }
 
@@ -351,7 +358,9 @@ py::object to_dlpack(const Tensor& t, py::object stream) {
   dl.device = {dlpack::kDLCPU, t.device().index};
   dl.ndim = t.dim();
   const bool floating = is_floating(t.dtype());
-  dl.dtype = {floating ? dlpack::kDLFloat : dlpack::kDLInt,
+  dl.dtype = {t.dtype() == DType::Bool ? dlpack::kDLBool
+              : floating               ? dlpack::kDLFloat
+                                       : dlpack::kDLInt,
               static_cast<std::uint8_t>(t.element_size() * 8), 1};
   dl.shape = ctx->shape.data();
   dl.strides = ctx->strides.data();
@@ -386,7 +395,7 @@ py::array array_from_python(py::handle obj, std::optional<DType> dtype, const ch
       const std::string name = py::str(arr.attr("dtype").attr("name"));
       if (!dtype_from_name(name)) arr = arr.attr("astype")(numpy_dtype(DType::Int64));
     }
-    if (kind == "b" || kind == "c" || kind == "O" || kind == "U" || kind == "S") {
+    if (kind == "c" || kind == "O" || kind == "U" || kind == "S") {
       throw py::type_error(std::string(what) + ": cannot make a tensor of " +
                            std::string(py::str(arr.attr("dtype"))) + " values from " +
                            type_name(obj) + "; supported dtypes are " + kSupportedDTypes);
@@ -520,6 +529,19 @@ Tensor enqueue(const char* what, F&& f) {
   }
 }
 
+// torch's promotion for a Python scalar operand: a float scalar makes an integer or bool tensor
+// float32, an int scalar makes a bool tensor int64; otherwise the tensor's dtype wins.
+Tensor promote_for_scalar(const Tensor& t, py::handle scalar) {
+  const bool float_scalar =
+      py::isinstance<py::float_>(scalar) || py::isinstance(scalar, numpy().attr("floating"));
+  DType want = t.dtype();
+  if (float_scalar && !is_floating(t.dtype())) want = DType::Float32;
+  if (!float_scalar && t.dtype() == DType::Bool) want = DType::Int64;
+  if (want == t.dtype()) return t;
+  py::gil_scoped_release release;
+  return t.to(want);
+}
+
 enum class BinaryOp { Add, Sub, Mul, Div };
 
 const char* binary_name(BinaryOp op) {
@@ -544,7 +566,7 @@ Tensor binary(BinaryOp op, py::handle a, py::handle b) {
     throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
   }
   if (b_scalar) {
-    Tensor x = operand(a, what);
+    Tensor x = promote_for_scalar(operand(a, what), b);
     const double s = b.cast<double>();
     return enqueue(what, [&] {
       switch (op) {
@@ -562,7 +584,7 @@ Tensor binary(BinaryOp op, py::handle a, py::handle b) {
   }
   if (a_scalar) {
     const double s = a.cast<double>();
-    Tensor y = operand(b, what);
+    Tensor y = promote_for_scalar(operand(b, what), a);
     return enqueue(what, [&] {
       switch (op) {
         case BinaryOp::Add:
@@ -667,6 +689,14 @@ py::object item_of(const Tensor& t) {
       }
       return py::int_(v);
     }
+    case DType::Bool: {
+      bool v;
+      {
+        py::gil_scoped_release release;
+        v = t.item<bool>();
+      }
+      return py::bool_(v);
+    }
   }
   return py::none();
 }
@@ -727,12 +757,32 @@ struct PyTrackingScope {
 
 }  // namespace
 
+Tensor tensor_operand(py::handle obj, const char* what) {
+  return operand(obj, what);
+}
+bool is_python_scalar(py::handle obj) {
+  return is_scalar(obj);
+}
+Tensor scalar_promoted(const Tensor& t, py::handle scalar) {
+  return promote_for_scalar(t, scalar);
+}
+DType dtype_arg(py::handle obj, const char* what) {
+  return to_dtype(obj, what);
+}
+py::tuple shape_to_tuple(const Shape& shape) {
+  return shape_tuple(shape);
+}
+Tensor run_op(const char* what, const std::function<Tensor()>& f) {
+  return enqueue(what, f);
+}
+
 void bind_tensor(py::module_& m) {
   py::enum_<DType>(m, "dtype", "Tensor element type: streamrt.float32, float64, int32, int64.")
       .value("float32", DType::Float32)
       .value("float64", DType::Float64)
       .value("int32", DType::Int32)
       .value("int64", DType::Int64)
+      .value("bool", DType::Bool)
       .def_property_readonly(
           "itemsize", [](DType d) { return element_size(d); }, "Bytes per element.")
       .def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
@@ -761,7 +811,7 @@ void bind_tensor(py::module_& m) {
       py::is_method(dtype_cls));
   dtype_cls.attr("__hash__") =
       py::cpp_function([](DType d) { return static_cast<int>(d); }, py::is_method(dtype_cls));
-  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+  for (DType d : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool}) {
     m.attr(std::string(to_string(d)).c_str()) = py::cast(d);
   }
 
@@ -794,8 +844,9 @@ void bind_tensor(py::module_& m) {
       "Seeds the default generator used by rand/randn without seed= or generator=.");
 
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
-                     "A dense, contiguous, row-major tensor whose ops run on streams. Copies and "
-                     "views share storage. Reading it on the host (numpy(), the buffer "
+                     "A strided tensor whose ops run on streams. Copies and views (transpose, "
+                     "slicing, expand) share storage and its dependency tracking. Reading it on "
+                     "the host (numpy(), the buffer "
                      "protocol, __dlpack__, item()) first waits for the work that writes it.")
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.shape()); })
       .def_property_readonly("dtype", &Tensor::dtype)
@@ -1029,27 +1080,6 @@ void bind_tensor(py::module_& m) {
         binary_name(op), [op](py::object a, py::object b) { return binary(op, a, b); }, "a"_a,
         "b"_a, "Element-wise, on the current stream (either side may be a number).");
   }
-  m.def(
-      "relu",
-      [](py::object a) {
-        Tensor x = operand(a, "relu");
-        return enqueue("relu", [&] { return relu(x); });
-      },
-      "a"_a);
-  m.def(
-      "sum",
-      [](py::object a) {
-        Tensor x = operand(a, "sum");
-        return enqueue("sum", [&] { return sum(x); });
-      },
-      "a"_a, "Sum of all elements, a 0-d tensor.");
-  m.def(
-      "mean",
-      [](py::object a) {
-        Tensor x = operand(a, "mean");
-        return enqueue("mean", [&] { return mean(x); });
-      },
-      "a"_a, "Mean of all elements, a 0-d tensor (floating dtypes).");
   m.def(
       "allclose",
       [](py::object a, py::object b, double rtol, double atol) {

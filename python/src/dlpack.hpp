@@ -15,6 +15,7 @@ inline constexpr std::int32_t kDLCPU = 1;
 inline constexpr std::uint8_t kDLInt = 0;
 //! Floating point.
 inline constexpr std::uint8_t kDLFloat = 2;
+inline constexpr std::uint8_t kDLBool = 6;  // DLPack 0.8
 
 //! Capsule names: a fresh export, and one a consumer has taken over.
 inline constexpr const char* kCapsuleName = "dltensor";

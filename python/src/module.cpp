@@ -1,6 +1,7 @@
 // The _streamrt extension module: exceptions, then the bindings of each area.
 #include <pybind11/pybind11.h>
 
+#include "bind_ops.hpp"
 #include "bindings.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
@@ -48,6 +49,7 @@ PYBIND11_MODULE(_streamrt, m) {
 #endif
   sp::bind_core(m);
   sp::bind_tensor(m);
+  sp::bind_ops(m);
 
   // streamrt.__version__ and `python3 -m streamrt` (the same text as `streamrt --version`).
   m.attr("__version__") = streamrt::version_info().version;

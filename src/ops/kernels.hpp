@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "../core/parallel.hpp"
+#include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt::ops {
@@ -13,7 +15,8 @@ namespace streamrt::ops {
 // it to another worker (figures: docs/performance.md, "Figures behind constants").
 inline constexpr std::int64_t kElementGrain = std::int64_t{1} << 15;
 
-// Calls f(T{}) with T the C++ type of `dtype`.
+// Calls f(T{}) with T the C++ type of `dtype`, for the numeric dtypes. Ops reject Bool before
+// they get here (arithmetic on bool is not defined); reaching it is a bug, reported as Error.
 template <class F>
 decltype(auto) dispatch(DType dtype, F&& f) {
   switch (dtype) {
@@ -25,8 +28,17 @@ decltype(auto) dispatch(DType dtype, F&& f) {
       return f(std::int32_t{});
     case DType::Int64:
       break;
+    case DType::Bool:
+      throw Error("internal error: a bool tensor reached a numeric kernel");
   }
   return f(std::int64_t{});
+}
+
+// As dispatch, with bool for DType::Bool (copies, fills, comparisons, where).
+template <class F>
+decltype(auto) dispatch_all(DType dtype, F&& f) {
+  if (dtype == DType::Bool) return f(bool{});
+  return dispatch(dtype, std::forward<F>(f));
 }
 
 // Calls f(T{}) for the floating dtypes (the caller has checked that `dtype` is one).
@@ -62,7 +74,9 @@ void parallel_elements(std::int64_t n, Body&& body) {
 // out-of-range values saturated (a bare cast would be undefined behaviour).
 template <class T>
 T from_double(double v) {
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v != 0;  // NaN is true, as in C++ and numpy
+  } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(v);
   } else {
     if (v != v) return 0;

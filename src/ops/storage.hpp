@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "streamrt/impl/backend.hpp"
@@ -51,11 +52,17 @@ class Storage {
 
 // The library's access to Tensor internals.
 struct TensorAccess {
-  static Tensor make(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+  // A contiguous tensor at offset 0 of `storage`.
+  static Tensor make(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
+  // A view: `strides` and `offset` in elements, within the storage (checked by the caller).
+  static Tensor make_view(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
+                          std::int64_t offset, DType dtype) {
     Tensor t;
     t.numel_ = shape_numel(shape);
     t.storage_ = std::move(storage);
     t.shape_ = std::move(shape);
+    t.strides_ = std::move(strides);
+    t.offset_ = offset;
     t.dtype_ = dtype;
     return t;
   }
@@ -85,8 +92,21 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
 
 // Enqueues t.fill_(value) (tracked write).
 void enqueue_fill(Tensor& t, double value);
-// Enqueues dst <- src with dtype conversion (tracked); shapes already checked.
+// Enqueues dst <- src with dtype conversion (tracked); `src` broadcasts to dst's shape (checked).
 void enqueue_copy(Tensor& dst, const Tensor& src, const char* label);
+
+// Throws Error naming `op` when `t` has elements that alias (an expanded view): writing it would
+// race with itself.
+void check_writable(const Tensor& t, const char* op);
+// "float32 [2, 3]", for messages.
+std::string describe(const Tensor& t);
+// Throws Error naming both devices when they differ.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// `t` converted to `dtype` on the current stream (itself when it already has that dtype).
+Tensor as_dtype(const Tensor& t, DType dtype);
+// Normalises a possibly negative dimension index against `ndim` (Error naming `op` when out of
+// range).
+int wrap_dim(int d, int ndim, const char* op);
 
 // Positions a host reader (`for_write` false) or writer must wait for before touching `storage`.
 std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write);

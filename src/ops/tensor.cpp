@@ -8,6 +8,7 @@
 #include <new>
 
 #include "kernels.hpp"
+#include "layout.hpp"
 #include "random.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
@@ -25,12 +26,50 @@ std::string_view to_string(DType dtype) noexcept {
       return "int32";
     case DType::Int64:
       return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "unknown";
 }
 
 std::size_t element_size(DType dtype) noexcept {
-  return dtype == DType::Float32 || dtype == DType::Int32 ? 4 : 8;
+  switch (dtype) {
+    case DType::Float32:
+    case DType::Int32:
+      return 4;
+    case DType::Bool:
+      return 1;
+    case DType::Float64:
+    case DType::Int64:
+      break;
+  }
+  return 8;
+}
+
+DType promote_types(DType a, DType b) noexcept {
+  if (a == b) return a;
+  auto kind = [](DType d) { return d == DType::Bool ? 0 : is_floating(d) ? 2 : 1; };
+  const int ka = kind(a), kb = kind(b);
+  if (ka != kb) return ka > kb ? a : b;  // the higher kind's type, whatever its width (torch)
+  return element_size(a) >= element_size(b) ? a : b;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    // Aligned from the right: dimension i of the result is a's (a.size() - n + i), if any.
+    const std::int64_t x = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    const std::int64_t y = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    if (x != y && x != 1 && y != 1) {
+      throw Error("shapes " + to_string(a) + " and " + to_string(b) +
+                  " cannot be broadcast together (dimension " + std::to_string(i) + ": " +
+                  std::to_string(x) + " vs " + std::to_string(y) +
+                  "; sizes must match or be 1, aligned from the right)");
+    }
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
 }
 
 std::string to_string(const Shape& shape) {
@@ -117,11 +156,72 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
   return std::make_shared<Storage>(p, nbytes, device, nullptr, true);
 }
 
+Tensor TensorAccess::make(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
+  Shape strides = ops::contiguous_strides(shape);
+  return make_view(std::move(storage), std::move(shape), std::move(strides), 0, dtype);
+}
+
 }  // namespace detail
 
 // ---- helpers ---------------------------------------------------------------------------------
 
 namespace ops {
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape s(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    s[i] = stride;
+    stride *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
+Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& to) {
+  Shape out(to.size(), 0);
+  const std::size_t lead = to.size() - shape.size();
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    out[lead + i] = shape[i] == to[lead + i] ? strides[i] : 0;
+  }
+  return out;
+}
+
+void check_writable(const Tensor& t, const char* op) {
+  for (int d = 0; d < t.dim(); ++d) {
+    if (t.strides()[static_cast<std::size_t>(d)] == 0 &&
+        t.shape()[static_cast<std::size_t>(d)] > 1) {
+      throw Error(std::string(op) + ": the tensor " + to_string(t.shape()) +
+                  " is an expanded view (stride 0 in dimension " + std::to_string(d) +
+                  "): several of its elements share one memory location; write to a "
+                  "contiguous() copy instead");
+    }
+  }
+}
+
+std::string describe(const Tensor& t) {
+  return std::string(to_string(t.dtype())) + " " + to_string(t.shape());
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.device() != b.device()) {
+    throw Error(std::string(op) + ": tensors are on different devices (" + a.device().str() +
+                " and " + b.device().str() + ")");
+  }
+}
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : t.to(dtype);
+}
+
+int wrap_dim(int d, int ndim, const char* op) {
+  const int n = std::max(ndim, 1);  // a 0-d tensor accepts dim 0 and -1, as torch
+  if (d < -n || d >= n) {
+    throw Error(std::string(op) + ": dimension " + std::to_string(d) + " is out of range for a " +
+                std::to_string(ndim) + "-d tensor (use " + std::to_string(-n) + " to " +
+                std::to_string(n - 1) + ")");
+  }
+  return d < 0 ? d + n : d;
+}
 
 void check_defined(const Tensor& t, const char* op) {
   if (!t.defined()) {
@@ -149,13 +249,15 @@ Tensor new_tensor(Shape shape, DType dtype, Device device) {
 
 namespace {
 
-void fill_kernel(void* data, DType dtype, std::int64_t n, double value) {
-  dispatch(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T v = from_double<T>(value);
-    T* p = static_cast<T*>(data);
-    parallel_elements(n, [&](std::int64_t i) { p[i] = v; });
-  });
+template <class D, class S>
+D convert(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return v != S{0};
+  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+    return from_double<D>(static_cast<double>(v));
+  } else {
+    return static_cast<D>(v);
+  }
 }
 
 }  // namespace
@@ -163,38 +265,58 @@ void fill_kernel(void* data, DType dtype, std::int64_t n, double value) {
 void enqueue_fill(Tensor& t, double value) {
   auto st = detail::TensorAccess::storage(t);
   const DType dtype = t.dtype();
-  const std::int64_t n = t.numel();
-  submit("fill", t.device(), {}, {&t},
-         [st, dtype, n, value] { fill_kernel(st->data(), dtype, n, value); });
+  const Shape shape = t.shape(), strides = t.strides();
+  const std::int64_t offset = t.storage_offset();
+  submit("fill", t.device(), {}, {&t}, [st, dtype, shape, strides, offset, value] {
+    dispatch_all(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T v = from_double<T>(value);
+      T* p = static_cast<T*>(st->data()) + offset;
+      const auto loop = make_loop<1>(shape, {&strides});
+      parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+        T* q = p + off[0];
+        if (inc[0] == 1) {
+          std::fill(q, q + count, v);
+        } else {
+          for (std::int64_t i = 0; i < count; ++i) q[i * inc[0]] = v;
+        }
+      });
+    });
+  });
 }
 
 void enqueue_copy(Tensor& dst, const Tensor& src, const char* label) {
   auto d = detail::TensorAccess::storage(dst);
   auto s = detail::TensorAccess::storage(src);
   const DType dt = dst.dtype(), st = src.dtype();
-  const std::int64_t n = dst.numel();
-  submit(label, dst.device(), {&src}, {&dst}, [d, s, dt, st, n] {
-    if (dt == st) {
-      // Same storage (x.copy_(x)) is a no-op; memmove would do, but skip the work.
-      if (d != s) std::memcpy(d->data(), s->data(), static_cast<std::size_t>(n) * element_size(dt));
-      return;
-    }
-    dispatch(dt, [&](auto dtag) {
-      using D = decltype(dtag);
-      dispatch(st, [&](auto stag) {
-        using S = decltype(stag);
-        D* out = static_cast<D*>(d->data());
-        const S* in = static_cast<const S*>(s->data());
-        parallel_elements(n, [&](std::int64_t i) {
-          if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
-            out[i] = from_double<D>(static_cast<double>(in[i]));
-          } else {
-            out[i] = static_cast<D>(in[i]);
-          }
-        });
-      });
-    });
-  });
+  const Shape shape = dst.shape(), dst_strides = dst.strides();
+  const Shape src_strides = broadcast_strides(src.shape(), src.strides(), shape);
+  const std::int64_t d_off = dst.storage_offset(), s_off = src.storage_offset();
+  submit(label, dst.device(), {&src}, {&dst},
+         [d, s, dt, st, shape, dst_strides, src_strides, d_off, s_off] {
+           // The same elements (x.copy_(x)): nothing to do.
+           if (d == s && d_off == s_off && dt == st && dst_strides == src_strides) return;
+           dispatch_all(dt, [&](auto dtag) {
+             using D = decltype(dtag);
+             dispatch_all(st, [&](auto stag) {
+               using S = decltype(stag);
+               D* out = static_cast<D*>(d->data()) + d_off;
+               const S* in = static_cast<const S*>(s->data()) + s_off;
+               const auto loop = make_loop<2>(shape, {&dst_strides, &src_strides});
+               parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+                 D* o = out + off[0];
+                 const S* x = in + off[1];
+                 if constexpr (std::is_same_v<D, S>) {
+                   if (inc[0] == 1 && inc[1] == 1) {
+                     std::memcpy(o, x, static_cast<std::size_t>(count) * sizeof(D));
+                     return;
+                   }
+                 }
+                 for (std::int64_t i = 0; i < count; ++i) o[i * inc[0]] = convert<D>(x[i * inc[1]]);
+               });
+             });
+           });
+         });
 }
 
 }  // namespace ops
@@ -216,14 +338,15 @@ std::int64_t Tensor::size(int d) const {
   return shape_[static_cast<std::size_t>(i)];
 }
 
-Shape Tensor::strides() const {
-  Shape s(shape_.size());
-  std::int64_t stride = 1;
+bool Tensor::is_contiguous() const noexcept {
+  std::int64_t expected = 1;
   for (std::size_t i = shape_.size(); i-- > 0;) {
-    s[i] = stride;
-    stride *= shape_[i];
+    if (shape_[i] == 1) continue;
+    if (shape_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= shape_[i];
   }
-  return s;
+  return true;
 }
 
 std::size_t Tensor::nbytes() const noexcept {
@@ -238,10 +361,12 @@ void* Tensor::host_data_unsafe(DType want) const {
                 (dtype_ == DType::Float32   ? "float"
                  : dtype_ == DType::Float64 ? "double"
                  : dtype_ == DType::Int32   ? "std::int32_t"
+                 : dtype_ == DType::Bool    ? "bool"
                                             : "std::int64_t") +
                 ">() or convert with to()");
   }
-  return storage_->data();
+  return static_cast<char*>(storage_->data()) +
+         offset_ * static_cast<std::int64_t>(streamrt::element_size(dtype_));
 }
 
 void* Tensor::host_data(DType want, bool for_write) const {
@@ -323,7 +448,10 @@ Tensor Tensor::reshape(Shape shape) const {
                 ": element counts differ (" + std::to_string(numel_) + " vs " +
                 std::to_string(shape_numel(shape)) + ")");
   }
-  return detail::TensorAccess::make(storage_, std::move(shape), dtype_);
+  if (!is_contiguous()) return contiguous().reshape(std::move(shape));
+  Shape strides = ops::contiguous_strides(shape);
+  return detail::TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_,
+                                         dtype_);
 }
 
 Tensor Tensor::clone() const {
@@ -340,20 +468,38 @@ Tensor Tensor::to(DType dtype) const {
 Tensor& Tensor::copy_(const Tensor& src) {
   ops::check_defined(*this, "copy_");
   ops::check_defined(src, "copy_");
-  if (src.shape_ != shape_) {
+  bool fits = src.dim() <= dim();
+  if (fits) {
+    try {
+      fits = broadcast_shapes(src.shape_, shape_) == shape_;
+    } catch (const Error&) {
+      fits = false;
+    }
+  }
+  if (!fits) {
     throw Error("copy_: shapes differ: destination " + to_string(shape_) + ", source " +
-                to_string(src.shape_) + " (reshape the source first)");
+                to_string(src.shape_) + " (the source must broadcast to the destination's shape)");
   }
   if (src.device() != device()) {
     throw Error("copy_: devices differ: destination " + device().str() + ", source " +
                 src.device().str());
   }
-  ops::enqueue_copy(*this, src, "copy_");
+  ops::check_writable(*this, "copy_");
+  const bool same_view = src.storage_offset() == offset_ && src.shape_ == shape_ &&
+                         src.strides_ == strides_ && src.dtype_ == dtype_;
+  if (shares_storage(src) && !same_view) {
+    // The source may overlap the destination (x[1:].copy_(x[:-1])): read it from a copy, so
+    // no element is overwritten before it is read (and the parallel chunks do not race).
+    ops::enqueue_copy(*this, src.clone(), "copy_");
+  } else {
+    ops::enqueue_copy(*this, src, "copy_");
+  }
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
   ops::check_defined(*this, "fill_");
+  ops::check_writable(*this, "fill_");
   ops::enqueue_fill(*this, value);
   return *this;
 }
@@ -386,6 +532,7 @@ Tensor ones(Shape shape, DType dtype, Device device) {
 
 Tensor arange(std::int64_t n, DType dtype, Device device) {
   if (n < 0) throw Error("arange(" + std::to_string(n) + "): n must be >= 0");
+  if (dtype == DType::Bool) throw Error("arange: dtype bool is not supported; use a numeric dtype");
   Tensor t = ops::new_tensor({n}, dtype, device);
   auto st = detail::TensorAccess::storage(t);
   ops::submit("arange", device, {}, {&t}, [st, dtype, n] {

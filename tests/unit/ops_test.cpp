@@ -201,8 +201,8 @@ TEST(OpsElementwise, IntegerEdgeCases) {
 
 TEST(OpsElementwise, MismatchesNameBothShapes) {
   expect_error_containing([] { ones({2, 3}) + ones({3, 2}); }, {"add", "[2, 3]", "[3, 2]"});
-  expect_error_containing([] { ones({4}) * ones({4}, DType::Int64); },
-                          {"mul", "float32 [4]", "int64 [4]"});
+  expect_error_containing([] { ones({4}, DType::Bool) * ones({4}, DType::Bool); },
+                          {"mul", "bool [4]", "numeric"});
   expect_error_containing([] { ones({2}).copy_(ones({3})); }, {"copy_", "[2]", "[3]"});
   expect_error_containing([] { allclose(ones({2}), ones({1, 2})); }, {"[2]", "[1, 2]"});
 }

@@ -113,30 +113,39 @@ class ThreadCountGuard {
 inline const std::vector<int> kWorkerCounts = {1, 2, 4, 8};
 inline const std::vector<int> kParallelWorkerCounts = {2, 4, 8};
 
-// Copies a tensor's elements to doubles (waits for its writers).
+// Copies a tensor's elements (row-major order, any strides) to doubles (waits for its writers).
 inline std::vector<double> to_vector(const Tensor& t) {
   std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  auto copy = [&](const auto* p) {
+    const auto& shape = t.shape();
+    const auto& strides = t.strides();
+    std::vector<std::int64_t> idx(shape.size(), 0);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < shape.size(); ++d) off += idx[d] * strides[d];
+      out[i] = static_cast<double>(p[off]);
+      for (std::size_t d = shape.size(); d-- > 0;) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  };
   switch (t.dtype()) {
-    case DType::Float32: {
-      const float* p = t.data<float>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+    case DType::Float32:
+      copy(t.data<float>());
       break;
-    }
-    case DType::Float64: {
-      const double* p = t.data<double>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+    case DType::Float64:
+      copy(t.data<double>());
       break;
-    }
-    case DType::Int32: {
-      const std::int32_t* p = t.data<std::int32_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
+    case DType::Int32:
+      copy(t.data<std::int32_t>());
       break;
-    }
-    case DType::Int64: {
-      const std::int64_t* p = t.data<std::int64_t>();
-      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
+    case DType::Int64:
+      copy(t.data<std::int64_t>());
       break;
-    }
+    case DType::Bool:
+      copy(t.data<bool>());
+      break;
   }
   return out;
 }

@@ -1,0 +1,529 @@
+// Python bindings of views and indexing, reductions, element-wise math, comparisons, where,
+// softmax, cat and stack: Tensor methods and module functions named as in torch. Ops are enqueued
+// with the GIL released (run_op); argument errors become ValueError (IndexError for indices).
+#include "bind_ops.hpp"
+
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+
+namespace streamrt::python {
+
+using namespace pybind11::literals;
+
+namespace {
+
+// A number as a 0-d tensor to combine with `like` (torch: the tensor's dtype, unless a float
+// number meets an integer or bool tensor: then float32).
+Tensor scalar_tensor(py::handle s, const Tensor& like, const char* what) {
+  const DType d = scalar_promoted(like, s).dtype();
+  const double v = s.cast<double>();
+  return run_op(what, [&] { return full({}, v, d, like.device()); });
+}
+
+// Two operands of which at most one may be a number.
+std::pair<Tensor, Tensor> operand_pair(py::handle a, py::handle b, const char* what) {
+  const bool as = is_python_scalar(a), bs = is_python_scalar(b);
+  if (as && bs) throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
+  if (as) {
+    Tensor y = tensor_operand(b, what);
+    return {scalar_tensor(a, y, what), y};
+  }
+  Tensor x = tensor_operand(a, what);
+  if (bs) return {x, scalar_tensor(b, x, what)};
+  return {x, tensor_operand(b, what)};
+}
+
+int to_dim(py::handle d, const char* what) {
+  if (PyIndex_Check(d.ptr()) == 0) {
+    throw py::type_error(std::string(what) + ": dim must be an integer, got " + type_name(d));
+  }
+  return d.cast<int>();
+}
+
+std::vector<int> dims_from_args(const py::args& args, const char* what) {
+  std::vector<int> dims;
+  if (args.size() == 1 && PyIndex_Check(args[0].ptr()) == 0) {
+    for (py::handle h : args[0]) dims.push_back(to_dim(h, what));
+  } else {
+    for (py::handle h : args) dims.push_back(to_dim(h, what));
+  }
+  return dims;
+}
+
+// ---- indexing ----------------------------------------------------------------------------------
+
+// Index errors become IndexError (Python's iteration protocol relies on it).
+template <class F>
+Tensor index_op(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw py::index_error(e.what());
+  }
+}
+
+// t[index] for ints, slices (step >= 1), None and Ellipsis, alone or in a tuple: always a view.
+Tensor get_item(const Tensor& t, py::handle index) {
+  std::vector<py::handle> items;
+  if (py::isinstance<py::tuple>(index)) {
+    for (py::handle h : index) items.push_back(h);
+  } else {
+    items.push_back(index);
+  }
+  int consumed = 0;
+  bool ellipsis = false;
+  for (py::handle h : items) {
+    if (h.is(py::ellipsis())) {
+      if (ellipsis) throw py::index_error("an index can only have a single ellipsis ('...')");
+      ellipsis = true;
+    } else if (!h.is_none()) {
+      if (py::isinstance<py::bool_>(h) ||
+          (PyIndex_Check(h.ptr()) == 0 && !py::isinstance<py::slice>(h))) {
+        throw py::type_error(
+            "Tensor indices must be integers, slices, None or ... (no tensor, bool or list "
+            "indexing), got " +
+            type_name(h));
+      }
+      ++consumed;
+    }
+  }
+  if (consumed > t.dim()) {
+    throw py::index_error("too many indices for a tensor of dimension " + std::to_string(t.dim()) +
+                          " (" + std::to_string(consumed) + " given)");
+  }
+  Tensor out = t;
+  int d = 0;
+  for (py::handle h : items) {
+    if (h.is(py::ellipsis())) {
+      d += t.dim() - consumed;
+    } else if (h.is_none()) {
+      out = index_op([&] { return out.unsqueeze(d); });
+      ++d;
+    } else if (py::isinstance<py::slice>(h)) {
+      Py_ssize_t start = 0, stop = 0, step = 0;
+      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
+      if (step < 1) {
+        throw py::value_error("Tensor indexing: step " + std::to_string(step) +
+                              " is not supported; steps must be >= 1 (no negative steps)");
+      }
+      PySlice_AdjustIndices(static_cast<Py_ssize_t>(out.size(d)), &start, &stop, step);
+      out = index_op([&] { return out.slice(d, start, std::max(start, stop), step); });
+      ++d;
+    } else {
+      const auto i = h.cast<std::int64_t>();
+      out = index_op([&] { return out.select(d, i); });
+    }
+  }
+  return out;
+}
+
+void set_item(const Tensor& t, py::handle index, py::handle value) {
+  Tensor view = get_item(t, index);
+  if (is_python_scalar(value) || py::isinstance<py::bool_>(value)) {
+    const double v = value.cast<double>();
+    run_op("__setitem__", [&] { return view.fill_(v); });
+    return;
+  }
+  Tensor src = tensor_operand(value, "__setitem__");
+  run_op("__setitem__", [&] { return view.copy_(src); });
+}
+
+// ---- reductions --------------------------------------------------------------------------------
+
+using Reduction = Tensor (*)(const Tensor&);
+using DimReduction = Tensor (*)(const Tensor&, int, bool);
+
+Tensor reduce(const char* what, py::object a, py::object dim, bool keepdim, Reduction all,
+              DimReduction over) {
+  Tensor x = tensor_operand(a, what);
+  if (dim.is_none()) {
+    if (keepdim) {
+      // All dimensions kept with size 1, as torch and numpy.
+      Tensor r = run_op(what, [&] { return all(x); });
+      return run_op(what, [&] { return r.reshape(Shape(static_cast<std::size_t>(x.dim()), 1)); });
+    }
+    return run_op(what, [&] { return all(x); });
+  }
+  const int d = to_dim(dim, what);
+  return run_op(what, [&] { return over(x, d, keepdim); });
+}
+
+Tensor sum_all(const Tensor& t) {
+  return sum(t);
+}
+Tensor sum_dim(const Tensor& t, int d, bool k) {
+  return sum(t, d, k);
+}
+Tensor mean_all(const Tensor& t) {
+  return mean(t);
+}
+Tensor mean_dim(const Tensor& t, int d, bool k) {
+  return mean(t, d, k);
+}
+Tensor max_all(const Tensor& t) {
+  return max(t);
+}
+Tensor max_dim(const Tensor& t, int d, bool k) {
+  return max(t, d, k);
+}
+Tensor min_all(const Tensor& t) {
+  return min(t);
+}
+Tensor min_dim(const Tensor& t, int d, bool k) {
+  return min(t, d, k);
+}
+Tensor argmax_all(const Tensor& t) {
+  return argmax(t);
+}
+Tensor argmax_dim(const Tensor& t, int d, bool k) {
+  return argmax(t, d, k);
+}
+Tensor argmin_all(const Tensor& t) {
+  return argmin(t);
+}
+Tensor argmin_dim(const Tensor& t, int d, bool k) {
+  return argmin(t, d, k);
+}
+
+struct ReductionDef {
+  const char* name;
+  Reduction all;
+  DimReduction over;
+  const char* doc;
+};
+
+const ReductionDef kReductions[] = {
+    {"sum", sum_all, sum_dim,
+     "Sum of all elements (a 0-d tensor), or over `dim`; float64/int64 accumulation."},
+    {"mean", mean_all, mean_dim, "Mean of all elements, or over `dim` (floating dtypes)."},
+    {"max", max_all, max_dim, "Largest element, or the largest values over `dim` (NaN wins)."},
+    {"min", min_all, min_dim, "Smallest element, or the smallest values over `dim`."},
+    {"argmax", argmax_all, argmax_dim,
+     "Flat index of the largest element, or indices over `dim` (int64; first on ties)."},
+    {"argmin", argmin_all, argmin_dim, "As argmax, for the smallest element."},
+};
+
+// ---- element-wise ------------------------------------------------------------------------------
+
+using UnaryFn = Tensor (*)(const Tensor&);
+
+struct UnaryDef {
+  const char* name;
+  UnaryFn fn;
+};
+
+const UnaryDef kUnary[] = {
+    {"exp", [](const Tensor& t) { return exp(t); }},
+    {"log", [](const Tensor& t) { return log(t); }},
+    {"tanh", [](const Tensor& t) { return tanh(t); }},
+    {"sigmoid", [](const Tensor& t) { return sigmoid(t); }},
+    {"sqrt", [](const Tensor& t) { return sqrt(t); }},
+    {"abs", [](const Tensor& t) { return abs(t); }},
+    {"neg", [](const Tensor& t) { return neg(t); }},
+    {"relu", [](const Tensor& t) { return relu(t); }},
+};
+
+using CompareFn = Tensor (*)(const Tensor&, const Tensor&);
+using CompareScalarFn = Tensor (*)(const Tensor&, double);
+
+struct CompareDef {
+  const char* name;
+  const char* dunder;
+  const char* reflected;  // the operator Python tries on the other side
+  CompareFn fn;
+  CompareScalarFn scalar;
+};
+
+const CompareDef kCompare[] = {
+    {"eq", "__eq__", "__eq__", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+     [](const Tensor& a, double s) { return eq(a, s); }},
+    {"ne", "__ne__", "__ne__", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+     [](const Tensor& a, double s) { return ne(a, s); }},
+    {"lt", "__lt__", "__gt__", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+     [](const Tensor& a, double s) { return lt(a, s); }},
+    {"le", "__le__", "__ge__", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+     [](const Tensor& a, double s) { return le(a, s); }},
+    {"gt", "__gt__", "__lt__", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+     [](const Tensor& a, double s) { return gt(a, s); }},
+    {"ge", "__ge__", "__le__", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+     [](const Tensor& a, double s) { return ge(a, s); }},
+};
+
+Tensor compare(const CompareDef& def, py::handle a, py::handle b) {
+  if (is_python_scalar(b) || py::isinstance<py::bool_>(b)) {
+    Tensor x = tensor_operand(a, def.name);
+    const double s = b.cast<double>();
+    return run_op(def.name, [&] { return def.scalar(x, s); });
+  }
+  Tensor x = tensor_operand(a, def.name);
+  Tensor y = tensor_operand(b, def.name);
+  return run_op(def.name, [&] { return def.fn(x, y); });
+}
+
+Tensor pow_op(py::handle a, py::handle exponent) {
+  if (!is_python_scalar(exponent)) {
+    throw py::type_error(
+        "pow: the exponent must be a number (tensor exponents are not "
+        "supported), got " +
+        type_name(exponent));
+  }
+  Tensor x = scalar_promoted(tensor_operand(a, "pow"), exponent);
+  const double e = exponent.cast<double>();
+  return run_op("pow", [&] { return pow(x, e); });
+}
+
+Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
+  Tensor x = tensor_operand(a, "clamp");
+  std::optional<double> l, h;
+  for (py::handle bound : {lo, hi}) {
+    if (bound.is_none()) continue;
+    if (!is_python_scalar(bound)) {
+      throw py::type_error("clamp: bounds must be numbers or None, got " + type_name(bound));
+    }
+    x = scalar_promoted(x, bound);
+  }
+  if (!lo.is_none()) l = lo.cast<double>();
+  if (!hi.is_none()) h = hi.cast<double>();
+  return run_op("clamp", [&] { return clamp(x, l, h); });
+}
+
+Tensor binary_fn(const char* what, py::handle a, py::handle b,
+                 Tensor (*fn)(const Tensor&, const Tensor&)) {
+  auto [x, y] = operand_pair(a, b, what);
+  return run_op(what, [&] { return fn(x, y); });
+}
+
+Tensor where_op(py::handle cond, py::handle a, py::handle b) {
+  Tensor c = tensor_operand(cond, "where");
+  if (is_python_scalar(a) && is_python_scalar(b)) {
+    // Two numbers: int64, or float32 if either is a float (torch's default dtypes).
+    const bool floats = !py::isinstance<py::int_>(a) || !py::isinstance<py::int_>(b);
+    const DType d = floats ? DType::Float32 : DType::Int64;
+    const double va = a.cast<double>(), vb = b.cast<double>();
+    return run_op("where", [&] {
+      return where(c, full({}, va, d, c.device()), full({}, vb, d, c.device()));
+    });
+  }
+  auto [x, y] = operand_pair(a, b, "where");
+  return run_op("where", [&] { return where(c, x, y); });
+}
+
+std::vector<Tensor> tensor_list(py::handle seq, const char* what) {
+  if (!py::isinstance<py::sequence>(seq) || py::isinstance<py::str>(seq)) {
+    throw py::type_error(std::string(what) + ": expected a sequence of tensors, got " +
+                         type_name(seq));
+  }
+  std::vector<Tensor> out;
+  for (py::handle h : seq) out.push_back(tensor_operand(h, what));
+  return out;
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+
+  // ---- views
+  cls.def_property_readonly(
+         "T", [](const Tensor& t) { return run_op("T", [&] { return t.T(); }); },
+         "The view with the dimensions reversed (a matrix's transpose); no copy.")
+      .def(
+          "transpose",
+          [](const Tensor& t, int d0, int d1) {
+            return run_op("transpose", [&] { return t.transpose(d0, d1); });
+          },
+          "dim0"_a, "dim1"_a, "A view with two dimensions swapped; no copy.")
+      .def(
+          "permute",
+          [](const Tensor& t, py::args dims) {
+            const auto d = dims_from_args(dims, "permute");
+            return run_op("permute", [&] { return t.permute(d); });
+          },
+          "A view with the dimensions reordered; no copy.")
+      .def(
+          "unsqueeze",
+          [](const Tensor& t, int d) {
+            return run_op("unsqueeze", [&] { return t.unsqueeze(d); });
+          },
+          "dim"_a, "A view with a size-1 dimension inserted at `dim`.")
+      .def(
+          "squeeze",
+          [](const Tensor& t, int d) { return run_op("squeeze", [&] { return t.squeeze(d); }); },
+          "dim"_a, "A view without size-1 dimension `dim`.")
+      .def(
+          "expand",
+          [](const Tensor& t, py::args sizes) {
+            Shape s;
+            if (sizes.size() == 1 && PyIndex_Check(sizes[0].ptr()) == 0) {
+              for (py::handle h : sizes[0]) s.push_back(h.cast<std::int64_t>());
+            } else {
+              for (py::handle h : sizes) s.push_back(h.cast<std::int64_t>());
+            }
+            return run_op("expand", [&] { return t.expand(s); });
+          },
+          "A view broadcast to the sizes (stride 0 along expanded dimensions; -1 keeps a size).")
+      .def(
+          "contiguous",
+          [](const Tensor& t) { return run_op("contiguous", [&] { return t.contiguous(); }); },
+          "Itself when contiguous, else a contiguous copy made on the current stream.")
+      .def("is_contiguous", &Tensor::is_contiguous)
+      .def(
+          "stride",
+          [](const Tensor& t, py::object d) -> py::object {
+            if (d.is_none()) return shape_to_tuple(t.strides());
+            const int dim = to_dim(d, "stride");
+            if (dim < -t.dim() || dim >= t.dim()) {
+              throw py::index_error("Tensor.stride: dimension " + std::to_string(dim) +
+                                    " is out of range for a " + std::to_string(t.dim()) +
+                                    "-dimensional tensor");
+            }
+            return py::int_(t.strides()[static_cast<std::size_t>(dim < 0 ? dim + t.dim() : dim)]);
+          },
+          "dim"_a = py::none(), "Strides in elements (a tuple, or one dimension's).")
+      .def("storage_offset", &Tensor::storage_offset, "Offset of the first element (elements).")
+      .def(
+          "__getitem__", [](const Tensor& t, py::object index) { return get_item(t, index); },
+          "Views for ints, slices (step >= 1), None and ...; no copy.")
+      .def(
+          "__setitem__",
+          [](const Tensor& t, py::object index, py::object value) { set_item(t, index, value); },
+          "Writes a number or a (broadcast) tensor into the indexed view, on the current stream.");
+
+  // ---- reductions, as methods and functions
+  for (const auto& r : kReductions) {
+    auto fn = [r](py::object a, py::object dim, bool keepdim) {
+      return reduce(r.name, a, dim, keepdim, r.all, r.over);
+    };
+    cls.def(r.name, fn, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
+    m.def(r.name, fn, "input"_a, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
+  }
+
+  // ---- element-wise
+  for (const auto& u : kUnary) {
+    auto fn = [u](py::object a) {
+      Tensor x = tensor_operand(a, u.name);
+      return run_op(u.name, [&] { return u.fn(x); });
+    };
+    cls.def(u.name, fn);
+    m.def(u.name, fn, "input"_a);
+  }
+  cls.def("__abs__", [](const Tensor& t) { return run_op("abs", [&] { return abs(t); }); });
+  cls.def("pow", &pow_op, "exponent"_a, "Element-wise power by a number.");
+  cls.def("__pow__", [](py::object a, py::object e) -> py::object {
+    if (!is_python_scalar(e)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    return py::cast(pow_op(a, e));
+  });
+  m.def("pow", &pow_op, "input"_a, "exponent"_a, "Element-wise power by a number.");
+  cls.def("clamp", &clamp_op, "min"_a = py::none(), "max"_a = py::none(),
+          "Element-wise clamp to [min, max] (either may be None); NaN kept.");
+  m.def("clamp", &clamp_op, "input"_a, "min"_a = py::none(), "max"_a = py::none(),
+        "Element-wise clamp to [min, max] (either may be None); NaN kept.");
+  m.def(
+      "maximum",
+      [](py::object a, py::object b) {
+        return binary_fn("maximum", a, b,
+                         [](const Tensor& x, const Tensor& y) { return maximum(x, y); });
+      },
+      "input"_a, "other"_a, "Element-wise larger value (broadcast; NaN propagates).");
+  m.def(
+      "minimum",
+      [](py::object a, py::object b) {
+        return binary_fn("minimum", a, b,
+                         [](const Tensor& x, const Tensor& y) { return minimum(x, y); });
+      },
+      "input"_a, "other"_a, "Element-wise smaller value (broadcast; NaN propagates).");
+  m.def("where", &where_op, "condition"_a, "input"_a, "other"_a,
+        "condition ? input : other, element-wise (bool condition; all three broadcast).");
+
+  for (const auto& c : kCompare) {
+    m.def(
+        c.name, [c](py::object a, py::object b) { return compare(c, a, b); }, "input"_a, "other"_a,
+        "Element-wise comparison (broadcast), a bool tensor.");
+    cls.def(c.dunder, [c](py::object a, py::object b) -> py::object {
+      try {
+        return py::cast(compare(c, a, b));
+      } catch (const py::type_error&) {
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      }
+    });
+  }
+  // Truth of a one-element tensor is its value; of others, ambiguous (as torch and numpy), so
+  // `if a > b:` on many elements raises instead of being silently true.
+  cls.def("__bool__", [](const Tensor& t) {
+    if (t.numel() != 1) {
+      throw py::value_error("the truth value of a tensor with " + std::to_string(t.numel()) +
+                            " elements is ambiguous; use streamrt.equal, .max() or .min()");
+    }
+    Tensor b = run_op("__bool__", [&] { return ne(t, 0.0); });
+    py::gil_scoped_release release;
+    return b.item<bool>();
+  });
+  // Element-wise __eq__ makes Tensor unhashable by default; hash by identity, as torch.
+  cls.attr("__hash__") = py::cpp_function(
+      [](py::handle self) { return reinterpret_cast<std::intptr_t>(self.ptr()) >> 4; },
+      py::is_method(cls));
+
+  // ---- softmax, cat, stack, view functions
+  for (bool log : {false, true}) {
+    const char* name = log ? "log_softmax" : "softmax";
+    auto fn = [name, log](py::object a, int dim) {
+      Tensor x = tensor_operand(a, name);
+      return run_op(name, [&] { return log ? log_softmax(x, dim) : softmax(x, dim); });
+    };
+    cls.def(name, fn, "dim"_a);
+    m.def(name, fn, "input"_a, "dim"_a,
+          log ? "log(softmax(input, dim)), computed stably." : "Softmax along `dim`.");
+  }
+  m.def(
+      "cat",
+      [](py::object tensors, int dim) {
+        auto ts = tensor_list(tensors, "cat");
+        return run_op("cat", [&] { return cat(ts, dim); });
+      },
+      "tensors"_a, "dim"_a = 0, "The tensors joined along `dim` (dtypes promote).");
+  m.def(
+      "stack",
+      [](py::object tensors, int dim) {
+        auto ts = tensor_list(tensors, "stack");
+        return run_op("stack", [&] { return stack(ts, dim); });
+      },
+      "tensors"_a, "dim"_a = 0, "The tensors (equal shapes) stacked along a new dimension.");
+  m.def(
+      "transpose",
+      [](py::object a, int d0, int d1) {
+        Tensor x = tensor_operand(a, "transpose");
+        return run_op("transpose", [&] { return x.transpose(d0, d1); });
+      },
+      "input"_a, "dim0"_a, "dim1"_a, "A view with two dimensions swapped.");
+  m.def(
+      "permute",
+      [](py::object a, py::object dims) {
+        Tensor x = tensor_operand(a, "permute");
+        std::vector<int> d;
+        for (py::handle h : dims) d.push_back(to_dim(h, "permute"));
+        return run_op("permute", [&] { return x.permute(d); });
+      },
+      "input"_a, "dims"_a, "A view with the dimensions reordered.");
+  m.def(
+      "unsqueeze",
+      [](py::object a, int d) {
+        Tensor x = tensor_operand(a, "unsqueeze");
+        return run_op("unsqueeze", [&] { return x.unsqueeze(d); });
+      },
+      "input"_a, "dim"_a, "A view with a size-1 dimension inserted.");
+  m.def(
+      "promote_types",
+      [](py::object a, py::object b) {
+        return promote_types(dtype_arg(a, "promote_types"), dtype_arg(b, "promote_types"));
+      },
+      "type1"_a, "type2"_a, "The dtype of an op on tensors of these dtypes (torch's rule).");
+}
+
+}  // namespace streamrt::python

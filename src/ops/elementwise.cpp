@@ -1,0 +1,611 @@
+// Element-wise ops with numpy broadcasting and torch's dtype promotion: the operands are converted
+// to the result dtype first (one queued conversion each, only when they differ), then one kernel
+// walks them with their own strides (stride 0 along broadcast dimensions). Dense same-shape
+// operands take the contiguous kernels of elementwise.hpp.
+#include "elementwise.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "layout.hpp"
+#include "storage.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+
+namespace streamrt {
+namespace ops {
+
+const char* op_name(BinaryOp op) noexcept {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return "add";
+    case BinaryOp::kSub:
+      return "sub";
+    case BinaryOp::kMul:
+      return "mul";
+    case BinaryOp::kDiv:
+      return "div";
+    case BinaryOp::kMaximum:
+      return "maximum";
+    case BinaryOp::kMinimum:
+      break;
+  }
+  return "minimum";
+}
+
+const char* op_name(UnaryOp op) noexcept {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return "neg";
+    case UnaryOp::kAbs:
+      return "abs";
+    case UnaryOp::kExp:
+      return "exp";
+    case UnaryOp::kLog:
+      return "log";
+    case UnaryOp::kTanh:
+      return "tanh";
+    case UnaryOp::kSigmoid:
+      return "sigmoid";
+    case UnaryOp::kSqrt:
+      return "sqrt";
+    case UnaryOp::kRelu:
+      break;
+  }
+  return "relu";
+}
+
+const char* op_name(CompareOp op) noexcept {
+  switch (op) {
+    case CompareOp::kEq:
+      return "eq";
+    case CompareOp::kNe:
+      return "ne";
+    case CompareOp::kLt:
+      return "lt";
+    case CompareOp::kLe:
+      return "le";
+    case CompareOp::kGt:
+      return "gt";
+    case CompareOp::kGe:
+      break;
+  }
+  return "ge";
+}
+
+namespace {
+
+using detail::TensorAccess;
+
+// Where a kernel finds one operand: its storage (kept alive by the capture), first element and
+// strides broadcast to the iteration shape.
+struct Arg {
+  std::shared_ptr<Storage> storage;
+  std::int64_t offset = 0;
+  Shape strides;
+  bool dense = false;  // contiguous and of the iteration shape
+
+  template <class T>
+  T* ptr() const {
+    return static_cast<T*>(storage->data()) + offset;
+  }
+};
+
+Arg arg(const Tensor& t, const Shape& shape) {
+  Arg a;
+  a.storage = TensorAccess::storage(t);
+  a.offset = t.storage_offset();
+  a.strides = broadcast_strides(t.shape(), t.strides(), shape);
+  a.dense = t.is_contiguous() && t.shape() == shape;
+  return a;
+}
+
+// True when t's elements fill one dense block of memory in some dimension order (contiguous,
+// transposed, permuted): an element-wise op can then run over the flat memory.
+bool dense_block(const Tensor& t) {
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxDims> dims{};
+  std::size_t n = 0;
+  for (std::size_t d = 0; d < t.shape().size(); ++d) {
+    if (t.shape()[d] != 1) dims[n++] = {t.strides()[d], t.shape()[d]};
+  }
+  // Insertion sort by stride: at most kMaxDims entries (std::sort on a partial std::array trips
+  // g++ 12's -Warray-bounds, as in tracking.cpp).
+  for (std::size_t i = 1; i < n; ++i) {
+    for (std::size_t j = i; j > 0 && dims[j].first < dims[j - 1].first; --j) {
+      std::swap(dims[j], dims[j - 1]);
+    }
+  }
+  std::int64_t expected = 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dims[i].first != expected) return false;
+    expected *= dims[i].second;
+  }
+  return true;
+}
+
+// The output of an element-wise op whose inputs all have `shape`. When they share strides that
+// form a dense block, the output takes those strides (torch keeps the layout too, so x.T + y.T
+// is a transposed result) and `flat` is set: the op runs over the flat memory, one dense run.
+// Otherwise the output is contiguous and the op walks the inputs' strides.
+Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
+                          std::initializer_list<const Tensor*> inputs, bool& flat) {
+  const Tensor& first = **inputs.begin();
+  flat = shape_numel(shape) > 0;
+  for (const Tensor* t : inputs) {
+    if (t->shape() != shape || t->strides() != first.strides()) flat = false;
+  }
+  if (flat) flat = dense_block(first);
+  if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, device);
+  check_device(device);
+  auto storage =
+      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * element_size(dtype), device);
+  return TensorAccess::make_view(std::move(storage), shape, first.strides(), 0, dtype);
+}
+
+// An operand of a flat op: its dense block from the first element (strides are all positive,
+// so the first element is the lowest address).
+Arg flat_arg(const Tensor& t) {
+  Arg a;
+  a.storage = TensorAccess::storage(t);
+  a.offset = t.storage_offset();
+  a.strides = {1};
+  a.dense = true;
+  return a;
+}
+
+// The broadcast shape, with the op's name in the error.
+Shape broadcast(const char* op, const Shape& a, const Shape& b) {
+  try {
+    return broadcast_shapes(a, b);
+  } catch (const Error& e) {
+    throw Error(std::string(op) + ": " + e.what());
+  }
+}
+
+void check_pair(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(a, op);
+  check_defined(b, op);
+  check_same_device(op, a, b);
+}
+
+void check_numeric(const char* op, const Tensor& a) {
+  if (a.dtype() == DType::Bool) {
+    throw Error(std::string(op) + ": the tensor is " + describe(a) +
+                "; arithmetic needs a numeric dtype (convert with to())");
+  }
+}
+
+// out[i] = f(x[i], y[i]) over `shape` (out dense), with the strided walk.
+template <class O, class T, class F>
+void binary_strided(const Shape& shape, O* out, const T* x, const Arg& ax, const T* y,
+                    const Arg& ay, F f) {
+  const Shape out_strides = contiguous_strides(shape);
+  const auto loop = make_loop<3>(shape, {&out_strides, &ax.strides, &ay.strides});
+  parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+    O* o = out + off[0];
+    const T* p = x + off[1];
+    const T* q = y + off[2];
+    for (std::int64_t i = 0; i < count; ++i) o[i * inc[0]] = f(p[i * inc[1]], q[i * inc[2]]);
+  });
+}
+
+// out[i] = f(x[i]) over `shape` (out dense).
+template <class O, class T, class F>
+void unary_strided(const Shape& shape, O* out, const T* x, const Arg& ax, F f) {
+  const Shape out_strides = contiguous_strides(shape);
+  const auto loop = make_loop<2>(shape, {&out_strides, &ax.strides});
+  parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+    O* o = out + off[0];
+    const T* p = x + off[1];
+    if (inc[0] == 1 && inc[1] == 1) {
+      for (std::int64_t i = 0; i < count; ++i) o[i] = f(p[i]);
+    } else {
+      for (std::int64_t i = 0; i < count; ++i) o[i * inc[0]] = f(p[i * inc[1]]);
+    }
+  });
+}
+
+// An element-wise op of one tensor: checks nothing, allocates `out_dtype` of a's shape and runs
+// kernel(out_ptr_type, in arg) on the stream.
+template <class Kernel>
+Tensor map_tensor(const char* name, const Tensor& a, DType out_dtype, Kernel kernel) {
+  bool flat = false;
+  Tensor out = elementwise_output(a.shape(), out_dtype, a.device(), {&a}, flat);
+  auto so = TensorAccess::storage(out);
+  // Flat: one dense run of numel elements (the output has a's layout).
+  Arg in = flat ? flat_arg(a) : arg(a, a.shape());
+  Shape shape = flat ? Shape{a.numel()} : a.shape();
+  submit(name, a.device(), {&a}, {&out},
+         [so, in = std::move(in), shape = std::move(shape), kernel] {
+           kernel(so->data(), in, shape);
+         });
+  return out;
+}
+
+// Checks that `s` suits an integer tensor (integral, finite); `what` says which op.
+void check_integral_scalar(const char* op, const Tensor& a, double s, const char* what) {
+  if (!std::isfinite(s) || s != std::trunc(s)) {
+    throw Error(std::string(op) + ": the " + what + " " + std::to_string(s) +
+                " is not an integer, but the tensor is " + describe(a) +
+                "; convert the tensor with to(DType::Float32) first");
+  }
+}
+
+template <class T>
+T ipow(T base, std::int64_t e) {
+  using U = std::make_unsigned_t<T>;  // wraps on overflow, as torch
+  U result = 1, b = static_cast<U>(base);
+  while (e > 0) {
+    if (e & 1) result = static_cast<U>(result * b);
+    b = static_cast<U>(b * b);
+    e >>= 1;
+  }
+  return static_cast<T>(result);
+}
+
+}  // namespace
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
+  check_pair(name, a, b);
+  const DType dtype = promote_types(a.dtype(), b.dtype());
+  if (dtype == DType::Bool) {
+    throw Error(std::string(name) + ": both tensors are bool (" + describe(a) + " and " +
+                describe(b) + "); arithmetic needs a numeric dtype (convert with to())");
+  }
+  const Shape shape = broadcast(name, a.shape(), b.shape());
+  const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
+  bool flat = false;
+  Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
+  auto so = TensorAccess::storage(out);
+  submit(name, a.device(), {&x, &y}, {&out},
+         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
+          shape, dtype, op, n = out.numel()] {
+           dispatch(dtype, [&](auto tag) {
+             using T = decltype(tag);
+             T* o = static_cast<T*>(so->data());
+             if (ax.dense && ay.dense) {
+               binary_contiguous<T>(op, ax.ptr<T>(), ay.ptr<T>(), o, n);
+               return;
+             }
+             with_binary(op, [&](auto f) {
+               binary_strided(shape, o, ax.ptr<const T>(), ax, ay.ptr<const T>(), ay, f);
+             });
+           });
+         });
+  return out;
+}
+
+// a (op) s, or s (op) a when `reversed`.
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reversed) {
+  const char* name = op_name(op);
+  check_defined(a, name);
+  check_numeric(name, a);
+  if (!is_floating(a.dtype())) {
+    check_integral_scalar(name, a, s, "scalar");
+    if (op == BinaryOp::kDiv && !reversed && s == 0) {
+      throw Error(std::string(name) + ": integer division by zero (tensor " + describe(a) +
+                  " divided by 0); use a floating dtype for inf/nan results");
+    }
+  }
+  const DType dtype = a.dtype();
+  return map_tensor(
+      name, a, dtype, [dtype, op, s, reversed](void* out, const Arg& in, const Shape& shape) {
+        dispatch(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          const T v = from_double<T>(s);
+          T* o = static_cast<T*>(out);
+          if (in.dense) {
+            binary_scalar_contiguous<T>(op, in.ptr<const T>(), v, reversed, o, shape_numel(shape));
+            return;
+          }
+          with_binary(op, [&](auto f) {
+            if (reversed) {
+              unary_strided(shape, o, in.ptr<const T>(), in, [&](T x) { return f(v, x); });
+            } else {
+              unary_strided(shape, o, in.ptr<const T>(), in, [&](T x) { return f(x, v); });
+            }
+          });
+        });
+      });
+}
+
+Tensor unary(UnaryOp op, const Tensor& a) {
+  const char* name = op_name(op);
+  check_defined(a, name);
+  check_numeric(name, a);
+  // Floating functions of integer tensors give float32, as torch.
+  const Tensor x = is_floating_op(op) && !is_floating(a.dtype()) ? a.to(DType::Float32) : a;
+  const DType dtype = x.dtype();
+  return map_tensor(name, x, dtype, [dtype, op](void* out, const Arg& in, const Shape& shape) {
+    dispatch(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* o = static_cast<T*>(out);
+      if (in.dense) {
+        unary_contiguous<T>(op, in.ptr<const T>(), o, shape_numel(shape));
+        return;
+      }
+      with_unary<T>(op, [&](auto f) { unary_strided(shape, o, in.ptr<const T>(), in, f); });
+    });
+  });
+}
+
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  const char* name = op_name(op);
+  check_pair(name, a, b);
+  const DType dtype = promote_types(a.dtype(), b.dtype());
+  const Shape shape = broadcast(name, a.shape(), b.shape());
+  const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
+  bool flat = false;
+  Tensor out = elementwise_output(shape, DType::Bool, a.device(), {&x, &y}, flat);
+  auto so = TensorAccess::storage(out);
+  submit(name, a.device(), {&x, &y}, {&out},
+         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
+          shape = flat ? Shape{out.numel()} : shape, dtype, op] {
+           dispatch_all(dtype, [&](auto tag) {
+             using T = decltype(tag);
+             bool* o = static_cast<bool*>(so->data());
+             const T* p = ax.ptr<const T>();
+             const T* q = ay.ptr<const T>();
+             switch (op) {
+               case CompareOp::kEq:
+                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u == v; });
+               case CompareOp::kNe:
+                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u != v; });
+               case CompareOp::kLt:
+                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u < v; });
+               case CompareOp::kLe:
+                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u <= v; });
+               case CompareOp::kGt:
+                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u > v; });
+               case CompareOp::kGe:
+                 break;
+             }
+             binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u >= v; });
+           });
+         });
+  return out;
+}
+
+Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
+  const char* name = op_name(op);
+  check_defined(a, name);
+  const DType dtype = a.dtype();
+  return map_tensor(
+      name, a, DType::Bool, [dtype, op, s](void* out, const Arg& in, const Shape& shape) {
+        dispatch_all(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          bool* o = static_cast<bool*>(out);
+          const T* p = in.ptr<const T>();
+          // In double, except int64 against an integral scalar in range (exact there; a double
+          // cannot hold every int64).
+          auto run = [&](auto value, auto convert) {
+            switch (op) {
+              case CompareOp::kEq:
+                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) == value; });
+              case CompareOp::kNe:
+                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) != value; });
+              case CompareOp::kLt:
+                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) < value; });
+              case CompareOp::kLe:
+                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) <= value; });
+              case CompareOp::kGt:
+                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) > value; });
+              case CompareOp::kGe:
+                break;
+            }
+            unary_strided(shape, o, p, in, [&](T x) { return convert(x) >= value; });
+          };
+          constexpr double kTwo63 = 9223372036854775808.0;
+          if (std::is_same_v<T, std::int64_t> && s == std::trunc(s) && s >= -kTwo63 && s < kTwo63) {
+            run(static_cast<std::int64_t>(s), [](T x) { return static_cast<std::int64_t>(x); });
+          } else {
+            run(s, [](T x) { return static_cast<double>(x); });
+          }
+        });
+      });
+}
+
+}  // namespace ops
+
+using ops::BinaryOp;
+using ops::CompareOp;
+using ops::UnaryOp;
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kAdd, a, b);
+}
+Tensor add(const Tensor& a, double s) {
+  return ops::binary_scalar(BinaryOp::kAdd, a, s, false);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kSub, a, b);
+}
+Tensor sub(const Tensor& a, double s) {
+  return ops::binary_scalar(BinaryOp::kSub, a, s, false);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kMul, a, b);
+}
+Tensor mul(const Tensor& a, double s) {
+  return ops::binary_scalar(BinaryOp::kMul, a, s, false);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kDiv, a, b);
+}
+Tensor div(const Tensor& a, double s) {
+  return ops::binary_scalar(BinaryOp::kDiv, a, s, false);
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kMaximum, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return ops::binary(BinaryOp::kMinimum, a, b);
+}
+
+Tensor neg(const Tensor& a) {
+  return ops::unary(UnaryOp::kNeg, a);
+}
+Tensor abs(const Tensor& a) {
+  return ops::unary(UnaryOp::kAbs, a);
+}
+Tensor exp(const Tensor& a) {
+  return ops::unary(UnaryOp::kExp, a);
+}
+Tensor log(const Tensor& a) {
+  return ops::unary(UnaryOp::kLog, a);
+}
+Tensor tanh(const Tensor& a) {
+  return ops::unary(UnaryOp::kTanh, a);
+}
+Tensor sigmoid(const Tensor& a) {
+  return ops::unary(UnaryOp::kSigmoid, a);
+}
+Tensor sqrt(const Tensor& a) {
+  return ops::unary(UnaryOp::kSqrt, a);
+}
+Tensor relu(const Tensor& a) {
+  return ops::unary(UnaryOp::kRelu, a);
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  using ops::Arg;
+  ops::check_defined(a, "pow");
+  ops::check_numeric("pow", a);
+  if (!is_floating(a.dtype())) {
+    ops::check_integral_scalar("pow", a, exponent, "exponent");
+    if (exponent < 0) {
+      throw Error("pow: the exponent " + std::to_string(exponent) +
+                  " is negative, but the tensor is " + ops::describe(a) +
+                  "; integer powers need exponents >= 0 (convert with to())");
+    }
+  }
+  const DType dtype = a.dtype();
+  return ops::map_tensor(
+      "pow", a, dtype, [dtype, exponent](void* out, const Arg& in, const Shape& shape) {
+        ops::dispatch(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          T* o = static_cast<T*>(out);
+          const T* p = in.ptr<const T>();
+          if constexpr (std::is_floating_point_v<T>) {
+            if (exponent == 2) {
+              ops::unary_strided(shape, o, p, in, [](T x) { return x * x; });
+            } else {
+              const T e = static_cast<T>(exponent);
+              ops::unary_strided(shape, o, p, in, [e](T x) { return std::pow(x, e); });
+            }
+          } else {
+            const auto e = ops::from_double<std::int64_t>(exponent);  // saturates: no UB for 1e300
+            ops::unary_strided(shape, o, p, in, [e](T x) { return ops::ipow(x, e); });
+          }
+        });
+      });
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  using ops::Arg;
+  ops::check_defined(a, "clamp");
+  ops::check_numeric("clamp", a);
+  if (!is_floating(a.dtype())) {
+    if (lo) ops::check_integral_scalar("clamp", a, *lo, "lower bound");
+    if (hi) ops::check_integral_scalar("clamp", a, *hi, "upper bound");
+  }
+  const DType dtype = a.dtype();
+  return ops::map_tensor(
+      "clamp", a, dtype, [dtype, lo, hi](void* out, const Arg& in, const Shape& shape) {
+        ops::dispatch(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          const T l = lo ? ops::from_double<T>(*lo) : std::numeric_limits<T>::lowest();
+          const T h = hi ? ops::from_double<T>(*hi) : std::numeric_limits<T>::max();
+          const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+          // NaN fails both comparisons and stays NaN; lo > hi gives hi everywhere, as torch.
+          ops::unary_strided(shape, static_cast<T*>(out), in.ptr<const T>(), in, [=](T x) {
+            if (has_lo && x < l) x = l;
+            if (has_hi && x > h) x = h;
+            return x;
+          });
+        });
+      });
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kEq, a, b);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kNe, a, b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kLt, a, b);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kLe, a, b);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kGt, a, b);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return ops::compare(CompareOp::kGe, a, b);
+}
+Tensor eq(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kEq, a, s);
+}
+Tensor ne(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kNe, a, s);
+}
+Tensor lt(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kLt, a, s);
+}
+Tensor le(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kLe, a, s);
+}
+Tensor gt(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kGt, a, s);
+}
+Tensor ge(const Tensor& a, double s) {
+  return ops::compare_scalar(CompareOp::kGe, a, s);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  using ops::Arg;
+  ops::check_pair("where", a, b);
+  ops::check_defined(cond, "where");
+  ops::check_same_device("where", cond, a);
+  if (cond.dtype() != DType::Bool) {
+    throw Error("where: the condition is " + ops::describe(cond) +
+                "; it must be bool (compare first, e.g. gt(x, 0))");
+  }
+  const DType dtype = promote_types(a.dtype(), b.dtype());
+  const Shape shape =
+      ops::broadcast("where", ops::broadcast("where", cond.shape(), a.shape()), b.shape());
+  const Tensor x = ops::as_dtype(a, dtype), y = ops::as_dtype(b, dtype);
+  Tensor out = ops::new_tensor(shape, dtype, a.device());
+  auto so = detail::TensorAccess::storage(out);
+  ops::submit(
+      "where", a.device(), {&cond, &x, &y}, {&out},
+      [so, ac = ops::arg(cond, shape), ax = ops::arg(x, shape), ay = ops::arg(y, shape), shape,
+       dtype] {
+        ops::dispatch_all(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          T* out_p = static_cast<T*>(so->data());
+          const bool* c = ac.ptr<const bool>();
+          const T* p = ax.ptr<const T>();
+          const T* q = ay.ptr<const T>();
+          const Shape out_strides = ops::contiguous_strides(shape);
+          const auto loop =
+              ops::make_loop<4>(shape, {&out_strides, &ac.strides, &ax.strides, &ay.strides});
+          ops::parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+            for (std::int64_t i = 0; i < count; ++i) {
+              out_p[off[0] + i * inc[0]] =
+                  c[off[1] + i * inc[1]] ? p[off[2] + i * inc[2]] : q[off[3] + i * inc[3]];
+            }
+          });
+        });
+      });
+  return out;
+}
+
+}  // namespace streamrt

@@ -1,0 +1,211 @@
+#pragma once
+// Element-wise math: the per-element functions of each op, and the contiguous kernels (all
+// operands dense and of the output's shape) that the ops call on their fast path. The strided and
+// broadcasting paths (elementwise.cpp) use the same per-element functions, so a faster contiguous
+// kernel (SIMD) only has to replace the *_contiguous functions below.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "kernels.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/tensor.hpp"
+
+namespace streamrt::ops {
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
+enum class UnaryOp { kNeg, kAbs, kExp, kLog, kTanh, kSigmoid, kSqrt, kRelu };
+enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
+
+// The ops (elementwise.cpp): argument checks at the call, then one queued kernel.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// a (op) s, or s (op) a when `reversed`.
+Tensor binary_scalar(BinaryOp op, const Tensor& a, double s, bool reversed);
+Tensor unary(UnaryOp op, const Tensor& a);
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);
+Tensor compare_scalar(CompareOp op, const Tensor& a, double s);
+
+const char* op_name(BinaryOp op) noexcept;
+const char* op_name(UnaryOp op) noexcept;
+const char* op_name(CompareOp op) noexcept;
+
+template <BinaryOp Op>
+struct Binary {
+  template <class T>
+  T operator()(T x, T y) const {
+    if constexpr (Op == BinaryOp::kMaximum || Op == BinaryOp::kMinimum) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (x != x) return x;  // NaN propagates, as numpy and torch
+        if (y != y) return y;
+      }
+      if constexpr (Op == BinaryOp::kMaximum) {
+        return x < y ? y : x;
+      } else {
+        return y < x ? y : x;
+      }
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (Op == BinaryOp::kAdd) {
+        return x + y;
+      } else if constexpr (Op == BinaryOp::kSub) {
+        return x - y;
+      } else if constexpr (Op == BinaryOp::kMul) {
+        return x * y;
+      } else {
+        return x / y;
+      }
+    } else {
+      // Integers wrap on overflow (two's complement), as torch does; done in unsigned arithmetic
+      // because signed overflow is undefined behaviour.
+      using U = std::make_unsigned_t<T>;
+      const U ux = static_cast<U>(x), uy = static_cast<U>(y);
+      if constexpr (Op == BinaryOp::kAdd) {
+        return static_cast<T>(static_cast<U>(ux + uy));
+      } else if constexpr (Op == BinaryOp::kSub) {
+        return static_cast<T>(static_cast<U>(ux - uy));
+      } else if constexpr (Op == BinaryOp::kMul) {
+        return static_cast<T>(static_cast<U>(ux * uy));
+      } else {
+        if (y == 0) {
+          throw Error(
+              "integer division by zero in div (the divisor tensor has a zero; use a floating "
+              "dtype for inf/nan results)");
+        }
+        if (y == -1) return static_cast<T>(static_cast<U>(U{0} - ux));  // MIN / -1 wraps
+        return static_cast<T>(x / y);
+      }
+    }
+  }
+};
+
+// Calls f(Binary<op>{}).
+template <class F>
+decltype(auto) with_binary(BinaryOp op, F&& f) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return f(Binary<BinaryOp::kAdd>{});
+    case BinaryOp::kSub:
+      return f(Binary<BinaryOp::kSub>{});
+    case BinaryOp::kMul:
+      return f(Binary<BinaryOp::kMul>{});
+    case BinaryOp::kDiv:
+      return f(Binary<BinaryOp::kDiv>{});
+    case BinaryOp::kMaximum:
+      return f(Binary<BinaryOp::kMaximum>{});
+    case BinaryOp::kMinimum:
+      break;
+  }
+  return f(Binary<BinaryOp::kMinimum>{});
+}
+
+template <UnaryOp Op>
+struct Unary {
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (Op == UnaryOp::kNeg || Op == UnaryOp::kAbs) {
+      if constexpr (std::is_floating_point_v<T>) {
+        return Op == UnaryOp::kNeg ? -x : std::fabs(x);
+      } else {
+        // -MIN wraps to MIN, as torch (unsigned arithmetic: no undefined behaviour).
+        using U = std::make_unsigned_t<T>;
+        const T neg = static_cast<T>(static_cast<U>(U{0} - static_cast<U>(x)));
+        if constexpr (Op == UnaryOp::kNeg) {
+          return neg;
+        } else {
+          return x < 0 ? neg : x;
+        }
+      }
+    } else if constexpr (Op == UnaryOp::kRelu) {
+      return x < T{0} ? T{0} : x;  // keeps NaN as NaN, like torch
+    } else {
+      static_assert(std::is_floating_point_v<T>, "floating ops take floating dtypes");
+      if constexpr (Op == UnaryOp::kExp) {
+        return std::exp(x);
+      } else if constexpr (Op == UnaryOp::kLog) {
+        return std::log(x);
+      } else if constexpr (Op == UnaryOp::kTanh) {
+        return std::tanh(x);
+      } else if constexpr (Op == UnaryOp::kSqrt) {
+        return std::sqrt(x);
+      } else {
+        // Two forms so that exp never overflows: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below.
+        if (x >= T{0}) return T{1} / (T{1} + std::exp(-x));
+        const T e = std::exp(x);
+        return e / (T{1} + e);
+      }
+    }
+  }
+};
+
+// True for the ops that take and give floating dtypes only (ints are converted to float32).
+constexpr bool is_floating_op(UnaryOp op) noexcept {
+  return op != UnaryOp::kNeg && op != UnaryOp::kAbs && op != UnaryOp::kRelu;
+}
+
+// Calls f(Unary<op>{}). T must be floating for the floating ops (callers convert first).
+template <class T, class F>
+void with_unary(UnaryOp op, F&& f) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return f(Unary<UnaryOp::kNeg>{});
+    case UnaryOp::kAbs:
+      return f(Unary<UnaryOp::kAbs>{});
+    case UnaryOp::kRelu:
+      return f(Unary<UnaryOp::kRelu>{});
+    default:
+      break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case UnaryOp::kExp:
+        return f(Unary<UnaryOp::kExp>{});
+      case UnaryOp::kLog:
+        return f(Unary<UnaryOp::kLog>{});
+      case UnaryOp::kTanh:
+        return f(Unary<UnaryOp::kTanh>{});
+      case UnaryOp::kSigmoid:
+        return f(Unary<UnaryOp::kSigmoid>{});
+      case UnaryOp::kSqrt:
+        return f(Unary<UnaryOp::kSqrt>{});
+      default:
+        break;
+    }
+  }
+  throw Error(std::string("internal error: ") + op_name(op) + " on an integer kernel");
+}
+
+// ---- contiguous kernels (the fast path; all pointers dense, n elements) ------------------------
+
+template <class T>
+void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, std::int64_t n) {
+  with_binary(op, [&](auto f) {
+    parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
+    });
+  });
+}
+
+// out = a (op) s, or s (op) a when `reversed`.
+template <class T>
+void binary_scalar_contiguous(BinaryOp op, const T* a, T s, bool reversed, T* out, std::int64_t n) {
+  with_binary(op, [&](auto f) {
+    parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
+      if (reversed) {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = f(s, a[i]);
+      } else {
+        for (std::int64_t i = begin; i < end; ++i) out[i] = f(a[i], s);
+      }
+    });
+  });
+}
+
+template <class T>
+void unary_contiguous(UnaryOp op, const T* a, T* out, std::int64_t n) {
+  with_unary<T>(op, [&](auto f) {
+    parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) out[i] = f(a[i]);
+    });
+  });
+}
+
+}  // namespace streamrt::ops

@@ -1,0 +1,230 @@
+// Views (transpose, permute, slicing, unsqueeze, expand): new shape, strides and offset over the
+// same storage, so they share its dependency tracking; nothing is queued. Plus contiguous(), cat
+// and stack, which copy on the current stream.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "layout.hpp"
+#include "storage.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+
+namespace streamrt {
+
+using detail::TensorAccess;
+
+Tensor Tensor::transpose(int d0, int d1) const {
+  ops::check_defined(*this, "transpose");
+  const int a = ops::wrap_dim(d0, dim(), "transpose");
+  const int b = ops::wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
+  Shape shape = shape_, strides = strides_;
+  std::swap(shape[static_cast<std::size_t>(a)], shape[static_cast<std::size_t>(b)]);
+  std::swap(strides[static_cast<std::size_t>(a)], strides[static_cast<std::size_t>(b)]);
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::permute(const std::vector<int>& dims) const {
+  ops::check_defined(*this, "permute");
+  std::string given = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) given += (i ? ", " : "") + std::to_string(dims[i]);
+  given += "]";
+  if (dims.size() != shape_.size()) {
+    throw Error("permute: dims " + given + " has " + std::to_string(dims.size()) +
+                " entries but the tensor " + to_string(shape_) + " has " + std::to_string(dim()) +
+                " dimensions");
+  }
+  std::vector<bool> seen(dims.size(), false);
+  Shape shape(dims.size()), strides(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const int d = ops::wrap_dim(dims[i], dim(), "permute");
+    if (seen[static_cast<std::size_t>(d)]) {
+      throw Error("permute: dims " + given + " is not a permutation (dimension " +
+                  std::to_string(d) + " repeats)");
+    }
+    seen[static_cast<std::size_t>(d)] = true;
+    shape[i] = shape_[static_cast<std::size_t>(d)];
+    strides[i] = strides_[static_cast<std::size_t>(d)];
+  }
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::T() const {
+  ops::check_defined(*this, "T");
+  Shape shape(shape_.rbegin(), shape_.rend()), strides(strides_.rbegin(), strides_.rend());
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::unsqueeze(int d) const {
+  ops::check_defined(*this, "unsqueeze");
+  const int n = dim();
+  if (d < -n - 1 || d > n) {
+    throw Error("unsqueeze: dimension " + std::to_string(d) + " is out of range for shape " +
+                to_string(shape_) + " (use " + std::to_string(-n - 1) + " to " + std::to_string(n) +
+                ")");
+  }
+  if (n >= kMaxDims) {
+    throw Error("unsqueeze: the tensor " + to_string(shape_) + " already has " +
+                std::to_string(kMaxDims) + " dimensions, the most a tensor may have");
+  }
+  const auto at = static_cast<std::size_t>(d < 0 ? d + n + 1 : d);
+  Shape shape = shape_, strides = strides_;
+  // Any stride is right for a size-1 dimension; this one keeps a contiguous tensor contiguous.
+  const std::int64_t stride = at < shape_.size() ? shape_[at] * strides_[at] : 1;
+  shape.insert(shape.begin() + static_cast<std::ptrdiff_t>(at), 1);
+  strides.insert(strides.begin() + static_cast<std::ptrdiff_t>(at), stride);
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::squeeze(int d) const {
+  ops::check_defined(*this, "squeeze");
+  if (dim() == 0) return *this;
+  const auto at = static_cast<std::size_t>(ops::wrap_dim(d, dim(), "squeeze"));
+  if (shape_[at] != 1) {
+    throw Error("squeeze: dimension " + std::to_string(d) + " of shape " + to_string(shape_) +
+                " has size " + std::to_string(shape_[at]) + ", not 1");
+  }
+  Shape shape = shape_, strides = strides_;
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(at));
+  strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(at));
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::expand(const Shape& shape) const {
+  ops::check_defined(*this, "expand");
+  auto fail = [&] {
+    throw Error("expand: the tensor " + to_string(shape_) + " cannot be expanded to " +
+                to_string(shape) +
+                " (numpy broadcasting: sizes aligned from the right must match or be 1; -1 "
+                "keeps a size)");
+  };
+  if (shape.size() < shape_.size() || shape.size() > static_cast<std::size_t>(kMaxDims)) fail();
+  const std::size_t lead = shape.size() - shape_.size();
+  Shape out(shape.size()), strides(shape.size(), 0);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      if (shape[i] < 0) fail();
+      out[i] = shape[i];
+      continue;
+    }
+    const std::int64_t have = shape_[i - lead];
+    const std::int64_t want = shape[i] == -1 ? have : shape[i];
+    if (want != have && have != 1) fail();
+    if (want < 0) fail();
+    out[i] = want;
+    strides[i] = want == have ? strides_[i - lead] : 0;
+  }
+  return TensorAccess::make_view(storage_, std::move(out), std::move(strides), offset_, dtype_);
+}
+
+Tensor Tensor::slice(int d, std::int64_t start, std::int64_t stop, std::int64_t step) const {
+  ops::check_defined(*this, "slice");
+  if (dim() == 0) throw Error("slice: a 0-d tensor has no dimension to slice");
+  const auto at = static_cast<std::size_t>(ops::wrap_dim(d, dim(), "slice"));
+  if (step < 1) {
+    throw Error("slice: step " + std::to_string(step) +
+                " is not supported; steps must be >= 1 (no negative steps, unlike numpy)");
+  }
+  const std::int64_t n = shape_[at];
+  auto clamp = [n](std::int64_t i) {
+    if (i < 0) i += n;
+    return std::clamp<std::int64_t>(i, 0, n);
+  };
+  const std::int64_t b = clamp(start), e = std::max(clamp(stop), b);
+  Shape shape = shape_, strides = strides_;
+  shape[at] = (e - b + step - 1) / step;
+  strides[at] = strides_[at] * step;
+  const std::int64_t offset = shape[at] == 0 ? offset_ : offset_ + b * strides_[at];
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset, dtype_);
+}
+
+Tensor Tensor::select(int d, std::int64_t i) const {
+  ops::check_defined(*this, "select");
+  if (dim() == 0) throw Error("select: a 0-d tensor has no dimension to index");
+  const auto at = static_cast<std::size_t>(ops::wrap_dim(d, dim(), "select"));
+  const std::int64_t n = shape_[at];
+  if (i < -n || i >= n) {
+    throw Error("select: index " + std::to_string(i) + " is out of range for dimension " +
+                std::to_string(d) + " of size " + std::to_string(n) + " (shape " +
+                to_string(shape_) + ")");
+  }
+  if (i < 0) i += n;
+  Shape shape = shape_, strides = strides_;
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(at));
+  strides.erase(strides.begin() + static_cast<std::ptrdiff_t>(at));
+  return TensorAccess::make_view(storage_, std::move(shape), std::move(strides),
+                                 offset_ + i * strides_[at], dtype_);
+}
+
+Tensor Tensor::contiguous() const {
+  ops::check_defined(*this, "contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int dim) {
+  if (tensors.empty()) throw Error("cat: needs at least one tensor");
+  for (const auto& t : tensors) ops::check_defined(t, "cat");
+  const Tensor& first = tensors.front();
+  if (first.dim() == 0) throw Error("cat: 0-d tensors cannot be concatenated (use stack)");
+  const int d = ops::wrap_dim(dim, first.dim(), "cat");
+  DType dtype = first.dtype();
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    ops::check_same_device("cat", first, t);
+    bool ok = t.dim() == first.dim();
+    for (int k = 0; ok && k < t.dim(); ++k) {
+      if (k != d &&
+          t.shape()[static_cast<std::size_t>(k)] != first.shape()[static_cast<std::size_t>(k)])
+        ok = false;
+    }
+    if (!ok) {
+      throw Error("cat: shapes " + to_string(first.shape()) + " and " + to_string(t.shape()) +
+                  " (tensor " + std::to_string(i) + ") differ outside dimension " +
+                  std::to_string(d));
+    }
+    dtype = promote_types(dtype, t.dtype());
+    total += t.shape()[static_cast<std::size_t>(d)];
+  }
+  Shape shape = first.shape();
+  shape[static_cast<std::size_t>(d)] = total;
+  Tensor out = ops::new_tensor(std::move(shape), dtype, first.device());
+  // One tracked copy per input into its slice of the output, all on the current stream.
+  std::int64_t at = 0;
+  for (const auto& t : tensors) {
+    const std::int64_t n = t.shape()[static_cast<std::size_t>(d)];
+    if (n > 0) {
+      Tensor part = out.slice(d, at, at + n);
+      ops::enqueue_copy(part, t, "cat");
+    }
+    at += n;
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int dim) {
+  if (tensors.empty()) throw Error("stack: needs at least one tensor");
+  for (const auto& t : tensors) ops::check_defined(t, "stack");
+  const Tensor& first = tensors.front();
+  for (std::size_t i = 1; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != first.shape()) {
+      throw Error("stack: shapes " + to_string(first.shape()) + " and " +
+                  to_string(tensors[i].shape()) + " (tensor " + std::to_string(i) +
+                  ") differ; stack needs equal shapes");
+    }
+  }
+  const int n = first.dim() + 1;
+  if (dim < -n || dim >= n) {
+    throw Error("stack: dimension " + std::to_string(dim) + " is out of range for " +
+                std::to_string(first.dim()) + "-d tensors (use " + std::to_string(-n) + " to " +
+                std::to_string(n - 1) + ")");
+  }
+  std::vector<Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const auto& t : tensors) parts.push_back(t.unsqueeze(dim));
+  return cat(parts, dim);
+}
+
+}  // namespace streamrt

@@ -1,0 +1,321 @@
+// Views (strides without copies), broadcasting, dtype promotion, the model ops, and their error
+// messages. Reference values come from plain loops here; python/tests/test_ops_properties.py
+// compares against numpy over random shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops_test_util.hpp"
+#include "streamrt/streamrt.hpp"
+
+namespace streamrt {
+namespace {
+
+using test::Gate;
+using test::to_vector;
+
+template <class F>
+void expect_error_containing(F&& f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected streamrt::Error";
+  } catch (const Error& e) {
+    for (const char* p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
+  }
+}
+
+// 0, 1, ..., n-1 as float32 of `shape`.
+Tensor iota(Shape shape) {
+  return arange(shape_numel(shape), DType::Float32).reshape(std::move(shape));
+}
+
+TEST(Broadcast, ShapesFollowNumpyRules) {
+  EXPECT_EQ(broadcast_shapes({2, 1, 3}, {4, 1}), (Shape{2, 4, 3}));
+  EXPECT_EQ(broadcast_shapes({}, {3}), (Shape{3}));
+  EXPECT_EQ(broadcast_shapes({5, 0}, {1}), (Shape{5, 0}));
+  EXPECT_EQ(broadcast_shapes({1}, {5, 0}), (Shape{5, 0}));
+  expect_error_containing(
+      [] {
+        broadcast_shapes({2, 3}, {3, 2});
+      },
+      {"[2, 3]", "[3, 2]", "cannot be broadcast"});
+  expect_error_containing([] { ones({2, 3}) + ones({4}); }, {"add", "[2, 3]", "[4]"});
+  expect_error_containing([] { where(ones({2}) > 0.0, ones({3}), ones({2})); },
+                          {"where", "[2]", "[3]"});
+}
+
+TEST(Promotion, FollowsTorch) {
+  EXPECT_EQ(promote_types(DType::Int32, DType::Float32), DType::Float32);
+  EXPECT_EQ(promote_types(DType::Int64, DType::Float32), DType::Float32);  // numpy: float64
+  EXPECT_EQ(promote_types(DType::Int32, DType::Int64), DType::Int64);
+  EXPECT_EQ(promote_types(DType::Float32, DType::Float64), DType::Float64);
+  EXPECT_EQ(promote_types(DType::Bool, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::Bool, DType::Bool), DType::Bool);
+  Tensor r = full({2}, 3.0, DType::Int32) + full({2}, 0.5, DType::Float32);
+  EXPECT_EQ(r.dtype(), DType::Float32);
+  EXPECT_EQ(to_vector(r), (std::vector<double>{3.5, 3.5}));
+}
+
+TEST(Views, TransposeAndPermuteShareStorage) {
+  Tensor x = iota({2, 3});
+  Tensor t = x.T();
+  EXPECT_TRUE(t.shares_storage(x));
+  EXPECT_EQ(t.shape(), (Shape{3, 2}));
+  EXPECT_EQ(t.strides(), (Shape{1, 3}));
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_EQ(to_vector(t), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  Tensor p = iota({2, 3, 4}).permute({2, 0, 1});
+  EXPECT_EQ(p.shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(p.strides(), (Shape{1, 12, 4}));
+  EXPECT_EQ(to_vector(p)[1], 4.0);  // p[0, 0, 1] = x[0, 1, 0]
+  Tensor c = t.contiguous();
+  EXPECT_FALSE(c.shares_storage(x));
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(to_vector(c), to_vector(t));
+  expect_error_containing([] { iota({2, 3}).permute({0, 0}); }, {"permute", "not a permutation"});
+  expect_error_containing([] { iota({2, 3}).transpose(0, 2); }, {"transpose", "out of range"});
+}
+
+TEST(Views, SliceSelectUnsqueezeExpand) {
+  Tensor x = iota({4, 5});
+  Tensor s = x.slice(1, 1, 5, 2);  // columns 1 and 3
+  EXPECT_EQ(s.shape(), (Shape{4, 2}));
+  EXPECT_EQ(s.storage_offset(), 1);
+  EXPECT_EQ(to_vector(s), (std::vector<double>{1, 3, 6, 8, 11, 13, 16, 18}));
+  EXPECT_EQ(to_vector(x.slice(0, -2, 100)),
+            (std::vector<double>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(x.slice(0, 3, 1).numel(), 0);
+  Tensor col = x.select(1, -1);
+  EXPECT_EQ(col.shape(), (Shape{4}));
+  EXPECT_EQ(to_vector(col), (std::vector<double>{4, 9, 14, 19}));
+  EXPECT_EQ(x.unsqueeze(0).shape(), (Shape{1, 4, 5}));
+  EXPECT_EQ(x.unsqueeze(-1).shape(), (Shape{4, 5, 1}));
+  EXPECT_TRUE(x.unsqueeze(1).is_contiguous());
+  Tensor e = iota({3}).unsqueeze(0).expand({2, -1});
+  EXPECT_EQ(e.strides(), (Shape{0, 1}));
+  EXPECT_EQ(to_vector(e), (std::vector<double>{0, 1, 2, 0, 1, 2}));
+  expect_error_containing([] { iota({3}).expand({2, 4}); }, {"expand", "[3]", "[2, 4]"});
+  expect_error_containing([&] { x.select(0, 4); }, {"select", "index 4", "size 4"});
+  expect_error_containing([&] { x.slice(0, 0, 2, -1); }, {"slice", "step"});
+  expect_error_containing([&] { e.fill_(1.0); }, {"fill_", "expanded"});
+}
+
+TEST(Views, WritesThroughAViewReachTheBase) {
+  Tensor x = zeros({3, 4});
+  Tensor col = x.select(1, 2);
+  col.fill_(7.0);
+  x.slice(0, 0, 1).copy_(full({4}, 1.0));  // broadcast source
+  EXPECT_EQ(to_vector(x), (std::vector<double>{1, 1, 1, 1, 0, 0, 7, 0, 0, 0, 7, 0}));
+  Tensor y = x.reshape({12});  // contiguous: still a view
+  EXPECT_TRUE(y.shares_storage(x));
+  Tensor z = x.T().reshape({12});  // not contiguous: a copy, as torch
+  EXPECT_FALSE(z.shares_storage(x));
+  EXPECT_EQ(to_vector(z)[1], 0.0);
+  EXPECT_EQ(to_vector(z)[2], 0.0);
+  EXPECT_EQ(to_vector(z)[0], 1.0);
+}
+
+// Overlapping source and destination read the source as it was (torch and numpy agree).
+TEST(Views, OverlappingCopyReadsTheOldValues) {
+  Tensor x = iota({6});
+  x.slice(0, 1, 6).copy_(x.slice(0, 0, 5));
+  EXPECT_EQ(to_vector(x), (std::vector<double>{0, 0, 1, 2, 3, 4}));
+  Tensor big = arange(1 << 18, DType::Int64);  // large enough for parallel chunks
+  big.slice(0, 0, (1 << 18) - 3).copy_(big.slice(0, 3, 1 << 18));
+  const auto v = to_vector(big);
+  EXPECT_EQ(v[0], 3.0);
+  EXPECT_EQ(v[(1 << 18) - 4], static_cast<double>((1 << 18) - 1));
+  for (std::size_t i = 0; i + 3 < v.size(); ++i) ASSERT_EQ(v[i], static_cast<double>(i + 3));
+}
+
+// A write through a view on one stream orders a read of the base on another (tracking is per
+// storage, shared by every view). The gate holds the writer back: without tracking the reader
+// would see the old zeros.
+TEST(Views, TrackingIsSharedWithTheBase) {
+  Stream s1, s2;
+  Tensor base = zeros({4, 4});
+  base.wait();
+  Gate gate;
+  gate.hold(s1);
+  {
+    StreamContext ctx(s1);
+    base.T().select(0, 1).fill_(3.0);  // column 1 of base
+  }
+  Tensor total;
+  {
+    StreamContext ctx(s2);
+    total = sum(base);
+  }
+  EXPECT_FALSE(total.ready());
+  gate.open();
+  EXPECT_EQ(total.item<float>(), 12.0f);
+  EXPECT_FALSE(gate.timed_out());
+}
+
+TEST(Elementwise, BroadcastsOverStridedViews) {
+  Tensor a = iota({2, 3});
+  Tensor b = iota({3});
+  EXPECT_EQ(to_vector(a + b), (std::vector<double>{0, 2, 4, 3, 5, 7}));
+  EXPECT_EQ(to_vector(a.T() * b.slice(0, 0, 2)), (std::vector<double>{0, 3, 0, 4, 0, 5}));
+  Tensor col = iota({2, 1}), row = iota({1, 3});
+  EXPECT_EQ(to_vector(col - row), (std::vector<double>{0, -1, -2, 1, 0, -1}));
+  EXPECT_EQ(to_vector(maximum(a, full({}, 2.5))), (std::vector<double>{2.5, 2.5, 2.5, 3, 4, 5}));
+  EXPECT_EQ(to_vector(minimum(a.T(), b.unsqueeze(1))), (std::vector<double>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(to_vector(clamp(a, 1.0, 3.0)), (std::vector<double>{1, 1, 2, 3, 3, 3}));
+  EXPECT_EQ(to_vector(pow(a.T(), 2)), (std::vector<double>{0, 9, 1, 16, 4, 25}));
+  EXPECT_EQ(to_vector(abs(-a)), to_vector(a));
+  // Operands sharing a dense permuted layout give a result of that layout (as torch), computed
+  // over the flat memory; mixed layouts give a contiguous result.
+  Tensor tt = a.T() + a.T();
+  EXPECT_EQ(tt.strides(), a.T().strides());
+  EXPECT_EQ(to_vector(tt), (std::vector<double>{0, 6, 2, 8, 4, 10}));
+  EXPECT_EQ(exp(a.T()).strides(), a.T().strides());
+  EXPECT_TRUE((a.T() + a.T().contiguous()).is_contiguous());
+}
+
+TEST(Elementwise, UnaryMathAndIntegerPromotion) {
+  Tensor x = full({3}, 2, DType::Int32);
+  Tensor e = exp(x);
+  EXPECT_EQ(e.dtype(), DType::Float32);
+  EXPECT_FLOAT_EQ(static_cast<float>(to_vector(e)[0]), std::exp(2.0f));
+  Tensor s = sigmoid(full({2}, -1000.0, DType::Float64));
+  EXPECT_EQ(to_vector(s)[0], 0.0);  // no overflow to NaN
+  EXPECT_NEAR(to_vector(tanh(full({1}, 0.5)))[0], std::tanh(0.5), 1e-6);
+  EXPECT_TRUE(std::isnan(to_vector(sqrt(full({1}, -1.0)))[0]));
+  EXPECT_EQ(to_vector(pow(full({2}, 3, DType::Int64), 3)), (std::vector<double>{27, 27}));
+  expect_error_containing([] { pow(full({1}, 3, DType::Int64), 0.5); }, {"pow", "0.5", "int64"});
+  expect_error_containing([] { pow(full({1}, 3, DType::Int64), -1); }, {"pow", "negative"});
+}
+
+TEST(Compare, GivesBoolAndWhereSelects) {
+  Tensor a = iota({2, 3});
+  Tensor m = a > 2.0;
+  EXPECT_EQ(m.dtype(), DType::Bool);
+  EXPECT_EQ(to_vector(m), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(to_vector(eq(a, iota({3}))), (std::vector<double>{1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(to_vector(where(m, a, full({}, -1.0))), (std::vector<double>{-1, -1, -1, 3, 4, 5}));
+  EXPECT_EQ(to_vector(sum(m)), (std::vector<double>{3}));
+  expect_error_containing([&] { where(a, a, a); }, {"where", "must be bool"});
+  // int64 against an integral scalar compares exactly (a double could not hold 2^53 + 1).
+  Tensor big = full({1}, 0, DType::Int64);
+  big.data<std::int64_t>()[0] = (std::int64_t{1} << 53) + 1;
+  EXPECT_EQ(to_vector(eq(big, 9007199254740992.0))[0], 0.0);
+}
+
+TEST(Reduce, OverADimWithKeepdim) {
+  Tensor a = iota({2, 3});
+  EXPECT_EQ(sum(a, 0).shape(), (Shape{3}));
+  EXPECT_EQ(to_vector(sum(a, 0)), (std::vector<double>{3, 5, 7}));
+  EXPECT_EQ(sum(a, -1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(to_vector(sum(a, -1, true)), (std::vector<double>{3, 12}));
+  EXPECT_EQ(to_vector(mean(a.T(), 1)), (std::vector<double>{1.5, 2.5, 3.5}));
+  EXPECT_EQ(to_vector(max(a, 0)), (std::vector<double>{3, 4, 5}));
+  EXPECT_EQ(to_vector(min(a, 1)), (std::vector<double>{0, 3}));
+  EXPECT_EQ(to_vector(argmax(a, 1)), (std::vector<double>{2, 2}));
+  EXPECT_EQ(argmax(a, 1).dtype(), DType::Int64);
+  EXPECT_EQ(argmax(a).item<std::int64_t>(), 5);
+  EXPECT_EQ(max(a).item<float>(), 5.0f);
+  EXPECT_EQ(to_vector(sum(full({2, 3}, 1, DType::Int32), 1)), (std::vector<double>{3, 3}));
+  EXPECT_EQ(sum(full({2, 3}, 1, DType::Int32), 1).dtype(), DType::Int64);
+  expect_error_containing([&] { sum(a, 2); }, {"sum", "dimension 2", "out of range"});
+  expect_error_containing([] { max(zeros({2, 0}), 1); }, {"max", "empty"});
+  expect_error_containing([] { mean(zeros({2}, DType::Int32), 0); }, {"mean", "floating"});
+}
+
+TEST(Reduce, SoftmaxRowsSumToOne) {
+  Tensor x = randn({5, 7}, 3);
+  Tensor s = softmax(x, 1);
+  Tensor total = sum(s, 1);
+  for (double v : to_vector(total)) EXPECT_NEAR(v, 1.0, 1e-6);
+  Tensor ls = log_softmax(x.T(), 0);  // the same rows, read through a transposed view
+  const auto a = to_vector(log(s)), b = to_vector(ls.T());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+  // Large inputs: shifted by the maximum, so no overflow.
+  EXPECT_EQ(to_vector(softmax(full({2}, 1000.0), 0)), (std::vector<double>{0.5, 0.5}));
+  expect_error_containing([] { softmax(ones({2}, DType::Int64), 0); }, {"softmax", "floating"});
+}
+
+TEST(Join, CatAndStack) {
+  Tensor a = iota({2, 2}), b = full({2, 1}, 9.0);
+  Tensor c = cat({a, b}, 1);
+  EXPECT_EQ(c.shape(), (Shape{2, 3}));
+  EXPECT_EQ(to_vector(c), (std::vector<double>{0, 1, 9, 2, 3, 9}));
+  Tensor s = stack({a, a.T()}, 0);
+  EXPECT_EQ(s.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(to_vector(s), (std::vector<double>{0, 1, 2, 3, 0, 2, 1, 3}));
+  EXPECT_EQ(stack({a, a}, -1).shape(), (Shape{2, 2, 2}));
+  expect_error_containing([&] { cat({a, iota({3, 1})}, 1); }, {"cat", "[2, 2]", "[3, 1]"});
+  expect_error_containing([&] { stack({a, b}); }, {"stack", "[2, 2]", "[2, 1]"});
+}
+
+// A transposed operand goes to BLAS as it is: the profile holds the product and no copy.
+TEST(Matmul, TransposedViewsNeedNoCopy) {
+  Tensor a = randn({6, 4}, 1), b = randn({6, 5}, 2);
+  synchronize();
+  Profiler prof;
+  prof.start();
+  Tensor c = matmul(a.T(), b);                            // [4, 6] x [6, 5]
+  Tensor d = matmul(b.T(), a.T().T());                    // [5, 6] x [6, 4]
+  Tensor e = matmul(b.slice(1, 1, 5), a.slice(0, 0, 4));  // row-strided view: no copy either
+  c.wait();
+  d.wait();
+  e.wait();
+  prof.stop();
+  for (const auto& r : prof.records()) EXPECT_EQ(r.label, "matmul");
+  EXPECT_EQ(prof.records().size(), 3u);
+  const auto va = to_vector(a), vb = to_vector(b), vc = to_vector(c), vd = to_vector(d);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      double ref = 0;
+      for (int k = 0; k < 6; ++k) ref += va[k * 4 + i] * vb[k * 5 + j];
+      EXPECT_NEAR(vc[i * 5 + j], ref, 1e-4);
+      EXPECT_NEAR(vd[j * 4 + i], ref, 1e-4);
+    }
+  }
+  // An expanded (stride 0) operand fits neither layout and is copied first: still right.
+  Tensor ones_b = ones({1, 5}).expand({6, 5});
+  const auto vf = to_vector(matmul(a.T(), ones_b));
+  for (int i = 0; i < 4; ++i) {
+    double ref = 0;
+    for (int k = 0; k < 6; ++k) ref += va[k * 4 + i];
+    EXPECT_NEAR(vf[i * 5], ref, 1e-4);
+  }
+}
+
+// Past the parallel grain, strided walks are split into chunks that start mid-row: the results
+// equal plain loops at every worker count, and reductions are bit-identical across counts.
+TEST(ViewsWorkers, LargeStridedOpsAtEveryWorkerCount) {
+  test::ThreadCountGuard guard;
+  constexpr std::int64_t kRows = 301, kCols = 517;
+  std::vector<double> first_sum;
+  for (int workers : test::kWorkerCounts) {
+    set_num_threads(workers);
+    Tensor a = randn({kRows, kCols}, 11), col = randn({kCols, 1}, 12);
+    Tensor r = a.T() * 2.0 + col;  // [kCols, kRows]: transposed read, broadcast column
+    Tensor s = sum(a.T(), 1);      // lines with stride kCols
+    const auto va = to_vector(a), vc = to_vector(col), vr = to_vector(r), vs = to_vector(s);
+    for (std::int64_t i = 0; i < kCols; ++i) {
+      double ref = 0;
+      for (std::int64_t j = 0; j < kRows; ++j) {
+        const auto x = static_cast<float>(va[static_cast<std::size_t>(j * kCols + i)]);
+        ASSERT_EQ(static_cast<float>(vr[static_cast<std::size_t>(i * kRows + j)]),
+                  x * 2.0f + static_cast<float>(vc[static_cast<std::size_t>(i)]))
+            << workers << " workers";
+        ref += x;
+      }
+      ASSERT_NEAR(vs[static_cast<std::size_t>(i)], ref, 1e-3) << workers << " workers";
+    }
+    if (first_sum.empty()) {
+      first_sum = vs;
+    } else {
+      EXPECT_EQ(vs, first_sum) << "sum over a dim differs at " << workers << " workers";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace streamrt
