@@ -119,6 +119,16 @@ __all__ = [
     "zeros",
 ]
 
+# The caching allocator (docs/ops.md), as torch.cuda has it.
+from ._streamrt import (  # noqa: E402
+    empty_cache,
+    memory_stats,
+    reset_peak_memory_stats,
+    set_memory_cache_limit,
+)
+
+__all__ += ["empty_cache", "memory_stats", "reset_peak_memory_stats", "set_memory_cache_limit"]
+
 # Pending work may be Python callables, which need a live interpreter: finish it at exit, before
 # finalization, with the GIL released (C++'s own exit handler runs only after finalization).
 _atexit.register(_streamrt._shutdown_at_exit)

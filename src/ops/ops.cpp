@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "kernels.hpp"
+#include "simd_kernels.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
@@ -111,7 +112,14 @@ const char* bin_name(BinOp op) {
 
 template <class T>
 void binary_loop(BinOp op, const T* a, const T* b, T* out, std::int64_t n) {
-  parallel_elements(n, [&](std::int64_t i) { out[i] = apply(op, a[i], b[i]); });
+  if constexpr (std::is_floating_point_v<T>) {
+    const bool nt = n * static_cast<std::int64_t>(sizeof(T)) >= simd::kStreamBytes;
+    parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+      simd::binary(static_cast<simd::Binary>(op), a + i0, b + i0, out + i0, i1 - i0, nt);
+    });
+  } else {
+    parallel_elements(n, [&](std::int64_t i) { out[i] = apply(op, a[i], b[i]); });
+  }
 }
 
 Tensor binary(BinOp op, const Tensor& a, const Tensor& b) {
@@ -157,7 +165,13 @@ Tensor binary_scalar(BinOp op, const Tensor& a, double s, bool reversed) {
       const T v = from_double<T>(s);
       const T* in = static_cast<const T*>(sa->data());
       T* o = static_cast<T*>(so->data());
-      if (reversed) {
+      if constexpr (std::is_floating_point_v<T>) {
+        const bool nt = n * static_cast<std::int64_t>(sizeof(T)) >= simd::kStreamBytes;
+        parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+          simd::binary_scalar(static_cast<simd::Binary>(op), in + i0, v, reversed, o + i0, i1 - i0,
+                              nt);
+        });
+      } else if (reversed) {
         parallel_elements(n, [&](std::int64_t i) { o[i] = apply(op, v, in[i]); });
       } else {
         parallel_elements(n, [&](std::int64_t i) { o[i] = apply(op, in[i], v); });
@@ -183,7 +197,7 @@ Acc blocked_sum(const T* p, std::int64_t n) {
     const std::int64_t begin = blk * kSumBlock, end = std::min(n, begin + kSumBlock);
     Acc acc{0};
     if constexpr (std::is_floating_point_v<Acc>) {
-      for (std::int64_t i = begin; i < end; ++i) acc += static_cast<Acc>(p[i]);
+      acc = simd::sum_block(p + begin, end - begin);
     } else {
       std::uint64_t u = 0;
       for (std::int64_t i = begin; i < end; ++i) u += static_cast<std::uint64_t>(p[i]);
@@ -436,7 +450,14 @@ Tensor relu(const Tensor& a) {
       const T* in = static_cast<const T*>(sa->data());
       T* o = static_cast<T*>(so->data());
       // `x < 0 ? 0 : x` keeps NaN as NaN, like torch.
-      ops::parallel_elements(n, [&](std::int64_t i) { o[i] = in[i] < T{0} ? T{0} : in[i]; });
+      if constexpr (std::is_floating_point_v<T>) {
+        const bool nt = n * static_cast<std::int64_t>(sizeof(T)) >= ops::simd::kStreamBytes;
+        ops::parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+          ops::simd::relu(in + i0, o + i0, i1 - i0, nt);
+        });
+      } else {
+        ops::parallel_elements(n, [&](std::int64_t i) { o[i] = in[i] < T{0} ? T{0} : in[i]; });
+      }
     });
   });
   return out;
