@@ -28,14 +28,21 @@ except ImportError as e:  # the column is skipped with the reason printed
     TORCH_MISSING = str(e)
 
 
-def median_time(fn, reps):
+def median_times(fn, reps):
+    """(wall, cpu) medians in seconds. CPU time is the whole process's (every thread): on a busy
+    machine it still shows the work done when wall time mostly shows waiting for a core."""
     fn()  # warm-up (pages, caches, lazy initialisation)
-    times = []
+    walls, cpus = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def median_time(fn, reps):
+    return median_times(fn, reps)[0]
 
 
 def triad_bandwidth(n, threads, reps):
@@ -120,24 +127,25 @@ def main():
         ("randn", None, lambda: gen.standard_normal(n, dtype=np.float32),
          lambda: streamrt.randn(n, seed=1).wait(), lambda: torch.randn(n)),
     ]
-    head = "| op | numpy ms |"
+    head = "| op | numpy ms (cpu ms) |"
     for w in workers:
-        head += f" streamrt {w}w ms | vs numpy | of triad |"
+        head += f" streamrt {w}w ms (cpu ms) | vs numpy (cpu) | of triad |"
         if torch is not None:
             head += f" torch {w}t ms |"
     print()
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for name, per_elem, f_np, f_st, f_t in cases:
-        t_np = median_time(f_np, reps)
-        row = f"| {name} | {t_np * 1e3:.2f} |"
+        t_np, c_np = median_times(f_np, reps)
+        row = f"| {name} | {t_np * 1e3:.2f} ({c_np * 1e3:.1f}) |"
         for w in workers:
             streamrt.set_num_threads(w)
-            t_st = median_time(f_st, reps)
+            t_st, c_st = median_times(f_st, reps)
             frac = "-"
             if per_elem is not None:
                 frac = f"{per_elem * n / t_st / 1e9 / bw[w] * 100:.0f}%"
-            row += f" {t_st * 1e3:.2f} | {t_np / t_st:.2f}x | {frac} |"
+            row += (f" {t_st * 1e3:.2f} ({c_st * 1e3:.1f}) | {t_np / t_st:.2f}x"
+                    f" ({c_np / max(c_st, 1e-9):.2f}x) | {frac} |")
             if torch is not None:
                 torch.set_num_threads(w)
                 row += f" {median_time(f_t, reps) * 1e3:.2f} |"

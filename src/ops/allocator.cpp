@@ -31,6 +31,7 @@ std::atomic<bool> g_ordering{true};
 struct FreeBlock {
   void* ptr;
   std::uint64_t owner;
+  std::shared_ptr<impl::StreamImpl> busy_owner;  // null once the owner was seen idle
   std::vector<PendingUse> uses;
 };
 
@@ -83,12 +84,14 @@ class CachingAllocator {
     return Block{p, capacity};
   }
 
-  void free(Block block, std::uint64_t owner, std::vector<PendingUse> uses) noexcept {
+  void free(Block block, std::uint64_t owner, std::shared_ptr<impl::StreamImpl> busy_owner,
+            std::vector<PendingUse> uses) noexcept {
     std::vector<void*> release;
     try {
       std::lock_guard lock(mutex_);
       stats_.bytes_in_use -= block.capacity;
-      free_[block.capacity].push_back(FreeBlock{block.ptr, owner, std::move(uses)});
+      free_[block.capacity].push_back(
+          FreeBlock{block.ptr, owner, std::move(busy_owner), std::move(uses)});
       stats_.bytes_cached += block.capacity;
       if (stats_.bytes_cached > limit_) trim_locked(limit_, release);
     } catch (...) {
@@ -134,15 +137,23 @@ class CachingAllocator {
   // The reuse rule: uses on `stream_id` itself are ordered before its later work; uses on other
   // streams must have completed.
   static bool usable_by(FreeBlock& b, std::uint64_t stream_id) {
+    if (b.owner != stream_id && !owner_idle(b)) return false;
     for (const auto& u : b.uses) {
       if (u.stream_id != stream_id && !u.backend->query_event(*u.position)) return false;
     }
-    b.uses.clear();  // every remaining use is on this stream: none needs remembering
     return true;
   }
 
-  static bool idle(const FreeBlock& b) {
-    return std::all_of(b.uses.begin(), b.uses.end(),
+  // True when nothing submitted to the owner so far is unfinished (forgets the owner then).
+  static bool owner_idle(FreeBlock& b) {
+    if (b.busy_owner && !b.busy_owner->backend().query_stream(*b.busy_owner)) return false;
+    b.busy_owner.reset();
+    return true;
+  }
+
+  static bool idle(FreeBlock& b) {
+    return owner_idle(b) &&
+           std::all_of(b.uses.begin(), b.uses.end(),
                        [](const PendingUse& u) { return u.backend->query_event(*u.position); });
   }
 
@@ -252,8 +263,9 @@ Block allocate_block(std::size_t nbytes, std::uint64_t stream_id) {
   return instance().allocate(nbytes, stream_id);
 }
 
-void free_block(Block block, std::uint64_t owner, std::vector<PendingUse> uses) noexcept {
-  instance().free(block, owner, std::move(uses));
+void free_block(Block block, std::uint64_t owner, std::shared_ptr<impl::StreamImpl> busy_owner,
+                std::vector<PendingUse> uses) noexcept {
+  instance().free(block, owner, std::move(busy_owner), std::move(uses));
 }
 
 void set_stream_ordering_for_testing(bool on) noexcept {

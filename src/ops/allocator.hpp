@@ -3,9 +3,9 @@
 //
 // A block is freed "on" the stream that allocated it: later work on that stream runs after every
 // earlier use there (streams are FIFO), so the block may go back to that stream at once. Any other
-// stream gets it only when every position at which the block may still be used has completed: the
-// allocating stream's end at the time of the free (work launched there with raw pointers is
-// covered too, as CUDA orders a free on its stream), and the tracked accesses on other streams.
+// stream gets it only when the work that may still use it has finished: everything submitted to
+// the allocating stream (work launched there with raw pointers is covered too, as CUDA orders a
+// free on its stream) and the tracked accesses on other streams.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,9 +43,13 @@ std::size_t parse_size(const std::string& text, const char* what);
 // memory runs out (after releasing what the cache may release).
 Block allocate_block(std::size_t nbytes, std::uint64_t stream_id);
 
-// Returns `block` to the cache; `owner` is the stream that allocated it and `uses` are the
-// positions it may still be used before (on `owner` or on other streams). Never blocks; noexcept.
-void free_block(Block block, std::uint64_t owner, std::vector<PendingUse> uses) noexcept;
+// Returns `block` to the cache. `owner` is the stream that allocated it; `busy_owner` is that
+// stream when it still had unfinished work at the free (null when idle): until it has none, other
+// streams do not get the block (everything submitted there so far is a conservative, lock-free
+// stand-in for "the work queued before the free", and costs no record at each free). `uses` are
+// unfinished tracked accesses on other streams. Never blocks; noexcept.
+void free_block(Block block, std::uint64_t owner, std::shared_ptr<impl::StreamImpl> busy_owner,
+                std::vector<PendingUse> uses) noexcept;
 
 // Test hook: with `on` false a freed block goes to any stream at once (the race the rule
 // prevents), so a test can show that its check fails without the rule. Default on.

@@ -30,18 +30,17 @@ Storage::~Storage() {
       };
       add(last_write);
       for (const auto& r : reads) add(r);
-      // Everything launched on the allocating stream so far, tracked or not (raw pointers in
-      // launched work): the free is ordered there, as cudaFreeAsync orders it on its stream.
-      if (!backend.query_stream(owner)) {
-        uses.push_back(ops::PendingUse{owner.id(), &backend, backend.record(owner, EventOptions{})});
-      }
     } catch (...) {
       // Out of memory while describing the uses: the block cannot be proven free, so it is kept
       // out of circulation (leaked) rather than risk handing it to a racing stream.
       std::fputs("streamrt: a tensor's memory could not be freed in stream order; leaked\n", stderr);
       return;
     }
-    ops::free_block(ops::Block{data_, capacity_}, owner.id(), std::move(uses));
+    // The allocating stream, while it has unfinished work (tracked or not: raw pointers in
+    // launched work): the free is ordered there, as cudaFreeAsync orders it on its stream.
+    std::shared_ptr<impl::StreamImpl> busy;
+    if (!backend.query_stream(owner)) busy = std::move(alloc_stream_);
+    ops::free_block(ops::Block{data_, capacity_}, owner.id(), std::move(busy), std::move(uses));
     return;
   }
   if (deleter_) {
@@ -63,7 +62,7 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
   try {
     st = std::make_shared<Storage>(block.ptr, nbytes, device, nullptr, false);
   } catch (...) {
-    ops::free_block(block, stream.impl()->id(), {});  // nothing used it yet
+    ops::free_block(block, stream.impl()->id(), nullptr, {});  // nothing used it yet
     throw;
   }
   st->capacity_ = block.capacity;
