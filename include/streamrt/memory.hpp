@@ -39,7 +39,8 @@ void reset_peak_memory_stats(Device device = {});
 //! Caps the cached (free, kept) bytes of `device`: past it, cached blocks that no work may still
 //! use are returned to the OS, largest first. The default is 1 GiB or the environment variable
 //! STREAMRT_CACHE_LIMIT (bytes, or a number with K, M or G, e.g. "512M"; 0 caches nothing),
-//! read at the first allocation. Thread-safe; takes effect at once.
+//! read when the library is loaded (a bad value makes every allocation throw Error naming it).
+//! Thread-safe; takes effect at once.
 void set_memory_cache_limit(std::size_t bytes, Device device = {});
 
 }  // namespace streamrt

@@ -2,6 +2,7 @@
 // allocator.hpp, a bound on cached bytes, and the counters of memory_stats().
 #include "allocator.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -38,6 +39,11 @@ struct FreeBlock {
 class CachingAllocator {
  public:
   CachingAllocator() {
+    // A fork while another thread holds the mutex would leave it locked in the child, whose
+    // first tensor would then hang (docs/reliability.md, G9): hold it across fork(). Nothing
+    // under the mutex takes a stream lock (only lock-free queries), so the order with the CPU
+    // backend's fork handlers cannot deadlock. Registered at load time (see g_made_at_load).
+    pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
     if (const char* env = std::getenv("STREAMRT_CACHE_LIMIT"); env != nullptr) {
       try {
         limit_ = parse_size(env, "STREAMRT_CACHE_LIMIT");
@@ -134,6 +140,9 @@ class CachingAllocator {
   }
 
  private:
+  static void lock_for_fork();
+  static void unlock_after_fork();
+
   // The reuse rule: uses on `stream_id` itself are ordered before its later work; uses on other
   // streams must have completed.
   static bool usable_by(FreeBlock& b, std::uint64_t stream_id) {
@@ -202,6 +211,20 @@ CachingAllocator& instance() {
   static auto* a = new CachingAllocator();
   return *a;
 }
+
+void CachingAllocator::lock_for_fork() {
+  instance().mutex_.lock();
+}
+
+void CachingAllocator::unlock_after_fork() {
+  instance().mutex_.unlock();
+}
+
+// Made when the library is loaded, before the program starts threads: fork handlers registered
+// while another thread is inside fork() may have their unlock run without their lock (glibc
+// releases its handler-list lock while it runs prepare handlers), which hung a stress test when
+// the allocator was made lazily by a thread racing a fork.
+[[maybe_unused]] const bool g_made_at_load = (instance(), true);
 
 void check_cpu(const Device& device, const char* what) {
   if (device.type != DeviceType::CPU) {

@@ -3,13 +3,27 @@
 // counters, empty_cache and the cache limit. Whitebox where it needs the test switch and the
 // size-class helpers (src/ops/allocator.hpp).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "../../src/ops/allocator.hpp"
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define STREAMRT_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define STREAMRT_TEST_SANITIZED 1
+#endif
+#endif
 
 namespace streamrt {
 namespace {
@@ -212,6 +226,46 @@ TEST(AllocatorStats, CachedBytesStayWithinTheLimit) {
 TEST(AllocatorStats, OtherDevicesAreRejected) {
   EXPECT_THROW(memory_stats(Device{DeviceType::CUDA, 0}), Error);
   EXPECT_THROW(empty_cache(Device{DeviceType::CUDA, 0}), Error);
+}
+
+// fork() while another thread allocates: the child's first tensor must not find the allocator's
+// lock held by a thread that does not exist there (pthread_atfork in allocator.cpp). Without the
+// handlers a child can hang; the parent kills it after the time-out and the test fails.
+TEST(AllocatorFork, ChildAllocatesWhileParentThreadsAllocate) {
+#ifdef STREAMRT_TEST_SANITIZED
+  GTEST_SKIP() << "sanitizer allocators are not fork-safe with live threads (docs/reliability.md)";
+#endif
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      Tensor x = empty({1000});
+      Tensor y = empty({3000});
+    }
+  });
+  for (int round = 0; round < 30; ++round) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      Tensor t = empty({1000});
+      _exit(t.defined() ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "a child hung allocating a tensor after fork (round " << round << ")";
+      break;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+  }
+  stop.store(true);
+  churn.join();
 }
 
 TEST(AllocatorSizeClasses, CoverTheSizeWithBoundedSlack) {
