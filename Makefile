@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 # Debian packages the build, tests, benchmarks and Python package use.
 APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev \
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev libhwy-dev \
   python3-venv python3-setuptools python3-pip python3-wheel python3-torch
 
 .PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \

@@ -35,4 +35,7 @@ void bind_core(py::module_& m);
 //! GIL.
 void bind_tensor(py::module_& m);
 
+//! Binds the caching allocator's counters and controls. Requires the GIL.
+void bind_memory(py::module_& m);
+
 }  // namespace streamrt::python

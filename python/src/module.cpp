@@ -44,9 +44,6 @@ PYBIND11_MODULE(_streamrt, m) {
     }
   });
 
-#ifdef STREAMRT_VERSION
-  m.attr("__version__") = STREAMRT_VERSION;
-#endif
   sp::bind_core(m);
   sp::bind_tensor(m);
   sp::bind_ops(m);
@@ -55,6 +52,7 @@ PYBIND11_MODULE(_streamrt, m) {
   m.attr("__version__") = streamrt::version_info().version;
   m.def("_version_text", &streamrt::version_text,
         "The library's version, build type, compiler, backends and worker count, as text.");
+  sp::bind_memory(m);
 
   m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
         "Interpreter exit (registered with atexit by the package): runs pending Python work, "

@@ -213,6 +213,15 @@ def _set_blas_threads(n):
 # torch's, which calls the same OpenBLAS) runs on its worker's core. OpenBLAS's own thread pool
 # would instead make concurrent calls from several streams queue for it (docs/python.md).
 _set_blas_threads(1)
+# The caching allocator (docs/ops.md), as torch.cuda has it.
+from ._streamrt import (  # noqa: E402
+    empty_cache,
+    memory_stats,
+    reset_peak_memory_stats,
+    set_memory_cache_limit,
+)
+
+__all__ += ["empty_cache", "memory_stats", "reset_peak_memory_stats", "set_memory_cache_limit"]
 
 # Pending work may be Python callables, which need a live interpreter: finish it at exit, before
 # finalization, with the GIL released (C++'s own exit handler runs only after finalization).

@@ -1,14 +1,15 @@
 #pragma once
 // Element-wise math: the per-element functions of each op, and the contiguous kernels (all
 // operands dense and of the output's shape) that the ops call on their fast path. The strided and
-// broadcasting paths (elementwise.cpp) use the same per-element functions, so a faster contiguous
-// kernel (SIMD) only has to replace the *_contiguous functions below.
+// broadcasting paths (elementwise.cpp) use the same per-element functions; the contiguous kernels
+// below use the SIMD kernels (simd_kernels.hpp) where there is one.
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include "kernels.hpp"
+#include "simd_kernels.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
 
@@ -176,8 +177,29 @@ void with_unary(UnaryOp op, F&& f) {
 
 // ---- contiguous kernels (the fast path; all pointers dense, n elements) ------------------------
 
+// The four arithmetic ops on floats have SIMD kernels (simd_kernels.hpp, same order of enumerators).
+constexpr bool has_simd(BinaryOp op) noexcept {
+  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul ||
+         op == BinaryOp::kDiv;
+}
+
+// Streaming stores for outputs that would not stay in the cache anyway (simd_kernels.hpp).
+template <class T>
+bool streams_output(std::int64_t n) noexcept {
+  return n * static_cast<std::int64_t>(sizeof(T)) >= simd::kStreamBytes;
+}
+
 template <class T>
 void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (has_simd(op)) {
+      const bool nt = streams_output<T>(n);
+      parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+        simd::binary(static_cast<simd::Binary>(op), a + i0, b + i0, out + i0, i1 - i0, nt);
+      });
+      return;
+    }
+  }
   with_binary(op, [&](auto f) {
     parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) out[i] = f(a[i], b[i]);
@@ -188,6 +210,16 @@ void binary_contiguous(BinaryOp op, const T* a, const T* b, T* out, std::int64_t
 // out = a (op) s, or s (op) a when `reversed`.
 template <class T>
 void binary_scalar_contiguous(BinaryOp op, const T* a, T s, bool reversed, T* out, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (has_simd(op)) {
+      const bool nt = streams_output<T>(n);
+      parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+        simd::binary_scalar(static_cast<simd::Binary>(op), a + i0, s, reversed, out + i0, i1 - i0,
+                            nt);
+      });
+      return;
+    }
+  }
   with_binary(op, [&](auto f) {
     parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
       if (reversed) {
@@ -201,6 +233,15 @@ void binary_scalar_contiguous(BinaryOp op, const T* a, T s, bool reversed, T* ou
 
 template <class T>
 void unary_contiguous(UnaryOp op, const T* a, T* out, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == UnaryOp::kRelu) {
+      const bool nt = streams_output<T>(n);
+      parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
+        simd::relu(a + i0, out + i0, i1 - i0, nt);
+      });
+      return;
+    }
+  }
   with_unary<T>(op, [&](auto f) {
     parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) out[i] = f(a[i]);

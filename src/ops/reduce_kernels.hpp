@@ -1,13 +1,13 @@
 #pragma once
-// The contiguous fast path of the full reductions (sum, mean): a dense run of n elements. A faster
-// (SIMD) kernel replaces sum_contiguous; it must keep the fixed block order (results independent
-// of the worker count).
+// The contiguous fast path of the full reductions (sum, mean): a dense run of n elements, summed
+// in fixed blocks (SIMD for floats) in a fixed order, so results do not depend on the worker count.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
 #include "kernels.hpp"
+#include "simd_kernels.hpp"
 
 namespace streamrt::ops {
 
@@ -23,7 +23,9 @@ Acc sum_contiguous(const T* p, std::int64_t n) {
   auto block_sum = [&](std::int64_t blk) {
     const std::int64_t begin = blk * kSumBlock, end = std::min(n, begin + kSumBlock);
     Acc acc{0};
-    if constexpr (std::is_floating_point_v<Acc>) {
+    if constexpr (std::is_floating_point_v<Acc> && std::is_floating_point_v<T>) {
+      acc = static_cast<Acc>(simd::sum_block(p + begin, end - begin));
+    } else if constexpr (std::is_floating_point_v<Acc>) {
       for (std::int64_t i = begin; i < end; ++i) acc += static_cast<Acc>(p[i]);
     } else {
       std::uint64_t u = 0;

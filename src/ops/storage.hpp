@@ -31,7 +31,8 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  // A new 64-byte aligned allocation of `nbytes`. Throws Error when memory runs out.
+  // `nbytes` (64-byte aligned) from the stream-ordered caching allocator (allocator.hpp), for work
+  // on the current stream of `device`; not zero-filled. Throws Error when memory runs out.
   static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device);
 
   void* data() const noexcept { return data_; }
@@ -48,6 +49,9 @@ class Storage {
   Device device_;
   std::function<void(void*)> deleter_;
   bool owned_;
+  // Set for caching-allocator blocks: the size-class bytes and the stream that allocated it.
+  std::size_t capacity_ = 0;
+  std::shared_ptr<impl::StreamImpl> alloc_stream_;
 };
 
 // The library's access to Tensor internals.

@@ -10,6 +10,7 @@
 #include "kernels.hpp"
 #include "layout.hpp"
 #include "random.hpp"
+#include "simd_kernels.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
@@ -124,37 +125,9 @@ std::uint64_t Generator::reserve(std::uint64_t n) noexcept {
   return state_->offset.fetch_add(n, std::memory_order_relaxed);
 }
 
-// ---- Storage ---------------------------------------------------------------------------------
+// ---- Storage (allocation: storage.cpp) --------------------------------------------------------
 
 namespace detail {
-
-Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter,
-                 bool owned) noexcept
-    : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), owned_(owned) {}
-
-Storage::~Storage() {
-  if (deleter_) {
-    try {
-      deleter_(data_);
-    } catch (...) {
-      // A destructor cannot throw; say so rather than lose it.
-      std::fputs("streamrt: a from_blob deleter threw; the exception was dropped\n", stderr);
-    }
-  } else if (owned_) {
-    std::free(data_);
-  }
-}
-
-std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
-  constexpr std::size_t kAlign = 64;
-  const std::size_t rounded =
-      std::max<std::size_t>(kAlign, (nbytes + kAlign - 1) / kAlign * kAlign);
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) {
-    throw Error("out of memory allocating a tensor of " + std::to_string(nbytes) + " bytes");
-  }
-  return std::make_shared<Storage>(p, nbytes, device, nullptr, true);
-}
 
 Tensor TensorAccess::make(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
   Shape strides = ops::contiguous_strides(shape);
@@ -273,8 +246,16 @@ void enqueue_fill(Tensor& t, double value) {
       const T v = from_double<T>(value);
       T* p = static_cast<T*>(st->data()) + offset;
       const auto loop = make_loop<1>(shape, {&strides});
+      // Large fills bypass the cache (streaming stores): the data is not read back soon.
+      const bool nt = loop.numel * static_cast<std::int64_t>(sizeof(T)) >= simd::kStreamBytes;
       parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
         T* q = p + off[0];
+        if constexpr (std::is_floating_point_v<T>) {
+          if (inc[0] == 1) {
+            simd::fill(q, v, count, nt);
+            return;
+          }
+        }
         if (inc[0] == 1) {
           std::fill(q, q + count, v);
         } else {
@@ -563,9 +544,9 @@ Tensor random_tensor(const char* op, Shape shape, std::uint64_t seed, std::uint6
       ops::parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
         const auto first = offset + static_cast<std::uint64_t>(begin);
         if (normal) {
-          ops::fill_normal(p + begin, first, end - begin, seed);
+          ops::simd::fill_normal(p + begin, first, end - begin, seed);
         } else {
-          ops::fill_uniform(p + begin, first, end - begin, seed);
+          ops::simd::fill_uniform(p + begin, first, end - begin, seed);
         }
       });
     });

@@ -1,0 +1,73 @@
+// Storage: memory of tensors, from the caching allocator or wrapped (from_blob). Its destructor
+// frees a cached block in stream order: it hands the allocator every position at which the block
+// may still be used (allocator.hpp).
+#include "storage.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "allocator.hpp"
+#include "streamrt/error.hpp"
+
+namespace streamrt::detail {
+
+Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter,
+                 bool owned) noexcept
+    : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), owned_(owned) {}
+
+Storage::~Storage() {
+  if (capacity_ > 0) {
+    impl::StreamImpl& owner = *alloc_stream_;
+    impl::Backend& backend = owner.backend();
+    std::vector<ops::PendingUse> uses;
+    try {
+      // Tracked accesses on other streams that may not have finished. (Readers before the last
+      // write on other streams were waited for by that write, so it covers them.)
+      auto add = [&](const Access& a) {
+        if (a.position && a.stream_id != owner.id() && !backend.query_event(*a.position)) {
+          uses.push_back(ops::PendingUse{a.stream_id, &backend, a.position});
+        }
+      };
+      add(last_write);
+      for (const auto& r : reads) add(r);
+    } catch (...) {
+      // Out of memory while describing the uses: the block cannot be proven free, so it is kept
+      // out of circulation (leaked) rather than risk handing it to a racing stream.
+      std::fputs("streamrt: a tensor's memory could not be freed in stream order; leaked\n", stderr);
+      return;
+    }
+    // The allocating stream, while it has unfinished work (tracked or not: raw pointers in
+    // launched work): the free is ordered there, as cudaFreeAsync orders it on its stream.
+    std::shared_ptr<impl::StreamImpl> busy;
+    if (!backend.query_stream(owner)) busy = std::move(alloc_stream_);
+    ops::free_block(ops::Block{data_, capacity_}, owner.id(), std::move(busy), std::move(uses));
+    return;
+  }
+  if (deleter_) {
+    try {
+      deleter_(data_);
+    } catch (...) {
+      // A destructor cannot throw; say so rather than lose it.
+      std::fputs("streamrt: a from_blob deleter threw; the exception was dropped\n", stderr);
+    }
+  } else if (owned_) {
+    std::free(data_);
+  }
+}
+
+std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
+  Stream stream = current_stream(device);
+  const ops::Block block = ops::allocate_block(nbytes, stream.impl()->id());
+  std::shared_ptr<Storage> st;
+  try {
+    st = std::make_shared<Storage>(block.ptr, nbytes, device, nullptr, false);
+  } catch (...) {
+    ops::free_block(block, stream.impl()->id(), nullptr, {});  // nothing used it yet
+    throw;
+  }
+  st->capacity_ = block.capacity;
+  st->alloc_stream_ = stream.impl();
+  return st;
+}
+
+}  // namespace streamrt::detail
