@@ -5,6 +5,7 @@
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "streamrt/graph.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/profiler.hpp"
 #include "streamrt/stream.hpp"

@@ -67,10 +67,19 @@ class EventImpl {
   Device device() const noexcept { return device_; }
   //! The options of the event at record time.
   EventOptions options() const noexcept { return options_; }
+  //! True for a position recorded during a stream capture (a place in a graph, not in a
+  //! backend's stream; see src/core/capture.hpp): backends never receive one.
+  bool captured() const noexcept { return captured_; }
+
+ protected:
+  //! For positions that no backend owns (captured ones).
+  EventImpl(Device device, EventOptions options, bool captured) noexcept
+      : device_(device), options_(options), captured_(captured) {}
 
  private:
   Device device_;
   EventOptions options_;
+  bool captured_ = false;
 };
 
 //! Per-device-type implementation. Every method must be thread-safe. Methods that are not
