@@ -143,6 +143,7 @@ struct PyWork {
   SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
+  bool keep = false;  // captured into a graph: runs at every replay, so it keeps its references
 
   void operator()() {
     PythonScope scope;
@@ -157,10 +158,10 @@ struct PyWork {
       Py_DECREF(result);
     } catch (const py::error_already_set& e) {
       PythonException carried(e);
-      drop();
+      if (!keep) drop();
       throw carried;  // the stream fails with the original Python exception
     }
-    drop();
+    if (!keep) drop();
   }
 
   // With the GIL held: release the callable and its arguments now, not later on another thread.
@@ -350,6 +351,11 @@ void bind_core(py::module_& m) {
                         kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)),
                         label,
                         {}};
+            if (s.is_capturing()) {
+              // Kept by a graph, maybe until exit: not counted as pending work (exit would wait).
+              work.keep = true;
+              PendingPythonWork uncounted(std::move(work.pending));
+            }
             s.launch(label, std::move(work));
           },
           "fn"_a,

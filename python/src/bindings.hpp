@@ -27,4 +27,8 @@ void bind_core(py::module_& m);
 //! GIL.
 void bind_tensor(py::module_& m);
 
+//! Binds Graph, Stream.is_capturing and is_current_stream_capturing. Requires the GIL; after
+//! bind_core.
+void bind_graph(py::module_& m);
+
 }  // namespace streamrt::python

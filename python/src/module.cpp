@@ -41,6 +41,7 @@ PYBIND11_MODULE(_streamrt, m) {
 
   sp::bind_core(m);
   sp::bind_tensor(m);
+  sp::bind_graph(m);
 
   m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
         "Interpreter exit (registered with atexit by the package): runs pending Python work, "

@@ -17,6 +17,7 @@ from ._streamrt import (
     Error,
     Event,
     Generator,
+    Graph,
     Profiler,
     Stream,
     StreamContext,
@@ -40,6 +41,7 @@ from ._streamrt import (
     from_numpy,
     full,
     get_num_threads,
+    is_current_stream_capturing,
     int32,
     int64,
     manual_seed,
@@ -64,6 +66,7 @@ from ._streamrt import (
 )
 
 from . import cpu  # noqa: E402  (needs the names above)
+from .graphs import graph  # noqa: E402
 
 __all__ = [
     "Cancelled",
@@ -72,6 +75,7 @@ __all__ = [
     "Error",
     "Event",
     "Generator",
+    "Graph",
     "Profiler",
     "Stream",
     "StreamContext",
@@ -96,6 +100,8 @@ __all__ = [
     "from_numpy",
     "full",
     "get_num_threads",
+    "graph",
+    "is_current_stream_capturing",
     "int32",
     "int64",
     "manual_seed",

@@ -48,8 +48,8 @@ struct StreamState {
 
 std::mutex g_mutex;
 std::unordered_map<const impl::StreamImpl*, StreamState> g_streams;  // guarded by g_mutex
-std::vector<std::shared_ptr<Session>> g_sessions;                     // guarded by g_mutex
-std::uint64_t g_next_tracking_id = 1;                                 // guarded by g_mutex
+std::vector<std::shared_ptr<Session>> g_sessions;                    // guarded by g_mutex
+std::uint64_t g_next_tracking_id = 1;                                // guarded by g_mutex
 
 // Tracking ids of capturing streams have the top bit set; real stream ids never do.
 constexpr std::uint64_t kCaptureIdBit = std::uint64_t{1} << 63;

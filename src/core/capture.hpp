@@ -23,7 +23,9 @@ extern std::atomic<int> g_capturing;
 // a stream's own capture state is read under the capture mutex, and a capture begun by another
 // thread is ordered with this thread's calls on that stream only by the user's own
 // synchronization (as in CUDA, where racing a launch with begin-capture is undefined).
-inline bool active() noexcept { return g_capturing.load(std::memory_order_relaxed) != 0; }
+inline bool active() noexcept {
+  return g_capturing.load(std::memory_order_relaxed) != 0;
+}
 
 void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::GraphData> graph,
            CaptureMode mode);

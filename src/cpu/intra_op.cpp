@@ -11,6 +11,8 @@ void parallel_for(std::int64_t n, std::int64_t grain,
   cpu::parallel_for(n, grain, fn, max_chunks);
 }
 
-int num_workers() { return cpu::parallel_workers(); }
+int num_workers() {
+  return cpu::parallel_workers();
+}
 
 }  // namespace streamrt::intra_op

@@ -1,5 +1,6 @@
 #pragma once
 // An instantiated graph: the replay plan and the launch state of a GraphExec.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,10 @@ struct ReplayPlan {
   std::vector<std::uint32_t> segment_begin;      // segment s = order[sb[s], sb[s + 1])
   std::vector<std::uint32_t> level_begin;        // level l = segments [lb[l], lb[l + 1])
   std::vector<std::vector<std::uint32_t>> deps;  // per node in capture order (for update())
+  // Per level: the work its segments did in the latest replay (sum over segments, ns; -1 before
+  // the first). Levels with less work than a parallel hand-over costs run inline. Relaxed: a
+  // heuristic read and written by the (serialized) replays of one exec; no data is published.
+  std::unique_ptr<std::atomic<std::int64_t>[]> level_work_ns;
 };
 
 // Builds the plan of `nodes` (in capture order, a topological order).
@@ -29,11 +34,11 @@ void run_plan(const ReplayPlan& plan);
 
 struct ExecData {
   std::mutex mutex;
-  std::shared_ptr<const ReplayPlan> plan;         // guarded by mutex; swapped by update()
-  std::shared_ptr<ReplayTracker> replays;         // guarded by mutex
-  std::shared_ptr<impl::EventImpl> last_launch;   // guarded by mutex; end of the latest launch
-  std::uint64_t last_stream_id = 0;               // guarded by mutex
-  Device last_device;                             // guarded by mutex
+  std::shared_ptr<const ReplayPlan> plan;        // guarded by mutex; swapped by update()
+  std::shared_ptr<ReplayTracker> replays;        // guarded by mutex
+  std::shared_ptr<impl::EventImpl> last_launch;  // guarded by mutex; end of the latest launch
+  std::uint64_t last_stream_id = 0;              // guarded by mutex
+  Device last_device;                            // guarded by mutex
 };
 
 }  // namespace streamrt::detail

@@ -47,15 +47,17 @@ std::string Graph::to_dot() const {
   for (std::size_t i = 0; i < data_->nodes.size(); ++i) {
     const auto& node = data_->nodes[i];
     out << "  n" << i << " [label=\"" << i << ": "
-        << escaped(node.label != nullptr ? node.label : "launch") << "\\nstream "
-        << node.stream_id << "\"];\n";
+        << escaped(node.label != nullptr ? node.label : "launch") << "\\nstream " << node.stream_id
+        << "\"];\n";
     for (auto d : node.deps) out << "  n" << d << " -> n" << i << ";\n";
   }
   out << "}\n";
   return out.str();
 }
 
-void GraphExec::launch() { launch(current_stream()); }
+void GraphExec::launch() {
+  launch(current_stream());
+}
 
 void GraphExec::launch(const Stream& stream) {
   if (stream.is_capturing()) {

@@ -1,6 +1,8 @@
 // Replay plans: chains run inline, independent segments in parallel through the intra-op
 // contract (the stream workers). See docs/graphs.md ("Replay").
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "core/intra_op.hpp"
 #include "exec_data.hpp"
@@ -54,10 +56,23 @@ std::shared_ptr<const ReplayPlan> make_plan(const std::vector<GraphNode>& nodes)
   }
   plan->segment_begin.push_back(static_cast<std::uint32_t>(plan->order.size()));
   plan->level_begin.push_back(static_cast<std::uint32_t>(segments.size()));
+  const std::size_t levels = plan->level_begin.size() - 1;
+  plan->level_work_ns = std::make_unique<std::atomic<std::int64_t>[]>(levels);
+  for (std::size_t l = 0; l < levels; ++l) plan->level_work_ns[l].store(-1);
   return plan;
 }
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Below this much work a level runs inline: handing segments to other workers costs about two
+// wake-ups of a parked worker (docs/graphs.md, "Replay"), more than running them here.
+constexpr std::int64_t kInlineBelowNs = 20'000;
+
+std::int64_t ns_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+}
 
 inline void run_segment(const ReplayPlan& plan, std::uint32_t s) {
   Work* const* it = plan.order.data() + plan.segment_begin[s];
@@ -76,13 +91,35 @@ void run_plan(const ReplayPlan& plan) {
       run_segment(plan, first);
       continue;
     }
+    std::atomic<std::int64_t>& work_ns = plan.level_work_ns[l];
+    const std::int64_t last = work_ns.load(std::memory_order_relaxed);
+    if (last >= 0 && last < kInlineBelowNs) {
+      const auto t0 = Clock::now();
+      for (std::uint32_t s = 0; s < count; ++s) run_segment(plan, first + s);
+      work_ns.store(ns_since(t0), std::memory_order_relaxed);
+      continue;
+    }
     // One chunk per segment, claimed dynamically: the caller runs what no idle worker takes.
+    // Each chunk adds its own duration, so the level's work is known whoever ran it. A level
+    // goes inline only when the caller ran all of it itself (then running it inline changes
+    // nothing the segments could observe: a rendezvous between them keeps its helper) and it was
+    // cheap.
+    std::atomic<std::int64_t> total{0};
+    std::atomic<bool> helped{false};
+    const auto caller = std::this_thread::get_id();
     intra_op::parallel_for(
         count, 1,
-        [&plan, first](std::int64_t b, std::int64_t e) {
+        [&plan, &total, &helped, caller, first](std::int64_t b, std::int64_t e) {
+          // Relaxed: parallel_for's join orders the chunks before the loads below.
+          if (std::this_thread::get_id() != caller) helped.store(true, std::memory_order_relaxed);
+          const auto t0 = Clock::now();
           for (auto s = b; s < e; ++s) run_segment(plan, first + static_cast<std::uint32_t>(s));
+          total.fetch_add(ns_since(t0), std::memory_order_relaxed);
         },
         count);
+    work_ns.store(helped.load(std::memory_order_relaxed) ? kInlineBelowNs
+                                                         : total.load(std::memory_order_relaxed),
+                  std::memory_order_relaxed);
   }
 }
 
