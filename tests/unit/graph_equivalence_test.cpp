@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -141,6 +142,11 @@ struct Machine {
           s.launch([&trace, item = op.a] {
             trace.start[item] = trace.clock.fetch_add(1) + 1;
             trace.runs[item].fetch_add(1);
+            // Busy for a while, so that items a wrong plan put side by side do overlap (and a
+            // replay's parallel levels are worth handing to other workers).
+            const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+            while (std::chrono::steady_clock::now() < until) {
+            }
             trace.end[item] = trace.clock.fetch_add(1) + 1;
           });
           break;
