@@ -392,6 +392,37 @@ TEST_P(GraphTest, IndependentBranchesRunInParallel) {
   EXPECT_EQ(met.load(), 3 * kBranches);
 }
 
+// An edge holds its successor back even when a worker is free to take it: C (on a side stream,
+// after A through an event) must not start while A runs. A waits until C has started, giving up
+// after a while; a replay that ran A and C side by side (no edge kept) lets C see A unfinished.
+TEST_P(GraphTest, EdgesHoldSuccessorsBackWhileWorkersAreFree) {
+  STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
+  if (workers() < 2) GTEST_SKIP() << "needs a free worker that could take C early";
+  Stream s, side;
+  std::atomic<bool> a_done{false}, c_saw_a_done{false};
+  auto c_started = std::make_shared<std::unique_ptr<Gate>>();
+  s.begin_capture();
+  s.launch([&, c_started] {
+    (*c_started)->wait(std::chrono::milliseconds(200));  // times out unless C starts early
+    a_done = true;
+  });
+  side.wait_event(s.record_event());
+  side.launch([&, c_started] {
+    c_saw_a_done = a_done.load();
+    (*c_started)->open();
+  });
+  s.launch([] {});  // B: A gets two successors, so A and C are not one inline chain
+  s.wait_event(side.record_event());
+  GraphExec exec = s.end_capture().instantiate();
+  for (int r = 0; r < 2; ++r) {
+    *c_started = std::make_unique<Gate>();
+    a_done = false;
+    exec.launch(s);
+    s.synchronize();
+    EXPECT_TRUE(c_saw_a_done.load()) << "replay " << r;
+  }
+}
+
 TEST_P(GraphTest, ThrowingNodeFailsTheReplayLikeAnItem) {
   Stream s;
   Log log;
