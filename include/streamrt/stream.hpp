@@ -16,9 +16,16 @@
 namespace streamrt {
 
 class Event;
+class Graph;
 namespace impl {
 class StreamImpl;
 }  // namespace impl
+
+//! What a capture forbids besides calls on the captured streams and events themselves (CUDA's
+//! cudaStreamCaptureMode): Global refuses the device-wide synchronize(device) on every thread while
+//! the capture lasts, ThreadLocal only on the thread that began it, Relaxed nowhere. See
+//! docs/graphs.md.
+enum class CaptureMode { Global, ThreadLocal, Relaxed };
 
 //! A handle to a stream: an in-order queue of work on one device. Copies name the same stream;
 //! the stream lives while any handle or any queued work refers to it. All methods are thread-safe.
@@ -109,6 +116,21 @@ class STREAMRT_API Stream {
 
   //! Records `e` at the current end of the stream and returns it.
   Event record_event(Event& e);
+
+  //! Starts capturing this stream into a new graph: from now on launches, ops, event records and
+  //! waits on this stream (and on the streams that join it by waiting on its events) are recorded
+  //! as graph nodes and edges instead of running. Throws Error when the stream already captures
+  //! (nested capture) or joined another capture. Never blocks. See graph.hpp and docs/graphs.md.
+  void begin_capture(CaptureMode mode = CaptureMode::Global);
+  //! As begin_capture(mode), capturing into `graph`, which must be empty (Error otherwise).
+  void begin_capture(Graph& graph, CaptureMode mode = CaptureMode::Global);
+  //! Ends the capture begun on this stream and returns its graph. Throws Error when the stream
+  //! is not the one that began a capture, when a stream that joined the capture was not joined
+  //! back (the message names it), or when the capture was invalidated (the message says by
+  //! what); the capture is over in every case. Never blocks.
+  Graph end_capture();
+  //! True while this stream captures (it began a capture or joined one). Never blocks.
+  bool is_capturing() const;
 
   //! The backend object (for backend authors). Never blocks.
   const std::shared_ptr<impl::StreamImpl>& impl() const noexcept { return impl_; }

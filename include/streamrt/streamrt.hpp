@@ -6,6 +6,7 @@
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/memory.hpp"
+#include "streamrt/graph.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/profiler.hpp"
 #include "streamrt/stream.hpp"

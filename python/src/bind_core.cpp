@@ -206,6 +206,7 @@ struct PyWork {
   SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
+  bool keep = false;  // captured into a graph: runs at every replay, so it keeps its references
 
   void operator()() {
     PythonScope scope;
@@ -221,10 +222,10 @@ struct PyWork {
     } catch (const py::error_already_set& e) {
       PythonException carried(e, current_stream().device().str() + " stream " +
                                      std::to_string(current_stream().id()));
-      drop();
+      if (!keep) drop();
       throw carried;  // the stream fails with the original Python exception
     }
-    drop();
+    if (!keep) drop();
   }
 
   // With the GIL held: release the callable and its arguments now, not later on another thread.
@@ -443,6 +444,11 @@ void bind_core(py::module_& m) {
                         kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)),
                         label,
                         {}};
+            if (s.is_capturing()) {
+              // Kept by a graph, maybe until exit: not counted as pending work (exit would wait).
+              work.keep = true;
+              PendingPythonWork uncounted(std::move(work.pending));
+            }
             s.launch(label, std::move(work));
           },
           "fn"_a,

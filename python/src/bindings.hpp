@@ -37,5 +37,8 @@ void bind_tensor(py::module_& m);
 
 //! Binds the caching allocator's counters and controls. Requires the GIL.
 void bind_memory(py::module_& m);
+//! Binds Graph, Stream.is_capturing and is_current_stream_capturing. Requires the GIL; after
+//! bind_core.
+void bind_graph(py::module_& m);
 
 }  // namespace streamrt::python

@@ -19,6 +19,7 @@ from ._streamrt import (
     Error,
     Event,
     Generator,
+    Graph,
     Profiler,
     Stream,
     StreamContext,
@@ -52,6 +53,7 @@ from ._streamrt import (
     ge,
     get_num_threads,
     gt,
+    is_current_stream_capturing,
     int32,
     int64,
     le,
@@ -97,6 +99,7 @@ from ._streamrt import (
 )
 
 from . import cpu  # noqa: E402  (needs the names above)
+from .graphs import graph  # noqa: E402
 
 __version__ = _streamrt.__version__  # the library version, as set in CMakeLists.txt
 
@@ -107,6 +110,7 @@ __all__ = [
     "Error",
     "Event",
     "Generator",
+    "Graph",
     "Profiler",
     "Stream",
     "StreamContext",
@@ -141,6 +145,8 @@ __all__ = [
     "ge",
     "get_num_threads",
     "gt",
+    "graph",
+    "is_current_stream_capturing",
     "int32",
     "int64",
     "le",

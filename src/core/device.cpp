@@ -2,6 +2,7 @@
 #include <charconv>
 #include <string>
 
+#include "capture.hpp"
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -46,7 +47,10 @@ Device Device::parse(std::string_view text) {
 
 std::string Device::str() const { return std::string(to_string(type)) + ":" + std::to_string(index); }
 
-void synchronize(Device device) { impl::backend_for(device).synchronize_device(device.index); }
+void synchronize(Device device) {
+  capture::refuse_device_wide("synchronize(device)");
+  impl::backend_for(device).synchronize_device(device.index);
+}
 
 void set_num_threads(int n) { impl::backend(DeviceType::CPU).set_num_threads(n); }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "capture.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -67,7 +68,9 @@ void Event::record(const Stream& s) {
   }
   // Recorded outside the lock: the backend may take its own stream lock, and a record must never
   // wait for another thread's query.
-  auto position = impl->backend().record(*impl, state_->options);
+  std::shared_ptr<impl::EventImpl> position;
+  if (capture::active()) position = capture::record(*impl, state_->options);
+  if (!position) position = impl->backend().record(*impl, state_->options);
   std::lock_guard lock(state_->mutex);
   state_->position = std::move(position);
 }
@@ -79,23 +82,38 @@ std::shared_ptr<impl::EventImpl> Event::impl() const {
 
 bool Event::query() const {
   auto p = impl();
+  if (p && p->captured()) {
+    p = capture::resolve(p, "Event::query on an event recorded during the capture");
+    if (!p) return true;  // the capture is over and its graph was never replayed
+  }
   return p && p->backend().query_event(*p);
 }
 
 EventState Event::state() const {
   auto p = impl();
   if (!p) return EventState::NotRecorded;
+  if (p->captured()) {
+    // For reprs and debugging: never refused, never invalidates. Pending while the capture runs.
+    auto real = capture::resolve(p, "", false);
+    if (!real) {
+      return capture::query(p->backend(), p) ? EventState::Complete
+                                                                 : EventState::Pending;
+    }
+    p = std::move(real);
+  }
   return p->backend().event_state(*p);
 }
 
 void Event::synchronize() const {
-  auto p = recorded_or_throw(*this, "Event::synchronize");
-  p->backend().synchronize_event(*p, std::nullopt);
+  auto p = capture::resolve(recorded_or_throw(*this, "Event::synchronize"),
+                            "Event::synchronize (a host wait) on an event recorded during the capture");
+  if (p) p->backend().synchronize_event(*p, std::nullopt);
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
-  auto p = recorded_or_throw(*this, "Event::wait_for");
-  return p->backend().synchronize_event(*p, timeout);
+  auto p = capture::resolve(recorded_or_throw(*this, "Event::wait_for"),
+                            "Event::wait_for (a host wait) on an event recorded during the capture");
+  return !p || p->backend().synchronize_event(*p, timeout);
 }
 
 void Event::wait(const Stream& s) const {
@@ -119,6 +137,13 @@ double Event::elapsed_time(const Event& end) const {
   if (!a || !b) {
     throw Error("Event::elapsed_time: Both events must be recorded before calculating elapsed "
                 "time");
+  }
+  for (const auto* p : {&a, &b}) {
+    if ((*p)->captured()) {
+      capture::resolve(*p, "Event::elapsed_time on an event recorded during the capture");
+      throw Error("Event::elapsed_time: an event recorded during a capture has no timestamp (it "
+                  "stands for a place in a graph); record timing events around exec.launch()");
+    }
   }
   if (a->device() != b->device()) {
     throw Error("Event::elapsed_time: the events were recorded on different devices (" +
@@ -147,7 +172,12 @@ EventOptions Event::options() const noexcept { return state_->options; }
 
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
   if (!cb) throw Error("Event::on_complete: the callback is empty");
-  auto p = recorded_or_throw(*this, "Event::on_complete");
+  auto p = capture::resolve(recorded_or_throw(*this, "Event::on_complete"),
+                            "Event::on_complete on an event recorded during the capture");
+  if (!p) {
+    cb(nullptr);  // the capture is over and its graph was never replayed: nothing to wait for
+    return;
+  }
   p->backend().on_complete(p, std::move(cb));
 }
 
@@ -162,6 +192,10 @@ std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event
     if (!p) {
       throw Error(std::string(what) + ": event " + std::to_string(i) +
                   " was never recorded (or was reset); record every event before waiting");
+    }
+    if (p->captured()) {
+      p = capture::resolve(p, "a host wait (wait_all) on an event recorded during the capture");
+      if (!p) continue;  // never replayed: nothing to wait for
     }
     out.push_back(std::move(p));
   }

@@ -2,8 +2,11 @@
 #include <string>
 #include <vector>
 
+#include "capture.hpp"
+#include "graph_data.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "streamrt/graph.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
@@ -67,18 +70,29 @@ int Stream::priority() const noexcept { return impl_->priority(); }
 std::uint64_t Stream::id() const noexcept { return impl_->id(); }
 
 void Stream::launch_work(detail::Work work, const char* label) {
+  if (capture::active() && capture::launch(*impl_, work, label)) return;
   impl_->backend().enqueue(*impl_, std::move(work), label);
 }
 
-bool Stream::query() const { return impl_->backend().query_stream(*impl_); }
+bool Stream::query() const {
+  capture::refuse_if_capturing(*impl_, "Stream::query");
+  return impl_->backend().query_stream(*impl_);
+}
 
-void Stream::synchronize() const { impl_->backend().synchronize_stream(*impl_, std::nullopt); }
+void Stream::synchronize() const {
+  capture::refuse_if_capturing(*impl_, "Stream::synchronize");
+  impl_->backend().synchronize_stream(*impl_, std::nullopt);
+}
 
 bool Stream::synchronize_for(std::chrono::nanoseconds timeout) const {
+  capture::refuse_if_capturing(*impl_, "Stream::synchronize_for");
   return impl_->backend().synchronize_stream(*impl_, timeout);
 }
 
-std::uint64_t Stream::cancel() { return impl_->backend().cancel(*impl_); }
+std::uint64_t Stream::cancel() {
+  capture::refuse_if_capturing(*impl_, "Stream::cancel");
+  return impl_->backend().cancel(*impl_);
+}
 
 std::uint64_t Stream::pending() const { return impl_->backend().pending(*impl_); }
 
@@ -102,7 +116,7 @@ void Stream::wait_event(const Event& e) {
                 " (register_backend replaced it in between); record the event on a stream "
                 "created after the replacement");
   }
-  impl_->backend().block(position, *impl_);
+  capture::block(impl_->backend(), position, impl_);
 }
 
 void Stream::wait_stream(const Stream& other) {
@@ -122,6 +136,22 @@ Event Stream::record_event(Event& e) {
   e.record(*this);
   return e;
 }
+
+void Stream::begin_capture(CaptureMode mode) {
+  Graph g;
+  begin_capture(g, mode);
+}
+
+void Stream::begin_capture(Graph& graph, CaptureMode mode) {
+  capture::begin(impl_, graph.data(), mode);
+}
+
+Graph Stream::end_capture() {
+  Graph g = Graph::from_data(capture::end(*impl_));
+  return g;
+}
+
+bool Stream::is_capturing() const { return capture::is_capturing(*impl_); }
 
 std::string Stream::str() const {
   return device().str() + " stream " + std::to_string(id()) + " (priority " +

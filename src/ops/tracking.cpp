@@ -6,6 +6,7 @@
 #include <functional>
 #include <utility>
 
+#include "core/capture.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
@@ -85,7 +86,9 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
   // same storage see each other's accesses in the order the stream queues got them.
   impl::StreamImpl& si = *s.impl();
   impl::Backend& backend = si.backend();
-  const std::uint64_t sid = si.id();
+  // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits below
+  // become graph edges.
+  const std::uint64_t sid = capture::tracking_id(si);
   std::array<const impl::EventImpl*, 2 * kMax> blocked{};
   std::size_t num_blocked = 0;
   auto wait_for = [&](const std::shared_ptr<impl::EventImpl>& pos) {
@@ -94,7 +97,7 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
     }
     // A stream wait, not a host wait: block() returns at once (and adds nothing when the write
     // has completed without failure).
-    backend.block(pos, si);
+    capture::block(backend, pos, s.impl());
     if (num_blocked < blocked.size()) blocked[num_blocked++] = pos.get();
   };
   for (std::size_t i = 0; i < count; ++i) {
@@ -106,12 +109,17 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
       // Write-after-read: wait until other streams' readers are done. A finished reader is not
       // waited for at all, so its stream's failure (not ours) is not inherited.
       for (const auto& r : st.reads) {
-        if (r.stream_id != sid && !backend.query_event(*r.position)) wait_for(r.position);
+        if (r.stream_id != sid && !capture::query(backend, r.position)) wait_for(r.position);
       }
     }
   }
-  backend.enqueue(si, std::move(kernel), label);
-  auto pos = backend.record(si, EventOptions{});
+  std::shared_ptr<impl::EventImpl> pos;
+  if (capture::active() && capture::launch(si, kernel, label)) {
+    pos = capture::record(si, EventOptions{});
+  } else {
+    backend.enqueue(si, std::move(kernel), label);
+    pos = backend.record(si, EventOptions{});
+  }
   for (std::size_t i = 0; i < count; ++i) {
     Storage& st = *uses[i].storage;
     if (uses[i].write) {
@@ -133,7 +141,7 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
     } else {
       if (st.reads.size() >= kPruneReadsAt) {
         std::erase_if(st.reads,
-                      [&](const detail::Access& a) { return backend.query_event(*a.position); });
+                      [&](const detail::Access& a) { return capture::query(backend, a.position); });
       }
       st.reads.push_back(detail::Access{sid, pos});
     }
@@ -144,9 +152,15 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
 std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write) {
   std::vector<std::shared_ptr<impl::EventImpl>> out;
   std::lock_guard lock(storage.mutex);
-  if (storage.last_write.position) out.push_back(storage.last_write.position);
+  // A host access waits for real work only: a position recorded during a capture stands for the
+  // graph's latest replay (none: nothing to wait for); during the capture it is refused.
+  auto add = [&](const std::shared_ptr<impl::EventImpl>& p) {
+    auto real = capture::resolve(p, "a host access to a tensor used during the capture");
+    if (real) out.push_back(std::move(real));
+  };
+  if (storage.last_write.position) add(storage.last_write.position);
   if (for_write) {
-    for (const auto& r : storage.reads) out.push_back(r.position);
+    for (const auto& r : storage.reads) add(r.position);
   }
   return out;
 }

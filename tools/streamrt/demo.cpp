@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "demo_graph.hpp"
 #include "streamrt/streamrt.hpp"
 
 namespace streamrt_tool {
@@ -35,6 +36,7 @@ constexpr const char* kUsage =
     "  1. the seed's two streams of matrix products (per-stream time from timing events, wall\n"
     "     time of one stream vs the streams side by side, speedup, allclose of the results);\n"
     "  2. many small products (too small to split across workers) on one stream vs side by side;\n"
+    "  2b. a two-stream step captured into a graph once, replayed --small-iters times vs eager;\n"
     "  3-8. events: poll while working, reset/completed, wait_all, completion callbacks,\n"
     "     device-wide synchronize, explicit stream guard.\n"
     "Writes streamrt-trace.json (Chrome trace: open in https://ui.perfetto.dev or\n"
@@ -214,6 +216,9 @@ int run_demo(int argc, char** argv) {
   const auto small = run_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
   print_products(small, opt.small_size, opt.streams, opt.small_iters);
   check(small.all_close, "the streams' products differ");
+  // 2b. Graph capture and replay (docs/graphs.md).
+  std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
+  check(run_graph_scenario(prof, opt.small_iters), "graph replay result");
   prof.stop();
 
   // 3. Poll while working (the seed's `while not event.poll()`).

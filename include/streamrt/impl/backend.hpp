@@ -73,11 +73,20 @@ class STREAMRT_API EventImpl {
   Device device() const noexcept { return device_; }
   //! The options of the event at record time.
   EventOptions options() const noexcept { return options_; }
+  //! True for a position recorded during a stream capture (a place in a graph, not in a
+  //! backend's stream; see src/core/capture.hpp): backends never receive one.
+  bool captured() const noexcept { return captured_; }
+
+ protected:
+  //! For positions in a capture: `backend` is the capturing stream's, which never receives one.
+  EventImpl(Backend& backend, Device device, EventOptions options, bool captured) noexcept
+      : backend_(backend), device_(device), options_(options), captured_(captured) {}
 
  private:
   Backend& backend_;
   Device device_;
   EventOptions options_;
+  bool captured_ = false;
 };
 
 //! One finished work item, as a backend reports it to the runtime's profiler (trace_item()).

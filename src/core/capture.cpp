@@ -1,0 +1,335 @@
+// Stream capture: the capture state of streams, captured positions, joins and the refusals.
+// One mutex guards all of it: capture is a one-time setup path, never the hot path (replays are).
+#include "capture.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "graph_data.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/graph.hpp"
+
+namespace streamrt::capture {
+
+std::atomic<int> g_capturing{0};
+
+namespace {
+
+struct Session {
+  std::shared_ptr<detail::GraphData> graph;  // released when the capture ends (no cycle)
+  std::shared_ptr<detail::ReplayTracker> replays;
+  std::shared_ptr<impl::StreamImpl> origin;
+  CaptureMode mode = CaptureMode::Global;
+  std::thread::id thread;
+  bool active = true;
+  std::string invalid;  // why the capture was invalidated; empty = valid
+  std::vector<std::shared_ptr<impl::StreamImpl>> members;  // origin first
+};
+
+// A place in a graph: the nodes that work waiting on it must follow.
+class CapturedPosition final : public impl::EventImpl {
+ public:
+  CapturedPosition(impl::Backend& b, Device d, EventOptions o, std::shared_ptr<Session> s,
+                   std::vector<std::uint32_t> frontier)
+      : impl::EventImpl(b, d, o, true), session(std::move(s)), frontier(std::move(frontier)) {}
+  const std::shared_ptr<Session> session;
+  const std::vector<std::uint32_t> frontier;
+};
+
+struct StreamState {
+  std::shared_ptr<Session> session;
+  std::vector<std::uint32_t> frontier;  // nodes the next captured work depends on
+  std::uint64_t tracking_id = 0;
+};
+
+std::mutex g_mutex;
+std::unordered_map<const impl::StreamImpl*, StreamState> g_streams;  // guarded by g_mutex
+std::vector<std::shared_ptr<Session>> g_sessions;                    // guarded by g_mutex
+std::uint64_t g_next_tracking_id = 1;                                // guarded by g_mutex
+
+// Tracking ids of capturing streams have the top bit set; real stream ids never do.
+constexpr std::uint64_t kCaptureIdBit = std::uint64_t{1} << 63;
+
+// As Stream::str() (no handle needed).
+std::string name(const impl::StreamImpl& s) {
+  return s.device().str() + " stream " + std::to_string(s.id()) + " (priority " +
+         std::to_string(s.priority()) + ")";
+}
+
+StreamState* find(const impl::StreamImpl& s) {
+  auto it = g_streams.find(&s);
+  return it == g_streams.end() ? nullptr : &it->second;
+}
+
+// Marks the capture invalid (the first reason is kept) and builds the error to throw.
+Error invalidate(Session& session, const std::string& what) {
+  const std::string reason = what + " cannot be captured";
+  if (session.invalid.empty()) session.invalid = reason;
+  return Error(reason + ": the capture begun on " + name(*session.origin) +
+               " is invalidated; end it (end_capture throws) and move the call out of the "
+               "captured region");
+}
+
+void check_valid(const Session& session) {
+  if (!session.invalid.empty()) {
+    throw Error("this stream's capture was invalidated earlier (" + session.invalid +
+                "); end the capture (end_capture throws) and capture again");
+  }
+}
+
+void merge(std::vector<std::uint32_t>& into, const std::vector<std::uint32_t>& from) {
+  for (auto n : from) {
+    if (std::find(into.begin(), into.end(), n) == into.end()) into.push_back(n);
+  }
+}
+
+void add_member(const std::shared_ptr<Session>& session, const std::shared_ptr<impl::StreamImpl>& s,
+                std::vector<std::uint32_t> frontier) {
+  StreamState st;
+  st.session = session;
+  st.frontier = std::move(frontier);
+  st.tracking_id = kCaptureIdBit | g_next_tracking_id++;
+  g_streams.emplace(s.get(), std::move(st));
+  session->members.push_back(s);
+  // Relaxed: see active().
+  g_capturing.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<impl::EventImpl> last_replay(const Session& session) {
+  std::lock_guard lock(session.replays->mutex);
+  return session.replays->last;
+}
+
+}  // namespace
+
+void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::GraphData> graph,
+           CaptureMode mode) {
+  std::lock_guard lock(g_mutex);
+  if (StreamState* st = find(*s)) {
+    if (st->session->origin == s) {
+      throw Error("begin_capture: " + name(*s) +
+                  " is already capturing (nested capture on one stream is refused); call "
+                  "end_capture first, or capture on another stream");
+    }
+    throw Error("begin_capture: " + name(*s) + " joined the capture begun on " +
+                name(*st->session->origin) + "; it cannot begin its own until that one ends");
+  }
+  {
+    std::lock_guard glock(graph->mutex);
+    if (graph->capturing) {
+      throw Error("begin_capture: the graph is already being captured into by another stream");
+    }
+    if (!graph->nodes.empty()) {
+      throw Error("begin_capture: the graph already holds " + std::to_string(graph->nodes.size()) +
+                  " nodes; capture into an empty graph (call clear() first)");
+    }
+    graph->capturing = true;
+  }
+  auto session = std::make_shared<Session>();
+  session->replays = graph->replays;
+  session->graph = std::move(graph);
+  session->origin = s;
+  session->mode = mode;
+  session->thread = std::this_thread::get_id();
+  g_sessions.push_back(session);
+  add_member(session, s, {});
+}
+
+std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s) {
+  // Destroyed after the mutex is released: user callables and stream handles may run code that
+  // calls back into streamrt (a Python callable takes the GIL).
+  std::vector<detail::GraphNode> dropped;
+  std::shared_ptr<Session> session;
+  std::string invalid, unjoined;
+  std::shared_ptr<detail::GraphData> graph;
+  {
+    std::lock_guard lock(g_mutex);
+    StreamState* st = find(s);
+    if (st == nullptr) {
+      throw Error("end_capture: " + name(s) + " is not capturing; call begin_capture on it first");
+    }
+    session = st->session;
+    if (session->origin.get() != &s) {
+      throw Error("end_capture: " + name(s) + " joined the capture begun on " +
+                  name(*session->origin) + "; call end_capture on that stream");
+    }
+    invalid = session->invalid;
+    graph = std::move(session->graph);
+    std::lock_guard glock(graph->mutex);
+    if (invalid.empty()) {
+      // Joined back = everything a joined stream captured is an ancestor of the origin's end.
+      std::vector<char> seen(graph->nodes.size(), 0);
+      std::vector<std::uint32_t> todo = st->frontier;
+      while (!todo.empty()) {
+        const std::uint32_t n = todo.back();
+        todo.pop_back();
+        if (seen[n]) continue;
+        seen[n] = 1;
+        for (auto d : graph->nodes[n].deps) todo.push_back(d);
+      }
+      for (std::size_t m = 1; m < session->members.size(); ++m) {
+        const StreamState& ms = g_streams.at(session->members[m].get());
+        for (auto n : ms.frontier) {
+          if (!seen[n]) {
+            unjoined += (unjoined.empty() ? "" : ", ") + name(*session->members[m]);
+            break;
+          }
+        }
+      }
+    }
+    for (const auto& m : session->members) g_streams.erase(m.get());
+    // Relaxed: see active().
+    g_capturing.fetch_sub(static_cast<int>(session->members.size()), std::memory_order_relaxed);
+    session->active = false;
+    std::erase(g_sessions, session);
+    graph->capturing = false;
+    if (!invalid.empty() || !unjoined.empty()) dropped.swap(graph->nodes);
+  }
+  session->members.clear();
+  dropped.clear();
+  if (!invalid.empty()) {
+    throw Error("end_capture: the capture was invalidated (" + invalid +
+                "); the graph is left empty: capture again without that call");
+  }
+  if (!unjoined.empty()) {
+    throw Error("end_capture: " + unjoined +
+                " joined the capture (by waiting on an event recorded during it) and was not "
+                "joined back: record an event on it after its last captured work and make " +
+                name(s) + " wait on that event before end_capture; the graph is left empty");
+  }
+  return graph;
+}
+
+bool is_capturing(const impl::StreamImpl& s) {
+  if (!active()) return false;
+  std::lock_guard lock(g_mutex);
+  return find(s) != nullptr;
+}
+
+bool launch(impl::StreamImpl& s, detail::Work& work, const char* label) {
+  std::lock_guard lock(g_mutex);
+  StreamState* st = find(s);
+  if (st == nullptr) return false;
+  check_valid(*st->session);
+  detail::GraphData& g = *st->session->graph;
+  std::lock_guard glock(g.mutex);
+  detail::GraphNode node;
+  node.work = std::make_shared<detail::Work>(std::move(work));
+  node.label = label;
+  node.stream_id = s.id();
+  node.deps = st->frontier;
+  std::sort(node.deps.begin(), node.deps.end());
+  const auto index = static_cast<std::uint32_t>(g.nodes.size());
+  g.nodes.push_back(std::move(node));
+  st->frontier.assign(1, index);
+  return true;
+}
+
+std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s, EventOptions options) {
+  std::lock_guard lock(g_mutex);
+  StreamState* st = find(s);
+  if (st == nullptr) return nullptr;
+  check_valid(*st->session);
+  return std::make_shared<CapturedPosition>(s.backend(), s.device(), options, st->session, st->frontier);
+}
+
+void block_slow(const std::shared_ptr<impl::EventImpl>& position,
+                const std::shared_ptr<impl::StreamImpl>& s) {
+  if (!position->captured()) {
+    {
+      std::lock_guard lock(g_mutex);
+      StreamState* st = find(*s);
+      if (st == nullptr) {
+        s->backend().block(position, *s);
+        return;
+      }
+      check_valid(*st->session);
+    }
+    // Work that has completed needs no edge: a replay runs after it in any case.
+    if (s->backend().query_event(*position)) return;
+    std::lock_guard lock(g_mutex);
+    if (StreamState* st = find(*s)) {
+      throw invalidate(*st->session,
+                       "a wait on work queued outside the capture and still pending (a graph "
+                       "cannot depend on work outside it; synchronize before capturing)");
+    }
+    s->backend().block(position, *s);
+    return;
+  }
+  const auto& cp = static_cast<const CapturedPosition&>(*position);
+  std::shared_ptr<impl::EventImpl> real;
+  {
+    std::lock_guard lock(g_mutex);
+    if (cp.session->active) {
+      check_valid(*cp.session);
+      if (StreamState* st = find(*s)) {
+        if (st->session != cp.session) {
+          throw invalidate(*st->session, "a wait on an event recorded in another capture");
+        }
+        merge(st->frontier, cp.frontier);
+        return;
+      }
+      add_member(cp.session, s, cp.frontier);  // the fork: `s` joins the capture
+      return;
+    }
+    real = last_replay(*cp.session);
+  }
+  if (real) block_slow(real, s);
+}
+
+std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>& position,
+                                         const char* what, bool throw_if_active) {
+  if (!position->captured()) return position;
+  const auto& cp = static_cast<const CapturedPosition&>(*position);
+  std::lock_guard lock(g_mutex);
+  if (cp.session->active) {
+    if (throw_if_active) throw invalidate(*cp.session, what);
+    return nullptr;
+  }
+  return last_replay(*cp.session);
+}
+
+bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position) {
+  if (!position->captured()) return b.query_event(*position);
+  auto real = resolve(position, "", false);
+  if (!real) {
+    std::lock_guard lock(g_mutex);
+    return !static_cast<const CapturedPosition&>(*position).session->active;
+  }
+  return b.query_event(*real);
+}
+
+void refuse_if_capturing(const impl::StreamImpl& s, const char* what) {
+  if (!active()) return;
+  std::lock_guard lock(g_mutex);
+  if (StreamState* st = find(s)) {
+    throw invalidate(*st->session, std::string(what) + " on a capturing stream (" + name(s) + ")");
+  }
+}
+
+void refuse_device_wide(const char* what) {
+  if (!active()) return;
+  std::lock_guard lock(g_mutex);
+  const auto me = std::this_thread::get_id();
+  for (const auto& session : g_sessions) {
+    if (session->mode == CaptureMode::Global ||
+        (session->mode == CaptureMode::ThreadLocal && session->thread == me)) {
+      throw invalidate(*session, std::string(what) + " during a capture in " +
+                                     std::string(to_string(session->mode)) +
+                                     " mode (use CaptureMode::Relaxed to allow it)");
+    }
+  }
+}
+
+std::uint64_t tracking_id(const impl::StreamImpl& s) {
+  if (!active()) return s.id();
+  std::lock_guard lock(g_mutex);
+  StreamState* st = find(s);
+  return st == nullptr ? s.id() : st->tracking_id;
+}
+
+}  // namespace streamrt::capture

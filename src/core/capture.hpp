@@ -1,0 +1,72 @@
+#pragma once
+// Stream capture at the device-agnostic layer: while a stream captures, the Stream and Event
+// handles (and the ops tracker) append graph nodes here instead of reaching the backend. The
+// backend never sees a captured position (EventImpl::captured()). Rules: docs/graphs.md.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "streamrt/detail/work.hpp"
+#include "streamrt/impl/backend.hpp"
+#include "streamrt/stream.hpp"
+
+namespace streamrt::detail {
+struct GraphData;
+}  // namespace streamrt::detail
+
+namespace streamrt::capture {
+
+// Number of streams capturing now (origins and joined ones), over all captures.
+extern std::atomic<int> g_capturing;
+
+// True while any stream captures: the handles take the slow path only then. Relaxed: a hint;
+// a stream's own capture state is read under the capture mutex, and a capture begun by another
+// thread is ordered with this thread's calls on that stream only by the user's own
+// synchronization (as in CUDA, where racing a launch with begin-capture is undefined).
+inline bool active() noexcept {
+  return g_capturing.load(std::memory_order_relaxed) != 0;
+}
+
+void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::GraphData> graph,
+           CaptureMode mode);
+std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s);
+bool is_capturing(const impl::StreamImpl& s);
+
+// Appends a node for `work` when `s` captures (then `work` is moved from) and returns true;
+// returns false when `s` does not capture. Throws Error when the capture was invalidated.
+bool launch(impl::StreamImpl& s, detail::Work& work, const char* label);
+// A captured position at the current end of `s` when it captures, else null.
+std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s, EventOptions options);
+// Work submitted to `s` later waits for `position` (captured or not, `s` capturing or not):
+// joins `s` to a capture, adds graph edges, or forwards to the backend.
+void block_slow(const std::shared_ptr<impl::EventImpl>& position,
+                const std::shared_ptr<impl::StreamImpl>& s);
+inline void block(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position,
+                  const std::shared_ptr<impl::StreamImpl>& s) {
+  if (position->captured() || active()) {
+    block_slow(position, s);
+  } else {
+    b.block(position, *s);
+  }
+}
+
+// The backend position a captured one stands for now: null while its capture runs (after
+// invalidating the capture and throwing Error naming `what`, when `throw_if_active`), the latest
+// replay's completion after it (null before any replay: nothing of it was queued). Positions that
+// are not captured come back unchanged.
+std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>& position,
+                                         const char* what, bool throw_if_active = true);
+// query_event that accepts captured positions (false while their capture runs). Never throws.
+bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position);
+
+// Calls that cannot be captured: invalidate the capture of `s` and throw Error naming `what`.
+void refuse_if_capturing(const impl::StreamImpl& s, const char* what);
+// synchronize(device) and other device-wide waits: refused as the captures' modes say.
+void refuse_device_wide(const char* what);
+
+// The stream id the ops tracker files accesses under: the stream's own id, or while it captures
+// an id no real stream has (so that eager work after the capture never counts a graph's access as
+// its own stream's, whichever stream the graph is replayed on).
+std::uint64_t tracking_id(const impl::StreamImpl& s);
+
+}  // namespace streamrt::capture
