@@ -40,6 +40,9 @@ class STREAMRT_API Event {
  public:
   //! A new, never-recorded event. Never blocks.
   explicit Event(EventOptions options = {});
+  //! An event recorded at the backend position `position` (for backend authors and user events;
+  //! see impl/backend.hpp). Never blocks.
+  explicit Event(std::shared_ptr<impl::EventImpl> position);
 
   //! Records the event on current_stream() of its device (CPU if never recorded). Returns at once.
   void record();

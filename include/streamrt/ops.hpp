@@ -18,10 +18,13 @@
 //! earlier readers. Work on one stream needs no wait; independent tensors never wait on each other.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "streamrt/export.hpp"
+#include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt {
@@ -209,6 +212,17 @@ STREAMRT_API void set_dependency_tracking(bool on) noexcept;
 //! Whether ops issued by this thread now are tracked (this thread's guard, else the process-wide
 //! default). Never blocks.
 STREAMRT_API bool dependency_tracking() noexcept;
+
+//! For authors of ops outside the library (streamrt::mpi): makes `stream` wait for the tracked
+//! writers of `reads`, and the tracked writers and readers of `writes`, on other streams; calls
+//! `enqueue(stream)`, which must only enqueue (launch, wait_event, record; never wait: the tensors'
+//! tracking locks are held); then records the accesses at the new end of `stream`, so later ops
+//! and host reads wait for everything `enqueue` added. With tracking off it only calls `enqueue`.
+//! Throws Error for an undefined tensor or more than 8 distinct storages (`label` names the op).
+//! Returns at once; thread-safe.
+STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label, std::span<const Tensor* const> reads,
+                     std::span<const Tensor* const> writes,
+                     const std::function<void(Stream&)>& enqueue);
 
 //! Turns tracking on or off for ops issued by this thread in its scope (nests; restores on exit,
 //! also by exception). Not copyable or movable; use on one thread.

@@ -13,3 +13,4 @@
 #include "streamrt/stream_context.hpp"
 #include "streamrt/tensor.hpp"
 #include "streamrt/version.hpp"
+#include "streamrt/user_event.hpp"

@@ -51,6 +51,11 @@ std::string_view to_string(EventState state) noexcept {
 
 Event::Event(EventOptions options) : state_(std::make_shared<State>(options)) {}
 
+Event::Event(std::shared_ptr<impl::EventImpl> position)
+    : state_(std::make_shared<State>(position ? position->options() : EventOptions{})) {
+  state_->position = std::move(position);
+}
+
 void Event::record() {
   std::optional<Device> d = device();
   record(current_stream(d.value_or(Device{})));

@@ -61,6 +61,12 @@ void Backend::set_num_threads(int) {
 int Backend::num_threads() const {
   throw Error(std::string(to_string(type())) + " backend doesn't support num_threads()");
 }
+std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
+}
+void Backend::complete_user_event(const std::shared_ptr<EventImpl>&, std::exception_ptr) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
+}
 
 void register_backend(std::unique_ptr<Backend> backend) {
   if (!backend) throw Error("register_backend: backend is null");

@@ -276,6 +276,17 @@ void CpuBackend::set_tracing(bool on) noexcept {
   tracing_detail::enabled.store(on, std::memory_order_relaxed);
 }
 
+std::shared_ptr<impl::EventImpl> CpuBackend::new_user_event(int index, EventOptions options) {
+  return CpuStream::new_user_position(*this, Device{DeviceType::CPU, index},
+                                      next_id_.fetch_add(1, std::memory_order_relaxed), options);
+}
+
+void CpuBackend::complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
+                                     std::exception_ptr failure) {
+  auto ev = std::static_pointer_cast<CpuEvent>(position);
+  ev->stream->complete_user(*ev, std::move(failure));
+}
+
 void CpuBackend::shutdown() noexcept {
   auto* p = pool_.load(std::memory_order_acquire);
   if (p == nullptr || WorkerPool::on_worker_thread()) return;

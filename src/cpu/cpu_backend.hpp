@@ -68,6 +68,9 @@ class CpuBackend final : public impl::Backend {
   void set_num_threads(int n) override;
   int num_threads() const override;
   void set_tracing(bool on) noexcept override;
+  std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
+  void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
+                           std::exception_ptr failure) override;
 
   // Waits for all pending work and stops the workers (process exit). Later work runs inline.
   void shutdown() noexcept;

@@ -510,4 +510,22 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
   }
 }
 
+
+std::shared_ptr<CpuEvent> CpuStream::new_user_position(CpuBackend& backend, Device device,
+                                                       std::uint64_t id, EventOptions options) {
+  // A private stream whose one position is never pushed: only complete_user() completes it.
+  auto s = std::make_shared<CpuStream>(backend, device, 0, id);
+  s->submitted_.store(1, std::memory_order_relaxed);  // published by the make_shared below
+  s->user_position_only_ = true;
+  return std::make_shared<CpuEvent>(std::move(s), 1, options, -1);
+}
+
+void CpuStream::complete_user(CpuEvent& position, std::exception_ptr failure) {
+  std::unique_lock lock(mutex_);
+  if (failure) failures_.fail(std::make_shared<ErrorRecord>(std::move(failure), "a user event"), 1);
+  if (position.options().enable_timing) {
+    position.timestamp_ns.store(now_ns(), std::memory_order_relaxed);  // published by completed_
+  }
+  complete_locked(1, lock);
+}
 }  // namespace streamrt::cpu

@@ -122,6 +122,13 @@ class CpuStream final : public impl::StreamImpl,
   // "cpu:0 stream 3" for messages.
   std::string str() const { return device().str() + " stream " + std::to_string(id()); }
 
+  // User events (docs/design.md, "User events"): a stream that never gets work, whose only
+  // position (1) the host completes. Not in the backend's stream list, so device-wide syncs and
+  // exit do not wait for it; streams that wait on it park on it like on any other stream.
+  static std::shared_ptr<CpuEvent> new_user_position(CpuBackend& backend, Device device,
+                                                     std::uint64_t id, EventOptions options);
+  void complete_user(CpuEvent& position, std::exception_ptr failure);
+
   // Task: drains the queue on a worker.
   void run() noexcept override;
   // Drains the queue; when stop_at != 0, yields (stays scheduled) once stop_at has completed.
@@ -172,6 +179,9 @@ class CpuStream final : public impl::StreamImpl,
 
   CpuBackend& cpu_;
   std::atomic<bool> host_run_;
+  // A user event's private stream (new_user_position): its one position is never queued, so
+  // nothing may be pushed behind it. Written before the stream is shared.
+  bool user_position_only_ = false;
 
   // --- Producer side (any thread, lock-free), on its own cache lines.
   // The last sequence number handed out. Producers take numbers with fetch_add, so numbers can be

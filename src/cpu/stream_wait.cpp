@@ -154,6 +154,9 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
 
 void CpuStream::clear_reported(const std::shared_ptr<ErrorRecord>& error) {
   if (is_cancellation(error->error)) return;  // a cancellation is cleared by a stream sync only
+  // A user event's stream runs nothing after its position: there is nothing to let run again,
+  // and a point queued behind the never-queued position would never be reached.
+  if (user_position_only_) return;
   // Work queued before this point was submitted before the report and is still skipped; the point
   // clears the failure when the stream reaches it, as a synchronize's point does. It is queued
   // even when the failure is not active yet: a queued wait may still inherit it.

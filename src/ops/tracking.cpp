@@ -42,14 +42,14 @@ DependencyTrackingGuard::~DependencyTrackingGuard() {
 }
 
 namespace ops {
+namespace {
 
-Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
-              std::initializer_list<const Tensor*> writes, detail::Work kernel) {
-  Stream s = current_stream(device);
-  if (!dependency_tracking()) {
-    s.launch_work(std::move(kernel), label);
-    return s;
-  }
+// The tracked submission shared by ops (`enqueue` launches one kernel) and enqueue_tracked
+// (`enqueue` adds whatever an external op needs; its accesses are recorded after all of it).
+using EnqueueFn = void (*)(void* ctx, Stream& s);
+
+void submit_on(Stream& s, const char* label, std::span<const Tensor* const> reads,
+               std::span<const Tensor* const> writes, EnqueueFn enqueue, void* ctx) {
   // The distinct storages involved; one both read and written counts as written.
   constexpr std::size_t kMax = 8;
   struct Use {
@@ -113,13 +113,11 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
       }
     }
   }
+  enqueue(ctx, s);
+  // During a capture the accesses are the capture's positions (graph nodes), not the backend's.
   std::shared_ptr<impl::EventImpl> pos;
-  if (capture::active() && capture::launch(si, kernel, label)) {
-    pos = capture::record(si, EventOptions{});
-  } else {
-    backend.enqueue(si, std::move(kernel), label);
-    pos = backend.record(si, EventOptions{});
-  }
+  if (capture::active()) pos = capture::record(si, EventOptions{});
+  if (!pos) pos = backend.record(si, EventOptions{});
   for (std::size_t i = 0; i < count; ++i) {
     Storage& st = *uses[i].storage;
     if (uses[i].write) {
@@ -146,6 +144,30 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
       st.reads.push_back(detail::Access{sid, pos});
     }
   }
+}
+
+}  // namespace
+
+Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
+              std::initializer_list<const Tensor*> writes, detail::Work kernel) {
+  Stream s = current_stream(device);
+  if (!dependency_tracking()) {
+    s.launch_work(std::move(kernel), label);
+    return s;
+  }
+  struct Ctx {
+    detail::Work* kernel;
+    const char* label;
+  } ctx{&kernel, label};
+  submit_on(
+      s, label, std::span(reads.begin(), reads.size()), std::span(writes.begin(), writes.size()),
+      [](void* c, Stream& st) {
+        auto* k = static_cast<Ctx*>(c);
+        impl::StreamImpl& si = *st.impl();
+        if (capture::active() && capture::launch(si, *k->kernel, k->label)) return;
+        si.backend().enqueue(si, std::move(*k->kernel), k->label);
+      },
+      &ctx);
   return s;
 }
 
@@ -166,4 +188,20 @@ std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage,
 }
 
 }  // namespace ops
+
+void enqueue_tracked(const Stream& stream, const char* label, std::span<const Tensor* const> reads,
+                     std::span<const Tensor* const> writes,
+                     const std::function<void(Stream&)>& enqueue) {
+  Stream s = stream;
+  for (const Tensor* t : reads) ops::check_defined(*t, label);
+  for (const Tensor* t : writes) ops::check_defined(*t, label);
+  if (!dependency_tracking()) {
+    enqueue(s);
+    return;
+  }
+  auto call = [](void* c, Stream& st) { (*static_cast<const std::function<void(Stream&)>*>(c))(st); };
+  ops::submit_on(s, label, reads, writes, call,
+                 const_cast<void*>(static_cast<const void*>(&enqueue)));
+}
+
 }  // namespace streamrt

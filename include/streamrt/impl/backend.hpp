@@ -185,6 +185,13 @@ class STREAMRT_API Backend {
   //! enqueued from then on, once it finishes, through trace_item(). Never blocks; thread-safe.
   //! By default a backend traces nothing.
   virtual void set_tracing(bool on) noexcept;
+  //! A pending position that only complete_user_event() completes (see <streamrt/user_event.hpp>).
+  //! Never blocks.
+  virtual std::shared_ptr<EventImpl> new_user_event(int index, EventOptions options);
+  //! Completes a position made by new_user_event(), with `failure` when non-null. Returns at once;
+  //! called at most once per position.
+  virtual void complete_user_event(const std::shared_ptr<EventImpl>& position,
+                                   std::exception_ptr failure);
 };
 
 //! Installs the backend for its device type, replacing any earlier one (which is kept alive, as

@@ -1,0 +1,531 @@
+// Communicator: operations enqueued on streams. Each one is three stream entries: a start item
+// (takes its turn in the communicator's order, calls the nonblocking MPI function), a wait on a
+// UserEvent that the progress engine completes, and for Avg a scaling item. See
+// docs/distributed.md.
+#include <sched.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "engine.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/mpi.hpp"
+#include "streamrt/ops.hpp"
+
+namespace streamrt::mpi {
+
+using detail::Op;
+
+struct Communicator::State {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  std::mutex mutex;
+  std::uint64_t next_ticket = 0;  // guarded by mutex: host enqueue order
+  std::uint64_t next_start = 0;   // guarded by mutex: the next ticket allowed to start
+  // Operations whose stream reached them, waiting for earlier tickets (null: skipped).
+  std::map<std::uint64_t, std::shared_ptr<Op>> arrived;  // guarded by mutex
+
+  ~State() {
+    if (comm != MPI_COMM_NULL && initialized()) MPI_Comm_free(&comm);
+  }
+};
+
+namespace {
+
+using CommState = Communicator::State;
+
+// How long the worker that starts an operation polls it before handing it to the progress
+// thread: a small message often completes within a few microseconds, and a hand-off costs a
+// thread wake-up (docs/performance.md, "Figures behind constants"). Bounded like the host waits' spin (docs/design.md).
+constexpr auto kInlinePoll = std::chrono::microseconds(20);
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::Float32:
+      return MPI_FLOAT;
+    case DType::Float64:
+      return MPI_DOUBLE;
+    case DType::Int32:
+      return MPI_INT32_T;
+    case DType::Int64:
+      return MPI_INT64_T;
+    case DType::Bool:
+      return MPI_C_BOOL;  // one byte, as C++'s bool here; reductions on it are MPI's errors
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+      return MPI_SUM;
+    case ReduceOp::Prod:
+      return MPI_PROD;
+    case ReduceOp::Min:
+      return MPI_MIN;
+    case ReduceOp::Max:
+      return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+int checked_count(std::size_t count, const char* what) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw Error(std::string("streamrt::mpi ") + what + ": " + std::to_string(count) +
+                " elements is more than MPI's int count allows (" + std::to_string(INT_MAX) +
+                "); split the buffer");
+  }
+  return static_cast<int>(count);
+}
+
+std::string describe(std::size_t count, DType dtype) {
+  return std::to_string(count) + " x " + std::string(to_string(dtype));
+}
+
+// Starts the operations whose turn has come, in ticket order (under the communicator mutex, so no
+// later ticket can start in between), and returns them; `mine` is polled briefly here.
+void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::shared_ptr<Op> op,
+            bool skipped) noexcept {
+  std::vector<std::shared_ptr<Op>> started, skipped_ops, failed;
+  std::vector<int> codes;
+  Op* mine = skipped ? nullptr : op.get();
+  try {
+    std::lock_guard lock(cs->mutex);
+    cs->arrived.emplace(ticket, skipped ? nullptr : op);
+    if (skipped) skipped_ops.push_back(std::move(op));
+    while (!cs->arrived.empty() && cs->arrived.begin()->first == cs->next_start) {
+      auto next = std::move(cs->arrived.begin()->second);
+      cs->arrived.erase(cs->arrived.begin());
+      ++cs->next_start;
+      if (!next) continue;
+      if (!initialized()) {
+        codes.push_back(-1);  // fail_finalized below
+        failed.push_back(std::move(next));
+        continue;
+      }
+      const int rc = next->start(&next->request);
+      if (rc != MPI_SUCCESS) {
+        codes.push_back(rc);
+        failed.push_back(std::move(next));
+      } else {
+        started.push_back(std::move(next));
+      }
+    }
+  } catch (...) {
+    // Out of memory in the bookkeeping: fail this operation instead of parking its stream.
+    if (mine != nullptr) {
+      try {
+        mine->done.complete(std::make_exception_ptr(Error(detail::op_message(
+            *mine, "could not be started (out of memory)"))));
+      } catch (...) {
+      }
+    }
+    return;
+  }
+  for (auto& s : skipped_ops) {
+    // Skipped (the stream failed or was cancelled before it got here): the stream's own failure
+    // or cancellation covers what follows; the wait entry just must not park for ever.
+    try {
+      s->done.complete();
+    } catch (...) {
+    }
+  }
+  for (std::size_t i = 0; i < failed.size(); ++i) {
+    if (codes[i] == -1) {
+      detail::fail_finalized(*failed[i]);
+    } else {
+      detail::fail(*failed[i], codes[i]);
+    }
+  }
+  for (auto& s : started) {
+    if (s.get() == mine) {
+      const auto until = std::chrono::steady_clock::now() + kInlinePoll;
+      int flag = 0;
+      MPI_Status st;
+      int rc = MPI_SUCCESS;
+      for (unsigned i = 0;; ++i) {
+        rc = MPI_Test(&s->request, &flag, &st);
+        if (rc != MPI_SUCCESS || flag != 0) break;
+        if (i % 16 == 15 && std::chrono::steady_clock::now() >= until) break;
+      }
+      if (rc != MPI_SUCCESS || flag != 0) {
+        detail::finish(*s, st, rc);
+        continue;
+      }
+    }
+    detail::Engine::get().add(std::move(s));
+  }
+}
+
+// The start item: runs when the stream gets there; if it is dropped unrun (skipped after a
+// failure, or cancelled), it still takes its turn so that later operations are not held up.
+struct StartItem {
+  std::shared_ptr<CommState> cs;
+  std::shared_ptr<Op> op;
+  std::uint64_t ticket = 0;
+  StartItem(std::shared_ptr<CommState> c, std::shared_ptr<Op> o, std::uint64_t t)
+      : cs(std::move(c)), op(std::move(o)), ticket(t) {}
+  StartItem(StartItem&& o) noexcept = default;
+  StartItem(const StartItem&) = delete;
+  StartItem& operator=(const StartItem&) = delete;
+  StartItem& operator=(StartItem&&) = delete;
+  ~StartItem() {
+    if (op) arrive(cs, ticket, std::move(op), /*skipped=*/true);
+  }
+  void operator()() { arrive(cs, ticket, std::move(op), /*skipped=*/false); }
+};
+
+template <class T>
+void scale(void* buf, std::size_t n, double by) {
+  auto* p = static_cast<T*>(buf);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * by);
+}
+
+// Enqueues `op` on `s`: start item, wait on its completion, and the Avg scaling if any. Returns
+// the event recorded after them.
+Event enqueue(const std::shared_ptr<CommState>& cs, Stream s, std::shared_ptr<Op> op,
+              std::span<const Tensor* const> reads, std::span<const Tensor* const> writes,
+              void* avg_buf = nullptr, std::size_t avg_count = 0, DType avg_dtype = DType::Float32) {
+  if (s.device().type != DeviceType::CPU) {
+    throw Error(std::string("streamrt::mpi ") + op->name + ": stream " + s.str() +
+                " is not a CPU stream; MPI operations run on CPU streams");
+  }
+  op->comm = cs->comm;
+  op->rank = cs->rank;
+  op->size = cs->size;
+  Event done = op->done.event();
+  const char* label = op->name;
+  auto body = [&](Stream& st) {
+    std::uint64_t ticket;
+    {
+      std::lock_guard lock(cs->mutex);
+      ticket = cs->next_ticket++;
+    }
+    StartItem item(cs, op, ticket);  // if the launch throws, its destructor takes the turn
+    st.launch(label, std::move(item));
+    st.wait_event(done);
+    if (avg_buf != nullptr) {
+      const double by = 1.0 / cs->size;
+      st.launch("mpi.avg", [avg_buf, avg_count, avg_dtype, by] {
+        if (avg_dtype == DType::Float32) {
+          scale<float>(avg_buf, avg_count, by);
+        } else {
+          scale<double>(avg_buf, avg_count, by);
+        }
+      });
+    }
+  };
+  enqueue_tracked(s, label, reads, writes, body);
+  return s.record_event();
+}
+
+Stream pick(const std::optional<Stream>& s, Device d = {}) {
+  return s ? *s : current_stream(d);
+}
+
+std::shared_ptr<Op> new_op(const char* name, std::string describe) {
+  auto op = std::make_shared<Op>();
+  op->name = name;
+  op->describe = std::move(describe);
+  return op;
+}
+
+void check_avg(ReduceOp op, DType dtype, const char* what) {
+  if (op == ReduceOp::Avg && !is_floating(dtype)) {
+    throw Error(std::string("streamrt::mpi ") + what + ": ReduceOp::Avg needs a floating dtype, not " +
+                std::string(to_string(dtype)) + "; use Sum and divide, or convert with to()");
+  }
+}
+
+void check_rank(int r, int size, const char* what, const char* role) {
+  if (r < 0 || r >= size) {
+    throw Error(std::string("streamrt::mpi ") + what + ": " + role + " rank " + std::to_string(r) +
+                " is out of range for a communicator of " + std::to_string(size) +
+                " ranks (0.." + std::to_string(size - 1) + ")");
+  }
+}
+
+void check_tensor(const Tensor& t, const char* what) {
+  if (!t.defined()) throw Error(std::string("streamrt::mpi ") + what + ": the tensor is undefined");
+  if (t.device().type != DeviceType::CPU) {
+    throw Error(std::string("streamrt::mpi ") + what + ": tensor on " + t.device().str() +
+                "; MPI operations take CPU tensors");
+  }
+}
+
+}  // namespace
+
+Communicator::Communicator() : Communicator(MPI_COMM_WORLD) {}
+
+Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<State>()) {
+  init();
+  if (comm == MPI_COMM_NULL) throw Error("streamrt::mpi::Communicator: the communicator is MPI_COMM_NULL");
+  int rc = MPI_Comm_dup(comm, &state_->comm);
+  if (rc != MPI_SUCCESS) {
+    throw Error("streamrt::mpi::Communicator: MPI_Comm_dup failed: " + detail::mpi_error_string(rc));
+  }
+  MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(state_->comm, &state_->rank);
+  MPI_Comm_size(state_->comm, &state_->size);
+}
+
+int Communicator::rank() const noexcept { return state_->rank; }
+int Communicator::size() const noexcept { return state_->size; }
+MPI_Comm Communicator::native() const noexcept { return state_->comm; }
+
+// ---- raw buffers ----
+
+Event Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                               ReduceOp op, std::optional<Stream> stream) {
+  check_avg(op, dtype, "all_reduce");
+  const int n = checked_count(count, "all_reduce");
+  auto o = new_op("all_reduce", describe(count, dtype) + ", " + std::string(to_string(op)));
+  const MPI_Comm c = state_->comm;
+  const void* sb = send == recv ? MPI_IN_PLACE : send;
+  o->start = [=](MPI_Request* r) {
+    return MPI_Iallreduce(sb, recv, n, mpi_type(dtype), mpi_op(op), c, r);
+  };
+  return enqueue(state_, pick(stream), std::move(o), {}, {}, op == ReduceOp::Avg ? recv : nullptr,
+                 count, dtype);
+}
+
+Event Communicator::broadcast(void* buf, std::size_t count, DType dtype, int root,
+                              std::optional<Stream> stream) {
+  check_rank(root, size(), "broadcast", "root");
+  const int n = checked_count(count, "broadcast");
+  auto o = new_op("broadcast", describe(count, dtype) + ", root " + std::to_string(root));
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) { return MPI_Ibcast(buf, n, mpi_type(dtype), root, c, r); };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+Event Communicator::all_gather(const void* send, void* recv, std::size_t count, DType dtype,
+                               std::optional<Stream> stream) {
+  const int n = checked_count(count, "all_gather");
+  checked_count(count * static_cast<std::size_t>(size()), "all_gather");
+  auto o = new_op("all_gather", describe(count, dtype) + " per rank");
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) {
+    return MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r);
+  };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+Event Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                                   ReduceOp op, std::optional<Stream> stream) {
+  check_avg(op, dtype, "reduce_scatter");
+  const int n = checked_count(count, "reduce_scatter");
+  checked_count(count * static_cast<std::size_t>(size()), "reduce_scatter");
+  auto o = new_op("reduce_scatter",
+                  describe(count, dtype) + " per rank, " + std::string(to_string(op)));
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c, r);
+  };
+  return enqueue(state_, pick(stream), std::move(o), {}, {}, op == ReduceOp::Avg ? recv : nullptr,
+                 count, dtype);
+}
+
+Event Communicator::all_to_all(const void* send, void* recv, std::size_t count, DType dtype,
+                               std::optional<Stream> stream) {
+  const int n = checked_count(count, "all_to_all");
+  checked_count(count * static_cast<std::size_t>(size()), "all_to_all");
+  auto o = new_op("all_to_all", describe(count, dtype) + " per rank pair");
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) {
+    return MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r);
+  };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+Event Communicator::send(const void* buf, std::size_t count, DType dtype, int dst, int tag,
+                         std::optional<Stream> stream) {
+  check_rank(dst, size(), "send", "destination");
+  const int n = checked_count(count, "send");
+  auto o = new_op("send", describe(count, dtype) + " to rank " + std::to_string(dst) + ", tag " +
+                              std::to_string(tag));
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) { return MPI_Isend(buf, n, mpi_type(dtype), dst, tag, c, r); };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+Event Communicator::recv(void* buf, std::size_t count, DType dtype, int src, int tag,
+                         std::optional<Stream> stream) {
+  check_rank(src, size(), "recv", "source");
+  const int n = checked_count(count, "recv");
+  checked_count(count * element_size(dtype), "recv");
+  auto o = new_op("recv", describe(count, dtype) + " from rank " + std::to_string(src) +
+                              ", tag " + std::to_string(tag));
+  o->recv_bytes = static_cast<int>(count * element_size(dtype));
+  o->peer = src;
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) { return MPI_Irecv(buf, n, mpi_type(dtype), src, tag, c, r); };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+Event Communicator::barrier(std::optional<Stream> stream) {
+  auto o = new_op("barrier", "no data");
+  const MPI_Comm c = state_->comm;
+  o->start = [=](MPI_Request* r) { return MPI_Ibarrier(c, r); };
+  return enqueue(state_, pick(stream), std::move(o), {}, {});
+}
+
+// ---- tensors: the same operations, with dependency tracking and the tensors kept alive ----
+
+namespace {
+
+std::size_t numel_of(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+
+}  // namespace
+
+Event Communicator::all_reduce(Tensor& t, ReduceOp op, std::optional<Stream> stream) {
+  check_tensor(t, "all_reduce");
+  check_avg(op, t.dtype(), "all_reduce");
+  const int n = checked_count(numel_of(t), "all_reduce");
+  auto o = new_op("all_reduce", describe(numel_of(t), t.dtype()) + ", " +
+                                    std::string(to_string(op)));
+  void* p = t.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = t.dtype();
+  o->start = [=](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(dt), mpi_op(op), c, r);
+  };
+  o->keep = {t};
+  const Tensor* w[] = {&t};
+  return enqueue(state_, pick(stream, t.device()), std::move(o), {}, w,
+                 op == ReduceOp::Avg ? p : nullptr, numel_of(t), dt);
+}
+
+Event Communicator::broadcast(Tensor& t, int root, std::optional<Stream> stream) {
+  check_tensor(t, "broadcast");
+  check_rank(root, size(), "broadcast", "root");
+  const int n = checked_count(numel_of(t), "broadcast");
+  auto o = new_op("broadcast", describe(numel_of(t), t.dtype()) + ", root " + std::to_string(root));
+  void* p = t.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = t.dtype();
+  o->start = [=](MPI_Request* r) { return MPI_Ibcast(p, n, mpi_type(dt), root, c, r); };
+  o->keep = {t};
+  const Tensor* w[] = {&t};
+  return enqueue(state_, pick(stream, t.device()), std::move(o), {}, w);
+}
+
+Event Communicator::all_gather(const Tensor& input, Tensor& output, std::optional<Stream> stream) {
+  check_tensor(input, "all_gather");
+  check_tensor(output, "all_gather");
+  if (input.dtype() != output.dtype() || output.numel() != input.numel() * size()) {
+    throw Error("streamrt::mpi all_gather: output " + output.str() + " must have size() (" +
+                std::to_string(size()) + ") times the elements of input " + input.str() +
+                " and the same dtype");
+  }
+  const int n = checked_count(numel_of(input), "all_gather");
+  checked_count(numel_of(output), "all_gather");
+  auto o = new_op("all_gather", describe(numel_of(input), input.dtype()) + " per rank");
+  const void* in = input.data_ptr_unsafe();
+  void* out = output.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = input.dtype();
+  o->start = [=](MPI_Request* r) {
+    return MPI_Iallgather(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r);
+  };
+  o->keep = {input, output};
+  const Tensor* rd[] = {&input};
+  const Tensor* w[] = {&output};
+  return enqueue(state_, pick(stream, input.device()), std::move(o), rd, w);
+}
+
+Event Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op,
+                                   std::optional<Stream> stream) {
+  check_tensor(input, "reduce_scatter");
+  check_tensor(output, "reduce_scatter");
+  check_avg(op, output.dtype(), "reduce_scatter");
+  if (input.dtype() != output.dtype() || input.numel() != output.numel() * size()) {
+    throw Error("streamrt::mpi reduce_scatter: input " + input.str() + " must have size() (" +
+                std::to_string(size()) + ") times the elements of output " + output.str() +
+                " and the same dtype");
+  }
+  const int n = checked_count(numel_of(output), "reduce_scatter");
+  checked_count(numel_of(input), "reduce_scatter");
+  auto o = new_op("reduce_scatter", describe(numel_of(output), output.dtype()) + " per rank, " +
+                                        std::string(to_string(op)));
+  const void* in = input.data_ptr_unsafe();
+  void* out = output.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = output.dtype();
+  o->start = [=](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), mpi_op(op), c, r);
+  };
+  o->keep = {input, output};
+  const Tensor* rd[] = {&input};
+  const Tensor* w[] = {&output};
+  return enqueue(state_, pick(stream, input.device()), std::move(o), rd, w,
+                 op == ReduceOp::Avg ? out : nullptr, numel_of(output), dt);
+}
+
+Event Communicator::all_to_all(const Tensor& input, Tensor& output, std::optional<Stream> stream) {
+  check_tensor(input, "all_to_all");
+  check_tensor(output, "all_to_all");
+  if (input.dtype() != output.dtype() || input.numel() != output.numel() ||
+      input.numel() % size() != 0) {
+    throw Error("streamrt::mpi all_to_all: input " + input.str() + " and output " +
+                output.str() + " need the same dtype and number of elements, divisible by size() (" +
+                std::to_string(size()) + ")");
+  }
+  const std::size_t per = numel_of(input) / static_cast<std::size_t>(size());
+  const int n = checked_count(per, "all_to_all");
+  checked_count(numel_of(input), "all_to_all");
+  auto o = new_op("all_to_all", describe(per, input.dtype()) + " per rank pair");
+  const void* in = input.data_ptr_unsafe();
+  void* out = output.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = input.dtype();
+  o->start = [=](MPI_Request* r) {
+    return MPI_Ialltoall(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r);
+  };
+  o->keep = {input, output};
+  const Tensor* rd[] = {&input};
+  const Tensor* w[] = {&output};
+  return enqueue(state_, pick(stream, input.device()), std::move(o), rd, w);
+}
+
+Event Communicator::send(const Tensor& t, int dst, int tag, std::optional<Stream> stream) {
+  check_tensor(t, "send");
+  check_rank(dst, size(), "send", "destination");
+  const int n = checked_count(numel_of(t), "send");
+  auto o = new_op("send", describe(numel_of(t), t.dtype()) + " to rank " + std::to_string(dst) +
+                              ", tag " + std::to_string(tag));
+  const void* p = t.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = t.dtype();
+  o->start = [=](MPI_Request* r) { return MPI_Isend(p, n, mpi_type(dt), dst, tag, c, r); };
+  o->keep = {t};
+  const Tensor* rd[] = {&t};
+  return enqueue(state_, pick(stream, t.device()), std::move(o), rd, {});
+}
+
+Event Communicator::recv(Tensor& t, int src, int tag, std::optional<Stream> stream) {
+  check_tensor(t, "recv");
+  check_rank(src, size(), "recv", "source");
+  const int n = checked_count(numel_of(t), "recv");
+  checked_count(t.nbytes(), "recv");
+  auto o = new_op("recv", describe(numel_of(t), t.dtype()) + " from rank " + std::to_string(src) +
+                              ", tag " + std::to_string(tag));
+  o->recv_bytes = static_cast<int>(t.nbytes());
+  o->peer = src;
+  void* p = t.data_ptr_unsafe();
+  const MPI_Comm c = state_->comm;
+  const DType dt = t.dtype();
+  o->start = [=](MPI_Request* r) { return MPI_Irecv(p, n, mpi_type(dt), src, tag, c, r); };
+  o->keep = {t};
+  const Tensor* w[] = {&t};
+  return enqueue(state_, pick(stream, t.device()), std::move(o), {}, w);
+}
+
+}  // namespace streamrt::mpi
