@@ -141,7 +141,9 @@ void synchronize_stream(const Stream& s) {
 // Event.synchronize() without a time-out, for the record current at the call.
 void synchronize_event(const Event& e) {
   auto position = e.impl();
-  if (!position || !on_main_thread()) {
+  // A position recorded during a capture stands for a graph's replay: Event::synchronize resolves
+  // it (the backend must never receive one), uninterruptibly.
+  if (!position || position->captured() || !on_main_thread()) {
     py::gil_scoped_release release;
     e.synchronize();  // raises for a never-recorded event
     return;
@@ -158,9 +160,10 @@ void synchronize_event(const Event& e) {
 void wait_all_events(const std::vector<Event>& events) {
   std::vector<std::shared_ptr<impl::EventImpl>> positions;
   for (const auto& e : events) positions.push_back(e.impl());
-  const bool unrecorded =
-      std::any_of(positions.begin(), positions.end(), [](const auto& p) { return !p; });
-  if (unrecorded || !on_main_thread()) {
+  const bool unrecorded_or_captured =
+      std::any_of(positions.begin(), positions.end(),
+                  [](const auto& p) { return !p || p->captured(); });
+  if (unrecorded_or_captured || !on_main_thread()) {
     py::gil_scoped_release release;
     wait_all(events);  // raises for a never-recorded event
     return;

@@ -142,3 +142,33 @@ def test_reset_and_errors_of_misuse():
             streamrt.Graph().capture_begin(s)
         finally:
             g2.capture_end()
+
+
+def test_event_recorded_in_a_capture_stands_for_the_latest_replay():
+    gate = threading.Event()
+    s = streamrt.Stream()
+    g = streamrt.Graph()
+    with streamrt.graph(g, stream=s):
+        s.launch(lambda: gate.wait(RENDEZVOUS_S))
+        e = s.record_event()
+    e.synchronize()  # never replayed: nothing to wait for
+    streamrt.wait_all([e])
+    g.replay(s)
+    assert not e.query()  # the replay is held at the gate
+    gate.set()
+    e.synchronize()
+    streamrt.wait_all([e])
+    assert e.query()
+
+
+def test_memory_of_a_tensor_written_in_a_failed_capture_is_released():
+    s = streamrt.Stream()
+    a = streamrt.ones(1 << 16)
+    with pytest.raises(streamrt.Error, match="cannot be captured"):
+        with streamrt.graph(streamrt.Graph(), stream=s):
+            b = a + a
+            b.numpy()
+    del b
+    s.synchronize()
+    streamrt.empty_cache()
+    assert streamrt.memory_stats()["bytes_cached"] == 0

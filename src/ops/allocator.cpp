@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/capture.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::ops {
@@ -148,7 +149,7 @@ class CachingAllocator {
   static bool usable_by(FreeBlock& b, std::uint64_t stream_id) {
     if (b.owner != stream_id && !owner_idle(b)) return false;
     for (const auto& u : b.uses) {
-      if (u.stream_id != stream_id && !u.backend->query_event(*u.position)) return false;
+      if (u.stream_id != stream_id && !capture::query(*u.backend, u.position)) return false;
     }
     return true;
   }
@@ -163,7 +164,7 @@ class CachingAllocator {
   static bool idle(FreeBlock& b) {
     return owner_idle(b) &&
            std::all_of(b.uses.begin(), b.uses.end(),
-                       [](const PendingUse& u) { return u.backend->query_event(*u.position); });
+                       [](const PendingUse& u) { return capture::query(*u.backend, u.position); });
   }
 
   static void* fresh(std::size_t capacity) noexcept {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "allocator.hpp"
+#include "core/capture.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::detail {
@@ -24,7 +25,9 @@ Storage::~Storage() {
       // Tracked accesses on other streams that may not have finished. (Readers before the last
       // write on other streams were waited for by that write, so it covers them.)
       auto add = [&](const Access& a) {
-        if (a.position && a.stream_id != owner.id() && !backend.query_event(*a.position)) {
+        // capture::query: an access made during a capture is a place in a graph, which the
+        // backend's query_event must never receive.
+        if (a.position && a.stream_id != owner.id() && !capture::query(backend, a.position)) {
           uses.push_back(ops::PendingUse{a.stream_id, &backend, a.position});
         }
       };
