@@ -28,23 +28,22 @@ using streamrt_test::Rendezvous;
 using streamrt_test::ThreadCount;
 using namespace std::chrono_literals;
 
-// ThreadSanitizer cannot follow threads created in the child of a multi-threaded fork (its thread
-// registry still holds the parent's threads: "dup thread with used id"). Under TSan the children
-// check only what needs no new thread; the parent side (the fork handlers' locking) is checked in
-// full.
-constexpr bool kTsan = std::string_view(STREAMRT_TEST_SANITIZER) == "thread";
-// The AddressSanitizer of GCC 12 (and of clang 14: checked, a child hung the same way) does not
-// lock its allocator across fork(): a child deadlocks in malloc (already in streamrt's fork
-// handler) if any thread of the parent was allocating at that instant, and idle workers of a live
-// pool may be. Seen here; so these tests skip themselves under ASan. They
-// run in the normal build (all of them) and under TSan (whose allocator is fork-safe).
-constexpr bool kAsan = std::string_view(STREAMRT_TEST_SANITIZER) == "address";
+// The sanitizers of GCC 12 (and of clang 14) do not lock their allocators across fork(): a child
+// deadlocks in malloc (already in streamrt's fork handler) if any thread of the parent was
+// allocating at that instant, and idle workers of a live pool may be. Seen here under ASan (every
+// few runs) and under TSan (once in a full `make test`; the orphaned child then held ctest's pipe
+// open until its time-out). LLVM added that locking to TSan only in 2024 (llvm-project PR 96600),
+// and TSan also cannot follow threads created in such a child ("dup thread with used id"). So
+// these tests skip themselves under both sanitizers; they run, all of them, in the normal build
+// and under the schedule fuzzer (random picks and serial).
+constexpr bool kSanitizer = std::string_view(STREAMRT_TEST_SANITIZER) == "thread" ||
+                            std::string_view(STREAMRT_TEST_SANITIZER) == "address";
 
 class Fork : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    if (kAsan) {
-      GTEST_SKIP() << "ASan (GCC 12, clang 14) can hang in malloc in the child of a "
+    if (kSanitizer) {
+      GTEST_SKIP() << "ASan and TSan (GCC 12, clang 14) can hang in malloc in the child of a "
                       "multi-threaded fork";
     }
     threads_.emplace(GetParam());
@@ -121,7 +120,6 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
     a.synchronize();
     if (counter.load() != 0) bad |= 4;
     if (a.pending() != 0) bad |= 8;
-    if (kTsan) return bad;
     std::atomic<int> ran{0};
     a.launch([&] { ran.fetch_add(1); });
     streamrt::Event e = a.record_event();
@@ -171,7 +169,6 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
 }
 
 TEST_P(Fork, ChildExitsWithPendingWorkAfterFinishingIt) {
-  if (kTsan) GTEST_SKIP() << "the child must start workers, which TSan does not support after fork";
   streamrt::Stream warm;
   warm.launch([] {});
   warm.synchronize();
@@ -234,7 +231,7 @@ TEST_P(Fork, RepeatedForksWhileOtherThreadsUseTheRuntime) {
       }
     });
   }
-  constexpr int kForks = kTsan ? 6 : 20;  // a fork costs ~1 s under TSan (its shadow memory)
+  constexpr int kForks = 20;
   int failures = 0;
   for (int i = 0; i < kForks; ++i) {
     std::this_thread::sleep_for(2ms);
@@ -246,7 +243,6 @@ TEST_P(Fork, RepeatedForksWhileOtherThreadsUseTheRuntime) {
             } catch (const streamrt::Cancelled&) {
             }
           }
-          if (kTsan) return 0;
           streamrt::Stream fresh;
           std::atomic<int> ran{0};
           for (int k = 0; k < 100; ++k) fresh.launch([&] { ran.fetch_add(1); });
