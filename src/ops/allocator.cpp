@@ -224,8 +224,13 @@ void CachingAllocator::unlock_after_fork() {
 // Made when the library is loaded, before the program starts threads: fork handlers registered
 // while another thread is inside fork() may have their unlock run without their lock (glibc
 // releases its handler-list lock while it runs prepare handlers), which hung a stress test when
-// the allocator was made lazily by a thread racing a fork.
-[[maybe_unused]] const bool g_made_at_load = (instance(), true);
+// the allocator was made lazily by a thread racing a fork. The CPU backend is made here too, after
+// the allocator: a fork while another thread was making it lazily left the child waiting for ever
+// on the registry's static guard (AllocatorFork, most runs). Prepare handlers run in reverse
+// order of registration, so the backend's locks are taken before the allocator's mutex: safe
+// whatever a thread holds at the fork, since a holder of the allocator's mutex never waits for a
+// backend lock (it only reads stream and event counters).
+[[maybe_unused]] const bool g_made_at_load = (instance(), impl::backend(DeviceType::CPU), true);
 
 void check_cpu(const Device& device, const char* what) {
   if (device.type != DeviceType::CPU) {
