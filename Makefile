@@ -152,6 +152,8 @@ test-pip: deps
 	  site = "$(CURDIR)/build-venv/lib/"; assert streamrt.__file__.startswith(site), streamrt.__file__; \
 	  y = streamrt.ones(4, 4) @ streamrt.ones(4, 4); assert np.array_equal(y.numpy(), np.full((4, 4), 4.0, np.float32)); \
 	  print("pip-installed streamrt", streamrt.__version__, "from", streamrt.__file__)'
+	cd build-venv && bin/python -c 'import streamrt.distributed as d; \
+	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
 	@echo "== pip install . passed (build-venv)"

@@ -51,25 +51,31 @@ class CMakeBuild(build_ext):
         ] + shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
-        subprocess.run(["cmake", "--build", str(build_dir), "--target", "_streamrt", "-j", jobs],
-                       check=True)
+        # Every target the install step installs: the library, the extension and, when MPI is
+        # found, streamrt::mpi and streamrt.distributed's extension (tests, tools, benchmarks and
+        # examples are off above).
+        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
         shutil.rmtree(stage, ignore_errors=True)
         subprocess.run(["cmake", "--install", str(build_dir)], check=True,
                        stdout=subprocess.DEVNULL)
 
         package = stage / "python" / "streamrt"
-        built = sorted(package.glob("_streamrt*.so"))
+        built = sorted(package.glob("_streamrt.*.so"))
         if len(built) != 1:
-            raise RuntimeError(f"setup.py: expected one _streamrt*.so in {package}, found {built}")
+            raise RuntimeError(f"setup.py: expected one _streamrt.*.so in {package}, found {built}")
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built[0], target)
-        # The library under its soname only (what the extension asks the loader for), as a file.
-        sonames = [p for p in package.glob("libstreamrt.so.*") if p.name.count(".") == 2]
-        if len(sonames) != 1:
-            raise RuntimeError(f"setup.py: expected one libstreamrt.so.N in {package}, found {sonames}")
-        shutil.copyfile(sonames[0].resolve(), target.parent / sonames[0].name)
-
+        # The libraries under their sonames only (what the extensions ask the loader for), as files.
+        for lib in ("libstreamrt", "libstreamrt_mpi"):
+            sonames = [p for p in package.glob(lib + ".so.*") if p.name.count(".") == 2]
+            if lib == "libstreamrt" and len(sonames) != 1:
+                raise RuntimeError(f"setup.py: expected one {lib}.so.N in {package}, found {sonames}")
+            for so in sonames:
+                shutil.copyfile(so.resolve(), target.parent / so.name)
+        # streamrt.distributed's extension, built when CMake found MPI.
+        for mpi_ext in package.glob("_streamrt_mpi.*.so"):
+            shutil.copyfile(mpi_ext, target.parent / mpi_ext.name)
 
 setup(
     version=project_version(),
