@@ -141,8 +141,8 @@ test-release: deps
 	cd build-release && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 # `pip install .` (pyproject.toml, setup.py) with Debian's pip and setuptools, offline, into a
-# virtual environment that sees Debian's numpy; setup.py builds only the library and the extension.
-# Then the installed package is used from outside the source tree.
+# virtual environment that sees Debian's numpy; setup.py builds the library, the extension and,
+# with MPI, streamrt.distributed's. Then the installed package is used from outside the tree.
 test-pip: deps
 	rm -rf build-pip build-venv
 	$(PYTHON) -m venv --system-site-packages build-venv
