@@ -296,8 +296,9 @@ Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
 
 Tensor binary_fn(const char* what, py::handle a, py::handle b,
                  Tensor (*fn)(const Tensor&, const Tensor&)) {
-  auto [x, y] = operand_pair(a, b, what);
-  return run_op(what, [&] { return fn(x, y); });
+  // A pair, not structured bindings: clang 14 cannot capture those in a lambda.
+  const auto xy = operand_pair(a, b, what);
+  return run_op(what, [&] { return fn(xy.first, xy.second); });
 }
 
 Tensor where_op(py::handle cond, py::handle a, py::handle b) {
@@ -311,8 +312,8 @@ Tensor where_op(py::handle cond, py::handle a, py::handle b) {
       return where(c, full({}, va, d, c.device()), full({}, vb, d, c.device()));
     });
   }
-  auto [x, y] = operand_pair(a, b, "where");
-  return run_op("where", [&] { return where(c, x, y); });
+  const auto xy = operand_pair(a, b, "where");
+  return run_op("where", [&] { return where(c, xy.first, xy.second); });
 }
 
 std::vector<Tensor> tensor_list(py::handle seq, const char* what) {
