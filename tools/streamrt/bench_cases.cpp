@@ -196,6 +196,7 @@ std::vector<CaseSpec> case_specs(bool quick) {
     if (m.n == 2048) c.target = ">= 95% of direct OpenBLAS";
     v.push_back(std::move(c));
   }
+  for (auto& c : graph_case_specs()) v.push_back(std::move(c));
   return v;
 }
 
@@ -343,7 +344,7 @@ void add_peer_jobs(Suite& suite, std::size_t pi, const std::shared_ptr<Lazy<P>>&
         return [exe, seconds] { return idle_in_child(exe, P::kId, seconds); };
       };
     } else {
-      continue;  // matmul: streamrt ops and direct OpenBLAS only (add_matmul_jobs)
+      continue;  // matmul and graph: their own peers (add_matmul_jobs, add_graph_jobs)
     }
     suite.jobs.push_back(std::move(job));
   }
@@ -534,11 +535,13 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
   d.resize(suite.peers.size());
 #endif
   add_matmul_jobs(suite, streamrt_pi, openblas_pi);
+  add_graph_jobs(suite, streamrt_pi, opts.quick, d);
 
   // Missing peers: one skipped job per case they would have run, so the table says so.
   for (std::size_t pi = 0; pi < suite.peers.size(); ++pi) {
     if (suite.peers[pi].built) continue;
     for (std::size_t ci = 0; ci < suite.cases.size(); ++ci) {
+      if (suite.cases[ci].group == "graph") continue;  // its peers are its own (bench_graph.cpp)
       const bool matmul = suite.cases[ci].group == "matmul";
       if (matmul != (suite.peers[pi].id == "openblas")) continue;
       Job j;
