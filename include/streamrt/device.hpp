@@ -2,6 +2,7 @@
 //! \file device.hpp
 //! Devices, and the device-wide calls: synchronize and worker count.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,6 +43,10 @@ struct STREAMRT_API Device {
 //! then rethrows the first failure found among those streams (that failure counts as reported).
 //! Thread-safe. Throws Error when called from work running on a stream of the device.
 STREAMRT_API void synchronize(Device device = {});
+
+//! As synchronize(device), but gives up after `timeout` and returns false (nothing changes then:
+//! no failure is reported). Thread-safe; the same errors as synchronize().
+STREAMRT_API bool synchronize_for(std::chrono::nanoseconds timeout, Device device = {});
 
 //! Sets the number of CPU worker threads (n >= 1). Blocks until the pool has been resized;
 //! queued work is kept. Thread-safe; throws Error when called from a worker thread or with n < 1.

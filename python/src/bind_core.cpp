@@ -522,8 +522,8 @@ void bind_core(py::module_& m) {
       "synchronize",
       [](py::object device) {
         const Device d = to_device(device, "synchronize");
-        py::gil_scoped_release release;
-        synchronize(d);
+        // In slices on the main thread, so that Ctrl-C interrupts it (see wait_interruptibly).
+        wait_interruptibly([&](std::chrono::nanoseconds slice) { return synchronize_for(slice, d); });
       },
       "device"_a = py::none(),
       "Blocks (GIL released) until all work submitted to every stream of the device has "

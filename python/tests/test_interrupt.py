@@ -59,15 +59,25 @@ CHILD = textwrap.dedent(
     check("wait_all", lambda: streamrt.wait_all([e]), s, gate, ran)
 
     s, gate, ran = held_stream()
+    check("streamrt.synchronize", streamrt.synchronize, s, gate, ran)
+
+    s, gate, ran = held_stream()
     with s:
         x = streamrt.ones(4)  # its writer is queued behind the held item
     check("Tensor.numpy", x.numpy, s, gate, ran)
     say("x", x.numpy().tolist())
+
     """
 )
 
 # Items still pending on the stream after the interrupt (the held item; plus the fill for numpy).
-NAMES = {"Stream.synchronize": 1, "Event.synchronize": 1, "wait_all": 1, "Tensor.numpy": 2}
+NAMES = {
+    "Stream.synchronize": 1,
+    "Event.synchronize": 1,
+    "wait_all": 1,
+    "streamrt.synchronize": 1,
+    "Tensor.numpy": 2,
+}
 
 
 def test_ctrl_c_interrupts_each_blocking_wait_and_leaves_the_work_intact():

@@ -49,7 +49,12 @@ std::string Device::str() const { return std::string(to_string(type)) + ":" + st
 
 void synchronize(Device device) {
   capture::refuse_device_wide("synchronize(device)");
-  impl::backend_for(device).synchronize_device(device.index);
+  impl::backend_for(device).synchronize_device(device.index, std::nullopt);
+}
+
+bool synchronize_for(std::chrono::nanoseconds timeout, Device device) {
+  capture::refuse_device_wide("synchronize_for(device)");
+  return impl::backend_for(device).synchronize_device(device.index, timeout);
 }
 
 void set_num_threads(int n) { impl::backend(DeviceType::CPU).set_num_threads(n); }

@@ -221,7 +221,7 @@ void CpuBackend::on_complete(const std::shared_ptr<impl::EventImpl>& position,
   if (!ev->stream->on_complete(ev->seq, [call] { (*call)(); })) (*call)();
 }
 
-void CpuBackend::synchronize_device(int) {
+bool CpuBackend::synchronize_device(int, std::optional<std::chrono::nanoseconds> timeout) {
   if (CpuStream::running_any_stream()) {
     throw Error("streamrt::synchronize() called from work running on a stream: it would wait for "
                 "that stream's own work (deadlock). Synchronize from outside stream work");
@@ -230,12 +230,16 @@ void CpuBackend::synchronize_device(int) {
   std::vector<std::uint64_t> targets;
   targets.reserve(streams.size());
   for (const auto& s : streams) targets.push_back(s->submitted());
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + *timeout;
   for (std::size_t i = 0; i < streams.size(); ++i) {
-    streams[i]->wait_complete(targets[i], std::nullopt, false);
+    // Timed out: nothing reported yet, so nothing changed.
+    if (!streams[i]->wait_complete(targets[i], deadline, false)) return false;
   }
   for (const auto& s : streams) {
     if (s->has_active_error()) s->synchronize(std::nullopt);  // reports (and clears) the first
   }
+  return true;
 }
 
 std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {

@@ -60,7 +60,7 @@ class CpuBackend final : public impl::Backend {
   double elapsed_time(const impl::EventImpl& start, const impl::EventImpl& end) override;
   void on_complete(const std::shared_ptr<impl::EventImpl>& position,
                    std::function<void(std::exception_ptr)> cb) override;
-  void synchronize_device(int index) override;
+  bool synchronize_device(int index, std::optional<std::chrono::nanoseconds> timeout) override;
   std::uint64_t pending(const impl::StreamImpl& stream) override;
   std::uint64_t cancel(impl::StreamImpl& stream) override;
   void set_host_run(impl::StreamImpl& stream, bool allowed) override;

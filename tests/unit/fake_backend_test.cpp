@@ -109,8 +109,9 @@ class FakeBackend final : public impl::Backend {
     log("on_complete");
     cb(nullptr);
   }
-  void synchronize_device(int index) override {
+  bool synchronize_device(int index, std::optional<std::chrono::nanoseconds>) override {
     log("synchronize_device(" + std::to_string(index) + ")");
+    return true;
   }
 
   // Calls logged since the last take().

@@ -75,6 +75,28 @@ TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsThe
   EXPECT_FALSE(skipped_ran.load());
 }
 
+TEST_P(Timeouts, DeviceSynchronizeForTimesOutChangingNothingThenReports) {
+  streamrt::Stream s;
+  Gate g;
+  s.launch([&] {
+    if (!g.wait()) fail_hard("never released");
+    throw std::runtime_error("device-wide-later");
+  });
+  EXPECT_FALSE(streamrt::synchronize_for(kShort));
+  EXPECT_FALSE(streamrt::synchronize_for(0ns));
+  EXPECT_FALSE(s.query());
+  g.open();
+  try {
+    while (!streamrt::synchronize_for(kTimeout)) {
+    }
+    ADD_FAILURE() << "the failure was not reported by the device-wide synchronize_for";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "device-wide-later");
+  }
+  EXPECT_NO_THROW(s.synchronize());  // reported once
+  EXPECT_TRUE(streamrt::synchronize_for(kTimeout));
+}
+
 TEST_P(Timeouts, WaitAllForReturnsFalseWithoutThrowingAndChangesNothing) {
   streamrt::Stream failing, slow;
   failing.launch([] { throw std::out_of_range("first-failure"); });

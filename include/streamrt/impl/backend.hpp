@@ -164,8 +164,8 @@ class STREAMRT_API Backend {
                            std::function<void(std::exception_ptr)> cb) = 0;
 
   //! Waits for all work submitted to every stream of device `index`, then rethrows the first
-  //! failure found.
-  virtual void synchronize_device(int index) = 0;
+  //! failure found. With a `timeout`, gives up after it and returns false, changing nothing.
+  virtual bool synchronize_device(int index, std::optional<std::chrono::nanoseconds> timeout) = 0;
 
   //! Items queued and not finished on `stream`.
   virtual std::uint64_t pending(const StreamImpl& stream);
