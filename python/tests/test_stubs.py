@@ -1,18 +1,34 @@
-"""The type stubs (_streamrt.pyi) describe the extension exactly: every public name and member
-of the module is in the stub, and everything in the stub exists at run time."""
+"""The type stubs (_streamrt.pyi, and _streamrt_mpi.pyi when MPI was found) describe the
+extensions exactly: every public name and member of a module is in its stub, and everything in
+the stub exists at run time."""
 
 import ast
+import importlib
 import inspect
 import pathlib
 
+import pytest
+
 import streamrt
-from streamrt import _streamrt
 
-STUB = pathlib.Path(streamrt.__file__).with_name("_streamrt.pyi")
+PACKAGE = pathlib.Path(streamrt.__file__).parent
 
 
-def stub_tree():
-    return ast.parse(STUB.read_text(), filename=str(STUB))
+def extension(name):
+    try:
+        return importlib.import_module("streamrt." + name)
+    except ImportError as e:
+        if name == "_streamrt_mpi":
+            pytest.skip(f"built without MPI: {e}")
+        raise
+
+
+EXTENSIONS = ["_streamrt", "_streamrt_mpi"]
+
+
+def stub_tree(name):
+    stub = PACKAGE / (name + ".pyi")
+    return ast.parse(stub.read_text(), filename=str(stub))
 
 
 def declared(body):
@@ -25,26 +41,32 @@ def declared(body):
     return names
 
 
-def test_stub_files_are_shipped():
-    assert STUB.is_file()
-    assert STUB.with_name("py.typed").is_file()
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_stub_files_are_shipped(name):
+    extension(name)
+    assert (PACKAGE / (name + ".pyi")).is_file()
+    assert (PACKAGE / "py.typed").is_file()
 
 
-def test_module_names_match_the_stub():
-    stub = declared(stub_tree().body)
-    runtime = {n for n in vars(_streamrt) if not n.startswith("__")}
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_module_names_match_the_stub(name):
+    module = extension(name)
+    stub = declared(stub_tree(name).body)
+    runtime = {n for n in vars(module) if not n.startswith("__")}
     assert runtime - stub == set(), "missing from the stub"
     assert stub - runtime == set(), "in the stub but not in the module"
 
 
-def test_class_members_match_the_stub():
-    for node in stub_tree().body:
+@pytest.mark.parametrize("name", EXTENSIONS)
+def test_class_members_match_the_stub(name):
+    module = extension(name)
+    for node in stub_tree(name).body:
         if not isinstance(node, ast.ClassDef):
             continue
-        cls = getattr(_streamrt, node.name)
+        cls = getattr(module, node.name)
         stub = declared(node.body)
-        for name in stub:
-            assert hasattr(cls, name), f"{node.name}.{name} is in the stub only"
+        for member in stub:
+            assert hasattr(cls, member), f"{node.name}.{member} is in the stub only"
         if issubclass(cls, BaseException):
             continue
         public = {n for n in vars(cls) if not n.startswith("_") and not n.startswith("pybind11")}
