@@ -31,8 +31,14 @@ bool CpuStream::help_towards(std::uint64_t seq) {
   for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
     if (s->is_complete(target)) return true;  // progress: the caller looks again
     // A host runs a stream only if it allows it, and not ahead of a more urgent stream that
-    // waits for a worker (rule 14).
-    if (!worker && (!s->host_run() || pool.more_urgent_waiting(s->level()))) return false;
+    // waits for a worker (rule 14) - unless this host thread is itself inside a host-run item:
+    // it holds that item's stream, a worker waiting for that stream cannot help it (it is not
+    // parked), so if every worker is blocked so, only this thread can make the progress it waits
+    // for (a hang the fuzzer found with priorities and one worker).
+    if (!worker && (!s->host_run() ||
+                    (running_depth() == 0 && pool.more_urgent_waiting(s->level())))) {
+      return false;
+    }
     if (auto task = pool.try_take(s.get())) {
       s->drain(target);
       return true;
