@@ -510,7 +510,6 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
   }
 }
 
-
 std::shared_ptr<CpuEvent> CpuStream::new_user_position(CpuBackend& backend, Device device,
                                                        std::uint64_t id, EventOptions options) {
   // A private stream whose one position is never pushed: only complete_user() completes it.
@@ -528,4 +527,5 @@ void CpuStream::complete_user(CpuEvent& position, std::exception_ptr failure) {
   }
   complete_locked(1, lock);
 }
+
 }  // namespace streamrt::cpu

@@ -119,9 +119,8 @@ struct Suite {
 // `self_exe` is this program, re-run for the idle probes.
 Suite make_suite(const Options& opts, double iters_per_us, const std::string& self_exe);
 
-// The graph cases (bench_graph.cpp): replay of a captured graph (streamrt's column), the same
-// items launched directly, and oneTBB's flow::graph; their peers are added to the suite here.
-std::vector<CaseSpec> graph_case_specs();
+// The jobs of the graph cases (bench_graph.cpp): replay of a captured graph (streamrt's column),
+// the same items launched directly, and oneTBB's flow::graph; their peers are added here.
 void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
                     std::vector<std::function<void(PeerInfo&)>>& describe);
 

@@ -196,7 +196,15 @@ std::vector<CaseSpec> case_specs(bool quick) {
     if (m.n == 2048) c.target = ">= 95% of direct OpenBLAS";
     v.push_back(std::move(c));
   }
-  for (auto& c : graph_case_specs()) v.push_back(std::move(c));
+  // Graph replay (jobs and peers in bench_graph.cpp).
+  v.push_back(with_target(spec("graph/chain=1000", "graph",
+                               "graph: chain of 1,000 empty nodes (per node)", "ns/node",
+                               Better::kLower, 11),
+                          "<= 20 ns/node", 20));
+  v.push_back(with_target(spec("graph/forkjoin=64", "graph",
+                               "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)", "ns/node",
+                               Better::kLower, 11),
+                          "<= 50 ns/node", 50));
   return v;
 }
 

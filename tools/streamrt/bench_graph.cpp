@@ -111,26 +111,6 @@ RepFn tbb_flow_rep(bool chain, int batch) {
 
 }  // namespace
 
-std::vector<CaseSpec> graph_case_specs() {
-  std::vector<CaseSpec> v;
-  CaseSpec chain;
-  chain.id = "graph/chain=1000";
-  chain.group = "graph";
-  chain.title = "graph: chain of 1,000 empty nodes (per node)";
-  chain.unit = "ns/node";
-  chain.reps = 11;
-  chain.target = "<= 20 ns/node";
-  chain.target_value = 20;
-  v.push_back(chain);
-  CaseSpec fj = chain;
-  fj.id = "graph/forkjoin=64";
-  fj.title = "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)";
-  fj.target = "<= 50 ns/node";
-  fj.target_value = 50;
-  v.push_back(fj);
-  return v;
-}
-
 void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
                     std::vector<std::function<void(PeerInfo&)>>& describe) {
   const int batch = quick ? 10 : 100;
