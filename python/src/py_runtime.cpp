@@ -62,6 +62,30 @@ void drain_if_any() {
   if (!gate().closed) release_deferred_locked(lock);
 }
 
+// A streamrt thread keeps the Python thread state of its first PythonScope until it exits:
+// making and deleting one per callable costs the interpreter's frame-stack allocation (an mmap
+// and a munmap) every time, which dominated a no-op launch. The kept count is one extra
+// PyGILState_Ensure that is never matched while the thread lives.
+struct KeptThreadState {
+  bool kept = false;
+
+  ~KeptThreadState() {
+    if (!kept) return;
+    {
+      std::lock_guard lock(gate().mutex);
+      if (gate().closed) return;  // finalization deletes every thread state itself
+      ++gate().active;            // holds exit back while the state is deleted
+    }
+    const PyGILState_STATE state = PyGILState_Ensure();  // count 2, GIL taken
+    PyGILState_Release(PyGILState_LOCKED);               // count 1, GIL kept
+    PyGILState_Release(state);                           // count 0: deleted, GIL given back
+    std::lock_guard lock(gate().mutex);
+    if (--gate().active == 0) gate().idle.notify_all();
+  }
+};
+
+thread_local KeptThreadState tls_kept_state;
+
 }  // namespace
 
 void attach_traceback(const py::error_already_set& e) {
@@ -109,7 +133,12 @@ PythonScope::PythonScope() noexcept {
     if (entered_) ++gate().active;
   }
   if (entered_) {
+    const bool fresh = !tls_kept_state.kept && PyGILState_GetThisThreadState() == nullptr;
     state_ = PyGILState_Ensure();
+    if (fresh) {
+      PyGILState_Ensure();  // the kept count: the matching Release never deletes the state
+      tls_kept_state.kept = true;
+    }
     drain_if_any();
   }
 }

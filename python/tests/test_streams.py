@@ -226,3 +226,45 @@ def test_set_num_threads_rejects_bad_counts():
     with pytest.raises(ValueError, match="at least 1"):
         streamrt.set_num_threads(0)
     assert streamrt.get_num_threads() >= 1
+
+
+def _python_thread_states():
+    """How many Python thread states the interpreter holds (the C API's own list)."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    count, ts = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+    while ts:
+        count, ts = count + 1, api.PyThreadState_Next(ts)
+    return count
+
+
+def test_workers_keep_one_python_thread_state_and_delete_it_when_they_exit(workers):
+    # A worker keeps the thread state of its first Python callable (making one per callable
+    # cost an allocation each time) and deletes it when the pool shrinks: no leak, no hang.
+    workers(1)
+    base = _python_thread_states()
+    workers(4)
+    barrier = threading.Barrier(4, timeout=RENDEZVOUS_S)
+    idents = set()
+    streams = [streamrt.Stream() for _ in range(4)]
+    for s in streams:  # the barrier proves the four callables ran on four different workers
+        s.launch(lambda: idents.add(threading.get_ident()) or barrier.wait())
+    streamrt.synchronize()
+    assert len(idents) == 4
+    grown = _python_thread_states()
+    for s in streams:
+        for _ in range(50):
+            s.launch(lambda: None)
+    streamrt.synchronize()
+    assert _python_thread_states() == grown  # the same states were used again
+    workers(1)
+    assert _python_thread_states() <= grown - 3  # the three workers that left deleted theirs
+    assert _python_thread_states() <= base + 1
+    streams[0].launch(lambda: idents.add(threading.get_ident()))
+    streams[0].synchronize()
