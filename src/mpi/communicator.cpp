@@ -30,8 +30,10 @@ struct Communicator::State {
   std::uint64_t next_start = 0;   // guarded by mutex: the next ticket allowed to start
   // Operations whose stream reached them, waiting for earlier tickets (null: skipped).
   std::map<std::uint64_t, std::shared_ptr<Op>> arrived;  // guarded by mutex
+  detail::Runner runner;  // large collectives, as blocking calls
 
   ~State() {
+    runner.join();  // what it still has to run uses comm
     if (comm != MPI_COMM_NULL && initialized()) MPI_Comm_free(&comm);
   }
 };
@@ -44,6 +46,11 @@ using CommState = Communicator::State;
 // thread: a small message often completes within a few microseconds, and a hand-off costs a
 // thread wake-up (docs/performance.md, "Figures behind constants"). Bounded like the host waits' spin (docs/design.md).
 constexpr auto kInlinePoll = std::chrono::microseconds(20);
+
+// From this buffer size on, a collective runs as a blocking MPI call on the communicator's Runner
+// instead of a nonblocking one tested by the progress thread: past it the blocking algorithms'
+// bandwidth outweighs the Runner's wake-up (docs/distributed.md, "Progress model").
+constexpr std::size_t kBlockingBytes = 64 * 1024;
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
@@ -108,6 +115,19 @@ void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::sha
       if (!initialized()) {
         codes.push_back(-1);  // fail_finalized below
         failed.push_back(std::move(next));
+        continue;
+      }
+      // Large collectives go to the Runner (blocking); a small one follows them there while the
+      // Runner has some left to issue, so MPI sees this rank's collectives in ticket order.
+      const bool blocking = next->run && next->bytes >= kBlockingBytes;
+      if (blocking || (next->run && cs->runner.outstanding() > 0)) {
+        if (next.get() == mine) mine = nullptr;  // not polled here: the Runner takes it
+        try {
+          cs->runner.add(next, blocking);
+        } catch (...) {
+          codes.push_back(MPI_ERR_OTHER);  // no thread or no memory: fail it, never park for ever
+          failed.push_back(std::move(next));
+        }
         continue;
       }
       const int rc = next->start(&next->request);
@@ -226,6 +246,15 @@ Event enqueue(const std::shared_ptr<CommState>& cs, Stream s, std::shared_ptr<Op
   return s.record_event();
 }
 
+// Gives a collective both forms from one call: `call(r)` makes the nonblocking MPI call with
+// request r, `call(nullptr)` the blocking one (see kBlockingBytes).
+template <class Call>
+void set_collective(Op& op, std::size_t bytes, Call call) {
+  op.bytes = bytes;
+  op.run = [call] { return call(nullptr); };
+  op.start = std::move(call);
+}
+
 Stream pick(const std::optional<Stream>& s, Device d = {}) {
   return s ? *s : current_stream(d);
 }
@@ -289,9 +318,10 @@ Event Communicator::all_reduce(const void* send, void* recv, std::size_t count, 
   auto o = new_op("all_reduce", describe(count, dtype) + ", " + std::string(to_string(op)));
   const MPI_Comm c = state_->comm;
   const void* sb = send == recv ? MPI_IN_PLACE : send;
-  o->start = [=](MPI_Request* r) {
-    return MPI_Iallreduce(sb, recv, n, mpi_type(dtype), mpi_op(op), c, r);
-  };
+  set_collective(*o, count * element_size(dtype), [=](MPI_Request* r) {
+    return r ? MPI_Iallreduce(sb, recv, n, mpi_type(dtype), mpi_op(op), c, r)
+             : MPI_Allreduce(sb, recv, n, mpi_type(dtype), mpi_op(op), c);
+  });
   return enqueue(state_, pick(stream), std::move(o), {}, {}, op == ReduceOp::Avg ? recv : nullptr,
                  count, dtype);
 }
@@ -302,7 +332,10 @@ Event Communicator::broadcast(void* buf, std::size_t count, DType dtype, int roo
   const int n = checked_count(count, "broadcast");
   auto o = new_op("broadcast", describe(count, dtype) + ", root " + std::to_string(root));
   const MPI_Comm c = state_->comm;
-  o->start = [=](MPI_Request* r) { return MPI_Ibcast(buf, n, mpi_type(dtype), root, c, r); };
+  set_collective(*o, count * element_size(dtype), [=](MPI_Request* r) {
+    return r ? MPI_Ibcast(buf, n, mpi_type(dtype), root, c, r)
+             : MPI_Bcast(buf, n, mpi_type(dtype), root, c);
+  });
   return enqueue(state_, pick(stream), std::move(o), {}, {});
 }
 
@@ -312,9 +345,11 @@ Event Communicator::all_gather(const void* send, void* recv, std::size_t count, 
   checked_count(count * static_cast<std::size_t>(size()), "all_gather");
   auto o = new_op("all_gather", describe(count, dtype) + " per rank");
   const MPI_Comm c = state_->comm;
-  o->start = [=](MPI_Request* r) {
-    return MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r);
-  };
+  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
+                 [=](MPI_Request* r) {
+                   return r ? MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
+                            : MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
+                 });
   return enqueue(state_, pick(stream), std::move(o), {}, {});
 }
 
@@ -326,9 +361,11 @@ Event Communicator::reduce_scatter(const void* send, void* recv, std::size_t cou
   auto o = new_op("reduce_scatter",
                   describe(count, dtype) + " per rank, " + std::string(to_string(op)));
   const MPI_Comm c = state_->comm;
-  o->start = [=](MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c, r);
-  };
+  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
+                 [=](MPI_Request* r) {
+                   return r ? MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c, r)
+                            : MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c);
+                 });
   return enqueue(state_, pick(stream), std::move(o), {}, {}, op == ReduceOp::Avg ? recv : nullptr,
                  count, dtype);
 }
@@ -339,9 +376,11 @@ Event Communicator::all_to_all(const void* send, void* recv, std::size_t count, 
   checked_count(count * static_cast<std::size_t>(size()), "all_to_all");
   auto o = new_op("all_to_all", describe(count, dtype) + " per rank pair");
   const MPI_Comm c = state_->comm;
-  o->start = [=](MPI_Request* r) {
-    return MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r);
-  };
+  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
+                 [=](MPI_Request* r) {
+                   return r ? MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
+                            : MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
+                 });
   return enqueue(state_, pick(stream), std::move(o), {}, {});
 }
 
@@ -394,9 +433,10 @@ Event Communicator::all_reduce(Tensor& t, ReduceOp op, std::optional<Stream> str
   void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
-  o->start = [=](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(dt), mpi_op(op), c, r);
-  };
+  set_collective(*o, t.nbytes(), [=](MPI_Request* r) {
+    return r ? MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(dt), mpi_op(op), c, r)
+             : MPI_Allreduce(MPI_IN_PLACE, p, n, mpi_type(dt), mpi_op(op), c);
+  });
   o->keep = {t};
   const Tensor* w[] = {&t};
   return enqueue(state_, pick(stream, t.device()), std::move(o), {}, w,
@@ -411,7 +451,9 @@ Event Communicator::broadcast(Tensor& t, int root, std::optional<Stream> stream)
   void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
-  o->start = [=](MPI_Request* r) { return MPI_Ibcast(p, n, mpi_type(dt), root, c, r); };
+  set_collective(*o, t.nbytes(), [=](MPI_Request* r) {
+    return r ? MPI_Ibcast(p, n, mpi_type(dt), root, c, r) : MPI_Bcast(p, n, mpi_type(dt), root, c);
+  });
   o->keep = {t};
   const Tensor* w[] = {&t};
   return enqueue(state_, pick(stream, t.device()), std::move(o), {}, w);
@@ -432,9 +474,10 @@ Event Communicator::all_gather(const Tensor& input, Tensor& output, std::optiona
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = input.dtype();
-  o->start = [=](MPI_Request* r) {
-    return MPI_Iallgather(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r);
-  };
+  set_collective(*o, output.nbytes(), [=](MPI_Request* r) {
+    return r ? MPI_Iallgather(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r)
+             : MPI_Allgather(in, n, mpi_type(dt), out, n, mpi_type(dt), c);
+  });
   o->keep = {input, output};
   const Tensor* rd[] = {&input};
   const Tensor* w[] = {&output};
@@ -459,9 +502,10 @@ Event Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = output.dtype();
-  o->start = [=](MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), mpi_op(op), c, r);
-  };
+  set_collective(*o, input.nbytes(), [=](MPI_Request* r) {
+    return r ? MPI_Ireduce_scatter_block(in, out, n, mpi_type(dt), mpi_op(op), c, r)
+             : MPI_Reduce_scatter_block(in, out, n, mpi_type(dt), mpi_op(op), c);
+  });
   o->keep = {input, output};
   const Tensor* rd[] = {&input};
   const Tensor* w[] = {&output};
@@ -486,9 +530,10 @@ Event Communicator::all_to_all(const Tensor& input, Tensor& output, std::optiona
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = input.dtype();
-  o->start = [=](MPI_Request* r) {
-    return MPI_Ialltoall(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r);
-  };
+  set_collective(*o, input.nbytes(), [=](MPI_Request* r) {
+    return r ? MPI_Ialltoall(in, n, mpi_type(dt), out, n, mpi_type(dt), c, r)
+             : MPI_Alltoall(in, n, mpi_type(dt), out, n, mpi_type(dt), c);
+  });
   o->keep = {input, output};
   const Tensor* rd[] = {&input};
   const Tensor* w[] = {&output};

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include "streamrt/error.hpp"
+#include "streamrt/mpi.hpp"
 
 namespace streamrt::mpi::detail {
 
@@ -177,6 +178,54 @@ void Engine::loop() {
     active.resize(w);
     requests.resize(w);
     count_.fetch_sub(static_cast<std::size_t>(outcount), std::memory_order_relaxed);
+  }
+}
+
+void Runner::join() noexcept {
+  std::thread t;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    t = std::move(thread_);
+    cv_.notify_one();
+  }
+  if (t.joinable()) t.join();
+}
+
+void Runner::add(std::shared_ptr<Op> op, bool blocking) {
+  std::lock_guard lock(mutex_);
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });  // may throw: nothing changed
+  queue_.emplace_back(std::move(op), blocking);
+  // Relaxed: the reader that must see it is the caller's own later outstanding() (same thread, or
+  // ordered by the communicator's mutex); the decrement's release orders the rest.
+  outstanding_.fetch_add(1, std::memory_order_relaxed);
+  cv_.notify_one();
+}
+
+void Runner::loop() {
+  for (;;) {
+    std::shared_ptr<Op> op;
+    bool blocking = false;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      op = std::move(queue_.front().first);
+      blocking = queue_.front().second;
+      queue_.pop_front();
+    }
+    if (!initialized()) {
+      fail_finalized(*op);
+    } else if (blocking) {
+      finish(*op, MPI_Status{}, op->run());
+    } else if (const int rc = op->start(&op->request); rc != MPI_SUCCESS) {
+      fail(*op, rc);
+    } else {
+      Engine::get().add(std::move(op));
+    }
+    op.reset();  // releases the tensors here, before the count says it is done
+    // Release: the call above happened before a caller that reads 0 issues the next collective.
+    outstanding_.fetch_sub(1, std::memory_order_release);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,10 @@ struct Op {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 0;     // of the communicator, for messages
   std::function<int(MPI_Request*)> start;  // the nonblocking MPI call
+  // Collectives: the blocking MPI call doing the same, run by the communicator's Runner for large
+  // buffers (see Runner); empty for point-to-point and barrier.
+  std::function<int()> run;
+  std::size_t bytes = 0;      // this rank's buffer size, which picks start or run
   int recv_bytes = -1;        // recv: the exact message size expected
   int peer = -1;              // recv: source, for messages
   std::vector<Tensor> keep;   // tensors whose memory the transfer uses
@@ -70,6 +75,51 @@ class Engine {
   std::atomic<std::size_t> count_{0};
   // Relaxed: tells a polling loop to look at stopping_ (under mutex_); no data is published by it.
   std::atomic<bool> stop_hint_{false};
+};
+
+// A communicator's thread for large collectives, run as blocking MPI calls one after the other in
+// the order they were handed over. Open MPI's nonblocking collectives (libnbc) use other
+// algorithms than its blocking ones and progress only when tested; for large buffers they reach
+// well under half the blocking call's bandwidth (docs/distributed.md, "Progress model"). The
+// stream stays parked on the operation's UserEvent meanwhile, as with the progress thread: this
+// thread is not a worker. Idle, it sleeps on a condition variable.
+//
+// Whether a collective is blocking must not depend on timing: MPI never matches a blocking
+// collective with a nonblocking one, so every rank must choose the same form for the same call.
+// The form follows the buffer size alone; a small collective that comes while this thread still
+// has earlier ones to issue is handed over too, and issued here with its nonblocking call (then
+// tested by the progress thread), so that MPI sees this rank's collectives in ticket order.
+class Runner {
+ public:
+  Runner() = default;
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+  // Runs what was handed over, then ends the thread (join()).
+  ~Runner() { join(); }
+  // Runs what was handed over, then ends the thread; idempotent. The communicator calls it before
+  // MPI_Comm_free.
+  void join() noexcept;
+  // Queues a collective: run as a blocking call (op.run) when `blocking`, else started with
+  // op.start and handed to the Engine. The thread starts on first use. Callers hand operations
+  // over in the communicator's ticket order, under its mutex.
+  void add(std::shared_ptr<Op> op, bool blocking);
+  // Operations handed over and not finished. Read under the communicator's mutex: while it is
+  // non-zero, a later collective must go through this thread too, or it could be issued to MPI
+  // before an earlier one (collectives must be issued in the same order on every rank).
+  std::size_t outstanding() const noexcept {
+    // Acquire: pairs with the release decrement after a blocking call returned, so a caller that
+    // sees 0 issues its own call after that one (program order on this rank).
+    return outstanding_.load(std::memory_order_acquire);
+  }
+
+ private:
+  void loop();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::shared_ptr<Op>, bool>> queue_;  // guarded by mutex_; bool: blocking
+  bool stopping_ = false;                  // guarded by mutex_
+  std::thread thread_;                     // guarded by mutex_
+  std::atomic<std::size_t> outstanding_{0};
 };
 
 }  // namespace streamrt::mpi::detail

@@ -97,6 +97,63 @@ TEST(Streams, InFlightCommunicationParksItsStreamNotTheWorker) {
   }
 }
 
+// A large collective runs as a blocking MPI call on the communicator's own thread: its stream is
+// parked, not a worker. With one worker (and no host running stream b's work), the partner
+// enters the all_reduce only after stream b has run; if the all_reduce held the worker, b could
+// not run and the all_reduce would never complete.
+TEST(Streams, LargeCollectiveParksItsStreamNotTheWorker) {
+  Communicator& c = world();
+  const Pair p = pair_of(c);
+  ThreadCount one(1);
+  std::vector<float> big(1 << 18, static_cast<float>(c.rank() + 1));  // 1 MiB: the blocking form
+  int go = 1;
+  if (!p.active || p.first) {  // a rank without a partner just takes part
+    Stream a, b;
+    b.set_host_run(false);  // b's item must run on the one worker
+    Event done = c.all_reduce(big.data(), big.data(), big.size(), DType::Float32, ReduceOp::Sum, a);
+    b.launch([&] {
+      if (p.active) MPI_Send(&go, 1, MPI_INT, p.peer, 51, MPI_COMM_WORLD);
+    });
+    ASSERT_TRUE(b.synchronize_for(kTimeout)) << "the all_reduce held the only worker";
+    ASSERT_TRUE(done.wait_for(kTimeout));
+  } else {
+    Stream s;
+    MPI_Recv(&go, 1, MPI_INT, p.peer, 51, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    c.all_reduce(big.data(), big.data(), big.size(), DType::Float32, ReduceOp::Sum, s);
+    ASSERT_TRUE(s.synchronize_for(kTimeout));
+  }
+  const float sum = static_cast<float>(c.size() * (c.size() + 1) / 2);  // every rank's rank + 1
+  EXPECT_EQ(big.front(), sum);
+  EXPECT_EQ(big.back(), sum);
+}
+
+// Large (blocking, on the communicator's thread) and small (nonblocking) collectives alternate
+// over two streams: each rank issues them to MPI in the same order, and each gets its own result.
+TEST(Streams, LargeAndSmallCollectivesInterleaveOverTwoStreams) {
+  Communicator& c = world();
+  Stream a, b;
+  constexpr int kRounds = 6;
+  std::vector<std::vector<double>> bigs, smalls;
+  for (int i = 0; i < kRounds; ++i) {
+    bigs.emplace_back(1 << 15, (c.rank() + 1) * (i + 1));  // 256 KiB
+    smalls.emplace_back(3, (c.rank() + 1) * (i + 100));
+  }
+  for (int i = 0; i < kRounds; ++i) {
+    c.all_reduce(bigs[i].data(), bigs[i].data(), bigs[i].size(), DType::Float64, ReduceOp::Sum,
+                 i % 2 == 0 ? a : b);
+    c.all_reduce(smalls[i].data(), smalls[i].data(), smalls[i].size(), DType::Float64,
+                 ReduceOp::Max, i % 2 == 0 ? b : a);
+  }
+  ASSERT_TRUE(a.synchronize_for(kTimeout));
+  ASSERT_TRUE(b.synchronize_for(kTimeout));
+  const double ranks_sum = c.size() * (c.size() + 1) / 2.0;
+  for (int i = 0; i < kRounds; ++i) {
+    EXPECT_EQ(bigs[i].front(), ranks_sum * (i + 1)) << i;
+    EXPECT_EQ(bigs[i].back(), ranks_sum * (i + 1)) << i;
+    EXPECT_EQ(smalls[i][2], static_cast<double>(c.size() * (i + 100))) << i;
+  }
+}
+
 TEST(Streams, OtherStreamsWaitOnCommunicationEvents) {
   Communicator& c = world();
   const std::size_t n = 1000;
