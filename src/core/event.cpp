@@ -1,7 +1,8 @@
 // Device-agnostic Event handle. The handle holds the current record (an immutable EventImpl);
 // re-recording swaps it, so waits that started earlier keep tracking the record they saw.
-#include <mutex>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capture.hpp"
@@ -15,11 +16,37 @@ namespace streamrt {
 struct Event::State {
   explicit State(EventOptions o) : options(o) {}
   const EventOptions options;
-  mutable std::mutex mutex;
-  std::shared_ptr<impl::EventImpl> position;  // guarded by mutex; null = not recorded
+  // A spin lock, not a mutex: it only ever guards a shared_ptr copy or swap (the old position is
+  // destroyed after it is released), and the record-and-poll path takes it three times per event.
+  mutable std::atomic<bool> busy{false};
+  std::shared_ptr<impl::EventImpl> position;  // guarded by busy; null = not recorded
 };
 
 namespace {
+
+// Holds Event::State::busy for a shared_ptr copy or swap.
+class PositionLock {
+ public:
+  explicit PositionLock(std::atomic<bool>& busy) noexcept : busy_(busy) {
+    // Acquire: sees the position the last holder stored before its release.
+    for (unsigned spins = 1; busy_.exchange(true, std::memory_order_acquire);) {
+      // Wait by reading (no cache-line ping-pong); yield when the holder was preempted.
+      while (busy_.load(std::memory_order_relaxed)) {
+        if (spins++ % 64 == 0) std::this_thread::yield();
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
+  }
+  // Release: publishes the position stored under the lock to the next holder.
+  ~PositionLock() { busy_.store(false, std::memory_order_release); }
+  PositionLock(const PositionLock&) = delete;
+  PositionLock& operator=(const PositionLock&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
 
 std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* what) {
   auto p = e.impl();
@@ -63,29 +90,37 @@ void Event::record() {
 
 void Event::record(const Stream& s) {
   auto& impl = s.impl();
-  {
-    std::lock_guard lock(state_->mutex);
-    if (state_->position && state_->position->device() != s.device()) {
-      throw Error("Event::record: the event was recorded on " +
-                  state_->position->device().str() + " and cannot be recorded on " +
-                  s.device().str() + "; call reset() first or use another event");
-    }
+  if (auto old = this->impl(); old && old->device() != s.device()) {
+    throw Error("Event::record: the event was recorded on " + old->device().str() +
+                " and cannot be recorded on " + s.device().str() +
+                "; call reset() first or use another event");
   }
   // Recorded outside the lock: the backend may take its own stream lock, and a record must never
   // wait for another thread's query.
   std::shared_ptr<impl::EventImpl> position;
   if (capture::active()) position = capture::record(*impl, state_->options);
   if (!position) position = impl->backend().record(*impl, state_->options);
-  std::lock_guard lock(state_->mutex);
-  state_->position = std::move(position);
+  {
+    PositionLock lock(state_->busy);
+    state_->position.swap(position);
+  }
+  // The earlier record (now in `position`) is released here, outside the lock.
 }
 
 std::shared_ptr<impl::EventImpl> Event::impl() const {
-  std::lock_guard lock(state_->mutex);
+  PositionLock lock(state_->busy);
   return state_->position;
 }
 
 bool Event::query() const {
+  {
+    // Polled in loops: no reference count traffic on the common path. query_event never blocks
+    // (backend contract), so it may run under the spin lock, which keeps the position alive.
+    PositionLock lock(state_->busy);
+    const impl::EventImpl* raw = state_->position.get();
+    if (raw == nullptr) return false;
+    if (!raw->captured()) return raw->backend().query_event(*raw);
+  }
   auto p = impl();
   if (p && p->captured()) {
     p = capture::resolve(p, "Event::query on an event recorded during the capture");
@@ -110,9 +145,12 @@ EventState Event::state() const {
 }
 
 void Event::synchronize() const {
-  auto p = capture::resolve(recorded_or_throw(*this, "Event::synchronize"),
-                            "Event::synchronize (a host wait) on an event recorded during the capture");
-  if (p) p->backend().synchronize_event(*p, std::nullopt);
+  auto p = recorded_or_throw(*this, "Event::synchronize");
+  if (p->captured()) {
+    p = capture::resolve(p, "Event::synchronize (a host wait) on an event recorded during the capture");
+    if (!p) return;
+  }
+  p->backend().synchronize_event(*p, std::nullopt);
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
@@ -163,8 +201,11 @@ double Event::elapsed_time(const Event& end) const {
 }
 
 void Event::reset() {
-  std::lock_guard lock(state_->mutex);
-  state_->position.reset();
+  std::shared_ptr<impl::EventImpl> old;
+  {
+    PositionLock lock(state_->busy);
+    state_->position.swap(old);
+  }
 }
 
 std::optional<Device> Event::device() const {

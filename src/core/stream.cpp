@@ -127,9 +127,11 @@ void Stream::wait_stream(const Stream& other) {
 }
 
 Event Stream::record_event() {
-  Event e;
-  e.record(*this);
-  return e;
+  // A new event: no earlier record to check against or to swap out (Event::record does both).
+  std::shared_ptr<impl::EventImpl> position;
+  if (capture::active()) position = capture::record(*impl_, EventOptions{});
+  if (!position) position = impl_->backend().record(*impl_, EventOptions{});
+  return Event(std::move(position));
 }
 
 Event Stream::record_event(Event& e) {

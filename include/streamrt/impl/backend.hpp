@@ -139,7 +139,8 @@ class STREAMRT_API Backend {
   virtual bool synchronize_stream(StreamImpl& stream,
                                   std::optional<std::chrono::nanoseconds> timeout) = 0;
 
-  //! True when the work before `position` finished. Never blocks.
+  //! True when the work before `position` finished. Never blocks, takes no lock that may wait (the
+  //! Event handle calls it under its own spin lock).
   virtual bool query_event(const EventImpl& position) = 0;
   //! Pending / complete / failed / cancelled. Never blocks.
   virtual EventState event_state(const EventImpl& position) = 0;
