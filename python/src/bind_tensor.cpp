@@ -637,12 +637,11 @@ py::object matmul_operator(py::handle a, py::handle b) {
   return py::cast(enqueue("matmul", [&] { return matmul(x, y); }));
 }
 
-void check_same(const Tensor& a, const Tensor& b, const char* what, bool need_shape) {
-  if (a.dtype() != b.dtype() || (need_shape && a.shape() != b.shape())) {
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.dtype() != b.dtype()) {
     throw py::value_error(std::string(what) + ": the tensors differ: " + to_string(a.shape()) +
                           " " + std::string(to_string(a.dtype())) + " vs " + to_string(b.shape()) +
-                          " " + std::string(to_string(b.dtype())) +
-                          (need_shape ? " (same shape and dtype needed)" : " (same dtype needed)"));
+                          " " + std::string(to_string(b.dtype())) + " (same dtype needed)");
   }
 }
 
@@ -1083,24 +1082,42 @@ void bind_tensor(py::module_& m) {
   m.def(
       "allclose",
       [](py::object a, py::object b, double rtol, double atol) {
-        Tensor x = operand(a, "allclose");
-        Tensor y = operand(b, "allclose");
-        check_same(x, y, "allclose", true);
+        // As numpy: either side may be a number (a 0-d operand broadcasts like any other).
+        Tensor x = operand(is_scalar(a) ? numpy().attr("asarray")(a) : a, "allclose");
+        Tensor y = operand(is_scalar(b) ? numpy().attr("asarray")(b) : b, "allclose");
+        // Argument errors are ValueErrors; a Error from the wait below is a failure of the work
+        // that produced an operand, and stays streamrt.Error.
+        try {
+          broadcast_shapes(x.shape(), y.shape());
+        } catch (const Error& e) {
+          throw py::value_error("allclose: " + python_spelling(e.what()));
+        }
+        if (!(rtol >= 0) || !(atol >= 0)) {
+          throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" +
+                                std::to_string(rtol) + ", atol=" + std::to_string(atol) + ")");
+        }
+        if (x.device() != y.device()) {
+          throw py::value_error("allclose: tensors are on different devices (" +
+                                x.device().str() + " and " + y.device().str() + ")");
+        }
         py::gil_scoped_release release;
         return allclose(x, y, rtol, atol);
       },
       "a"_a, "b"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8,
-      "True when |a - b| <= atol + rtol * |b| everywhere. Waits (GIL released) for the answer.");
+      "True when |a - b| <= atol + rtol * |b| everywhere (numpy's allclose: the operands "
+      "broadcast, dtypes may differ, NaN is never close). Waits (GIL released) for the answer.");
   m.def(
       "equal",
       [](py::object a, py::object b) {
         Tensor x = operand(a, "equal");
         Tensor y = operand(b, "equal");
-        check_same(x, y, "equal", false);
+        check_same_dtype(x, y, "equal");
         py::gil_scoped_release release;
         return equal(x, y);
       },
-      "a"_a, "b"_a, "True when shapes and all elements are equal. Waits (GIL released).");
+      "a"_a, "b"_a,
+      "True when shapes and all elements are equal (numpy's array_equal: different shapes are "
+      "not equal, no broadcasting). Waits (GIL released).");
 
   m.def("set_dependency_tracking", &set_dependency_tracking, "enabled"_a,
         "Process-wide default of automatic dependency tracking (on at start).");

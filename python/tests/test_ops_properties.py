@@ -170,6 +170,59 @@ UNARY = {
 
 
 @pytest.mark.parametrize("n", [1, 4])
+def test_allclose_broadcasts_like_numpy(n, workers, streams):
+    """np.allclose broadcasts its operands (and compares across dtypes); so does streamrt's, on
+    views read in place. Half the trials perturb one element of one operand, so both answers
+    occur; the answer must be numpy's either way."""
+    workers(n)
+    rng = np.random.default_rng(6000 + n)
+    answers = set()
+    for trial in range(TRIALS):
+        sa = random_shape(rng)
+        sb = broadcastable_to(rng, sa)
+        if rng.random() < 0.5:
+            sa, sb = sb, sa
+        da, db = rng.choice(DTYPES), rng.choice(DTYPES)
+        with streamrt.stream(streams[trial % 3]):
+            a, a_np = make(rng, sa, da)
+        # b: a's values, taken at index 0 along the dimensions where b has size 1 (or none): close
+        # to a when a does not vary there (or b covers a), else not.
+        target = np.broadcast_shapes(sa, sb)
+        lead = len(target) - len(sb)
+        index = tuple(slice(0, 1) if i < lead or sb[i - lead] == 1 else slice(None)
+                      for i in range(len(target)))
+        taken = np.broadcast_to(a_np, target)[index]
+        b_np = (taken.reshape(sb) if taken.size == int(np.prod(sb)) else
+                random_values(rng, sb, "float64")).astype(db)  # a is empty where b has size 1
+        if b_np.size and rng.random() < 0.5:
+            b_np = b_np.copy()
+            b_np.flat[int(rng.integers(0, b_np.size))] += 1
+        with streamrt.stream(streams[(trial + 1) % 3]):
+            b = streamrt.tensor(b_np)
+        with streamrt.stream(streams[(trial + 2) % 3]):
+            got = streamrt.allclose(a, b)
+            got_swapped = streamrt.allclose(b, a, rtol=1e-5, atol=1e-6)
+        assert got == np.allclose(a_np, b_np), (sa, sb, da, db)
+        assert got_swapped == np.allclose(b_np, a_np, rtol=1e-5, atol=1e-6), (sa, sb, da, db)
+        answers.add(got)
+    assert answers == {True, False}
+
+
+def test_allclose_takes_numbers_and_names_both_shapes():
+    assert streamrt.allclose(streamrt.full((2, 3), 2.0), 2)
+    assert not streamrt.allclose(2.5, streamrt.full((2, 3), 2.0))
+    assert streamrt.allclose(streamrt.ones(3, 1), np.ones(4)) == np.allclose(np.ones((3, 1)),
+                                                                             np.ones(4))
+    with pytest.raises(ValueError, match=r"allclose: shapes \[2, 3\] and \[4\] cannot be broadcast"):
+        streamrt.allclose(streamrt.zeros(2, 3), streamrt.zeros(4))
+    with pytest.raises(ValueError, match="rtol and atol"):
+        streamrt.allclose(streamrt.zeros(2), streamrt.zeros(2), rtol=-1)
+    # equal is numpy's array_equal: no broadcasting, so different shapes are not equal.
+    assert not streamrt.equal(streamrt.ones(2, 3), streamrt.ones(3))
+    assert not np.array_equal(np.ones((2, 3)), np.ones(3))
+
+
+@pytest.mark.parametrize("n", [1, 4])
 def test_unary_ops(n, workers, streams):
     workers(n)
     rng = np.random.default_rng(2000 + n)
