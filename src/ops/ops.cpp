@@ -59,35 +59,34 @@ bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, const 
   const Shape b_strides = broadcast_strides(b.shape(), b.strides(), shape);
   const std::int64_t a_off = a.storage_offset(), b_off = b.storage_offset();
   const DType a_type = a.dtype(), b_type = b.dtype();
-  Stream s = submit(name, a.device(), {&a, &b}, {},
-                    [sa, sb, shape, a_strides, b_strides, a_off, b_off, a_type, b_type, result,
-                     pred] {
-                      dispatch_all(a_type, [&](auto a_tag) {
-                        using A = decltype(a_tag);
-                        dispatch_all(b_type, [&](auto b_tag) {
-                          using B = decltype(b_tag);
-                          const A* pa = static_cast<const A*>(sa->data()) + a_off;
-                          const B* pb = static_cast<const B*>(sb->data()) + b_off;
-                          std::atomic<bool> ok{true};
-                          const auto loop = make_loop<2>(shape, {&a_strides, &b_strides});
-                          parallel_runs(loop, [&](const auto& off, std::int64_t count,
-                                                  const auto& inc) {
-                            // Another chunk already found a pair: nothing left to learn.
-                            if (!ok.load(std::memory_order_relaxed)) return;
-                            const A* x = pa + off[0];
-                            const B* y = pb + off[1];
-                            for (std::int64_t i = 0; i < count; ++i) {
-                              if (!pred(x[i * inc[0]], y[i * inc[1]])) {
-                                // Read after the join, which orders it.
-                                ok.store(false, std::memory_order_relaxed);
-                                return;
-                              }
-                            }
-                          });
-                          *result = ok.load(std::memory_order_relaxed);
-                        });
-                      });
-                    });
+  Stream s =
+      submit(name, a.device(), {&a, &b}, {},
+             [sa, sb, shape, a_strides, b_strides, a_off, b_off, a_type, b_type, result, pred] {
+               dispatch_all(a_type, [&](auto a_tag) {
+                 using A = decltype(a_tag);
+                 dispatch_all(b_type, [&](auto b_tag) {
+                   using B = decltype(b_tag);
+                   const A* pa = static_cast<const A*>(sa->data()) + a_off;
+                   const B* pb = static_cast<const B*>(sb->data()) + b_off;
+                   std::atomic<bool> ok{true};
+                   const auto loop = make_loop<2>(shape, {&a_strides, &b_strides});
+                   parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
+                     // Another chunk already found a pair: nothing left to learn.
+                     if (!ok.load(std::memory_order_relaxed)) return;
+                     const A* x = pa + off[0];
+                     const B* y = pb + off[1];
+                     for (std::int64_t i = 0; i < count; ++i) {
+                       if (!pred(x[i * inc[0]], y[i * inc[1]])) {
+                         // Read after the join, which orders it.
+                         ok.store(false, std::memory_order_relaxed);
+                         return;
+                       }
+                     }
+                   });
+                   *result = ok.load(std::memory_order_relaxed);
+                 });
+               });
+             });
   // The answer is ready when the stream reaches this point; the event's completion publishes it.
   Event done;
   done.record(s);
@@ -298,15 +297,14 @@ bool equal(const Tensor& a, const Tensor& b) {
   }
   // numpy's array_equal and torch.equal: different shapes are simply not equal (no broadcasting).
   if (a.shape() != b.shape()) return false;
-  return ops::all_of_on_stream("equal", a, b, a.shape(),
-                               [](auto u, auto v) {
-                                 // Only equal dtypes reach the kernel (checked above).
-                                 if constexpr (std::is_same_v<decltype(u), decltype(v)>) {
-                                   return u == v;
-                                 } else {
-                                   return false;
-                                 }
-                               });
+  return ops::all_of_on_stream("equal", a, b, a.shape(), [](auto u, auto v) {
+    // Only equal dtypes reach the kernel (checked above).
+    if constexpr (std::is_same_v<decltype(u), decltype(v)>) {
+      return u == v;
+    } else {
+      return false;
+    }
+  });
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
