@@ -203,8 +203,12 @@ class STREAMRT_API Tensor {
   //! A view broadcast to `shape` (numpy rules; -1 keeps a size): expanded dimensions get stride 0,
   //! so every element there aliases one. Throws Error naming both shapes. Never blocks.
   Tensor expand(const Shape& shape) const;
-  //! A view of indices start, start+step, ... < stop along `d` (numpy slice semantics for
-  //! start/stop: negative counts from the end, clamped to the size; step >= 1). Never blocks.
+  //! A view of indices start, start+step, ... up to (not including) stop along `d`, with numpy's
+  //! slice semantics: negative indices count from the end, then are clamped to the dimension.
+  //! A negative step walks backwards (a negative stride; still a view, no copy): for it, a start
+  //! >= size() means the last element and a stop <= -size()-1 means "through the first", so
+  //! `slice(d, INT64_MAX, INT64_MIN, -1)` is numpy's `[::-1]`. Throws Error for step 0 or a bad
+  //! `d`. Never blocks; thread-safe.
   Tensor slice(int d, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
   //! A view of index `i` along `d` (negative counts from the end), without that dimension.
   //! Throws Error when out of range. Never blocks.

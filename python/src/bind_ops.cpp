@@ -69,7 +69,8 @@ Tensor index_op(F&& f) {
   }
 }
 
-// t[index] for ints, slices (step >= 1), None and Ellipsis, alone or in a tuple: always a view.
+// t[index] for ints, slices (any nonzero step), None and Ellipsis, alone or in a tuple: always
+// a view.
 Tensor get_item(const Tensor& t, py::handle index) {
   std::vector<py::handle> items;
   if (py::isinstance<py::tuple>(index)) {
@@ -107,14 +108,11 @@ Tensor get_item(const Tensor& t, py::handle index) {
       out = index_op([&] { return out.unsqueeze(d); });
       ++d;
     } else if (py::isinstance<py::slice>(h)) {
+      // Unpacked, not adjusted: the defaults come out as the extremes (start PY_SSIZE_T_MAX
+      // and stop PY_SSIZE_T_MIN for a negative step), which slice() clamps as numpy does.
       Py_ssize_t start = 0, stop = 0, step = 0;
       if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
-      if (step < 1) {
-        throw py::value_error("Tensor indexing: step " + std::to_string(step) +
-                              " is not supported; steps must be >= 1 (no negative steps)");
-      }
-      PySlice_AdjustIndices(static_cast<Py_ssize_t>(out.size(d)), &start, &stop, step);
-      out = index_op([&] { return out.slice(d, start, std::max(start, stop), step); });
+      out = index_op([&] { return out.slice(d, start, stop, step); });
       ++d;
     } else {
       const auto i = h.cast<std::int64_t>();
@@ -391,7 +389,7 @@ void bind_ops(py::module_& m) {
       .def("storage_offset", &Tensor::storage_offset, "Offset of the first element (elements).")
       .def(
           "__getitem__", [](const Tensor& t, py::object index) { return get_item(t, index); },
-          "Views for ints, slices (step >= 1), None and ...; no copy.")
+          "Views for ints, slices (negative steps too), None and ...; no copy.")
       .def(
           "__setitem__",
           [](const Tensor& t, py::object index, py::object value) { set_item(t, index, value); },

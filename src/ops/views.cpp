@@ -2,6 +2,7 @@
 // same storage, so they share its dependency tracking; nothing is queued. Plus contiguous(), cat
 // and stack, which copy on the current stream.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -123,20 +124,34 @@ Tensor Tensor::slice(int d, std::int64_t start, std::int64_t stop, std::int64_t 
   ops::check_defined(*this, "slice");
   if (dim() == 0) throw Error("slice: a 0-d tensor has no dimension to slice");
   const auto at = static_cast<std::size_t>(ops::wrap_dim(d, dim(), "slice"));
-  if (step < 1) {
-    throw Error("slice: step " + std::to_string(step) +
-                " is not supported; steps must be >= 1 (no negative steps, unlike numpy)");
+  if (step == 0) {
+    throw Error(
+        "slice: step must not be zero (use a positive step, or a negative one to walk "
+        "backwards)");
   }
   const std::int64_t n = shape_[at];
-  auto clamp = [n](std::int64_t i) {
-    if (i < 0) i += n;
-    return std::clamp<std::int64_t>(i, 0, n);
+  // numpy's (Python's slice.indices) rules: negative indices count from the end, then indices
+  // are clamped to [0, n] for a positive step and to [-1, n - 1] for a negative one, where -1
+  // means "before the first element" (so a stop <= -n - 1 runs through index 0).
+  const std::int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? n : n - 1;
+  auto clamp = [n, lo, hi](std::int64_t i) {
+    if (i < 0) i += n;  // n >= 0, so this cannot overflow
+    return std::clamp<std::int64_t>(i, lo, hi);
   };
-  const std::int64_t b = clamp(start), e = std::max(clamp(stop), b);
+  const std::int64_t b = clamp(start), e = clamp(stop);
+  // Written so that no step, however large either way, overflows.
+  std::int64_t len = 0;
+  if (step > 0 && e > b) len = (e - b - 1) / step + 1;
+  if (step < 0 && b > e) {
+    constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+    len = (b - e - 1) / (step < -kMax ? kMax : -step) + 1;
+  }
   Shape shape = shape_, strides = strides_;
-  shape[at] = (e - b + step - 1) / step;
-  strides[at] = strides_[at] * step;
-  const std::int64_t offset = shape[at] == 0 ? offset_ : offset_ + b * strides_[at];
+  shape[at] = len;
+  // With one element or none the stride is never used: keep the old one rather than overflow
+  // multiplying by a huge step. A negative stride walks the storage backwards from `b`.
+  if (len > 1) strides[at] = strides_[at] * step;
+  const std::int64_t offset = len == 0 ? offset_ : offset_ + b * strides_[at];
   return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset, dtype_);
 }
 
