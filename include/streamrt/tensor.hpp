@@ -278,5 +278,13 @@ STREAMRT_API Tensor randn(Shape shape, Generator& gen, DType dtype = DType::Floa
 //! Never blocks.
 STREAMRT_API Tensor from_blob(void* data, Shape shape, DType dtype,
                               std::function<void(void*)> deleter = {}, Device device = {});
+//! As from_blob() above, for a strided layout (a numpy or DLPack view): element (i0, i1, ...) is
+//! at `data` + sum(ik * strides[k]) elements, so `data` is the first element and strides may be
+//! negative (a reversed view) or 0 (a broadcast one: such a tensor cannot be written). `deleter`
+//! gets `data`. Throws Error when strides.size() != shape.size(), when `data` is misaligned, and
+//! when distinct elements would share memory through nonzero strides (writes to them would race;
+//! copy such data instead). Never blocks; thread-safe.
+STREAMRT_API Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
+                              std::function<void(void*)> deleter = {}, Device device = {});
 
 }  // namespace streamrt
