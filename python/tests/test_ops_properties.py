@@ -477,3 +477,54 @@ def test_large_strided_ops_split_across_workers(n, workers, streams):
         check(c.sum(dim=1), c_np.sum(axis=1))
         check(a.T.argmax(dim=0), np.argmax(a_np.T, axis=0))
         check(a.T.contiguous(), np.ascontiguousarray(a_np.T))
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_advanced_indexing_on_read_matches_numpy(n, workers, streams):
+    """t[int list / array / tensor] gathers along dimension 0 and t[bool mask] selects, as numpy:
+    copies made on the current stream from inputs made on another, over strided views too."""
+    workers(n)
+    rng = np.random.default_rng(9000 + n)
+    for trial in range(TRIALS):
+        shape = random_shape(rng)
+        if not shape:
+            shape = (3,)
+        dtype = rng.choice(DTYPES)
+        with streamrt.stream(streams[trial % 3]):
+            a, a_np = make(rng, shape, dtype)
+        size = shape[0]
+        picks = rng.integers(-size, size, size=(int(rng.integers(0, 6)),)) if size else \
+            np.zeros(0, dtype=np.int64)
+        k = int(rng.integers(1, len(shape) + 1))
+        mask = rng.random(shape[:k]) < 0.5
+        with streamrt.stream(streams[(trial + 1) % 3]):
+            by_list = a[picks.tolist()]
+            by_array = a[picks.reshape(1, -1)]
+            by_tensor = a[streamrt.tensor(picks.astype(np.int32))]
+            by_mask = a[mask]
+            by_mask_tensor = a[streamrt.tensor(mask)]
+        check(by_list, a_np[picks.tolist()] if picks.size else a_np[np.zeros(0, dtype=int)])
+        check(by_array, a_np[picks.reshape(1, -1)])
+        check(by_tensor, a_np[picks])
+        check(by_mask, a_np[mask])
+        check(by_mask_tensor, a_np[mask])
+        assert not by_list.shares_storage(a)
+
+
+def test_advanced_indexing_errors_name_the_index_and_size():
+    t = streamrt.zeros(3, 2)
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for dimension 0 with size 3"):
+        t[[0, 3]]
+    with pytest.raises(IndexError, match=r"index -4 is out of bounds .* size 3"):
+        t[np.array([-4])]
+    with pytest.raises(IndexError, match="boolean index did not match .* dimension is 3 .* has 2"):
+        t[[True, False]]
+    with pytest.raises(IndexError, match="integer or boolean"):
+        t[np.array([0.5])]
+    # A tensor index is read when the gather runs: out of range fails the stream, naming it.
+    picked = t[streamrt.tensor(np.array([1, 5]))]
+    with pytest.raises(streamrt.Error, match=r"index 5 \(entry 1\) is out of range .* size 3"):
+        picked.numpy()
+    streamrt.synchronize()
+    with pytest.raises(TypeError, match="assigning through"):
+        t[[0]] = 1.0
