@@ -152,12 +152,25 @@ STREAMRT_API Tensor cat(const std::vector<Tensor>& tensors, int dim = 0);
 //! The tensors (equal shapes) stacked along a new dimension `dim`. Returns at once.
 STREAMRT_API Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 
-//! True when |a - b| <= atol + rtol * |b| everywhere (NaN never close). Same shape and dtype, else
-//! Error (no broadcasting here, as torch.allclose would). Runs on the current stream, then blocks
-//! until the answer is known; rethrows a failure of the work that produced a or b.
+//! The slices of `a` at the positions `index` along `dim` (numpy's a.take(index, axis=dim),
+//! torch.index_select; Python's t[index_tensor]): a new contiguous tensor whose dimension `dim`
+//! has index.numel() entries, gathered on the current stream. `index` is a 1-D (or 0-d) int32 or
+//! int64 tensor; negative entries count from the end. Throws Error for a bad dim or an index that
+//! is not an integer tensor of at most one dimension; an entry out of range fails the stream with
+//! an Error naming the entry, its position and the size (the entries are only known when the
+//! gather runs). Returns at once; thread-safe.
+STREAMRT_API Tensor index_select(const Tensor& a, int dim, const Tensor& index);
+
+//! True when |a - b| <= atol + rtol * |b| everywhere (numpy's allclose: NaN never close,
+//! infinities close only to themselves). a and b broadcast (numpy rules) and may have different
+//! dtypes (compared as double); views are read in place, never copied. Throws Error naming both
+//! shapes when they do not broadcast, and for negative rtol or atol. Runs on the current stream,
+//! then blocks until the answer is known; rethrows a failure of the work that produced a or b.
+//! Thread-safe.
 STREAMRT_API bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
-//! True when the shapes match and every element is equal; false for different shapes; Error for
-//! different dtypes. Blocks like allclose.
+//! True when the shapes match and every element is equal (numpy's array_equal, torch.equal: no
+//! broadcasting, so different shapes give false); Error for different dtypes. Blocks like
+//! allclose; thread-safe.
 STREAMRT_API bool equal(const Tensor& a, const Tensor& b);
 
 //! add(a, b).

@@ -203,8 +203,12 @@ class STREAMRT_API Tensor {
   //! A view broadcast to `shape` (numpy rules; -1 keeps a size): expanded dimensions get stride 0,
   //! so every element there aliases one. Throws Error naming both shapes. Never blocks.
   Tensor expand(const Shape& shape) const;
-  //! A view of indices start, start+step, ... < stop along `d` (numpy slice semantics for
-  //! start/stop: negative counts from the end, clamped to the size; step >= 1). Never blocks.
+  //! A view of indices start, start+step, ... up to (not including) stop along `d`, with numpy's
+  //! slice semantics: negative indices count from the end, then are clamped to the dimension.
+  //! A negative step walks backwards (a negative stride; still a view, no copy): for it, a start
+  //! >= size() means the last element and a stop <= -size()-1 means "through the first", so
+  //! `slice(d, INT64_MAX, INT64_MIN, -1)` is numpy's `[::-1]`. Throws Error for step 0 or a bad
+  //! `d`. Never blocks; thread-safe.
   Tensor slice(int d, std::int64_t start, std::int64_t stop, std::int64_t step = 1) const;
   //! A view of index `i` along `d` (negative counts from the end), without that dimension.
   //! Throws Error when out of range. Never blocks.
@@ -273,6 +277,14 @@ STREAMRT_API Tensor randn(Shape shape, Generator& gen, DType dtype = DType::Floa
 //! gone; it may run on a worker thread), or, without a deleter, as long as the tensor is used.
 //! Never blocks.
 STREAMRT_API Tensor from_blob(void* data, Shape shape, DType dtype,
+                              std::function<void(void*)> deleter = {}, Device device = {});
+//! As from_blob() above, for a strided layout (a numpy or DLPack view): element (i0, i1, ...) is
+//! at `data` + sum(ik * strides[k]) elements, so `data` is the first element and strides may be
+//! negative (a reversed view) or 0 (a broadcast one: such a tensor cannot be written). `deleter`
+//! gets `data`. Throws Error when strides.size() != shape.size(), when `data` is misaligned, and
+//! when distinct elements would share memory through nonzero strides (writes to them would race;
+//! copy such data instead). Never blocks; thread-safe.
+STREAMRT_API Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
                               std::function<void(void*)> deleter = {}, Device device = {});
 
 }  // namespace streamrt

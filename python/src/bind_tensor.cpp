@@ -5,11 +5,13 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -187,6 +189,13 @@ std::function<void(void*)> keep_alive(py::object owner) {
   return [holder](void*) { holder->reset(); };  // any thread; see SafeObject
 }
 
+// A from_blob() Error's message for an import: the Python caller never called from_blob.
+std::string without_from_blob(std::string message) {
+  constexpr std::string_view kPrefix = "from_blob: ";
+  if (message.rfind(kPrefix, 0) == 0) message.erase(0, kPrefix.size());
+  return python_spelling(std::move(message));
+}
+
 Tensor from_numpy_impl(py::handle obj, bool allow_readonly, const char* what) {
   if (!py::isinstance<py::array>(obj)) {
     throw py::type_error(std::string(what) + ": expected a numpy.ndarray, got " + type_name(obj));
@@ -204,21 +213,40 @@ Tensor from_numpy_impl(py::handle obj, bool allow_readonly, const char* what) {
                           " dimensions, got " + std::to_string(arr.ndim()));
   }
   const int flags = py::detail::array_proxy(arr.ptr())->flags;
-  if ((flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) == 0 ||
-      (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0) {
+  if ((flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) == 0) {
     throw py::value_error(std::string(what) +
-                          ": the array is not C-contiguous and aligned, so its memory cannot be "
-                          "shared; pass numpy.ascontiguousarray(a), or use streamrt.asarray(a) "
-                          "(which copies)");
+                          ": the array is not aligned for its dtype, so its memory cannot be "
+                          "shared; pass a.copy(), or use streamrt.asarray(a) (which copies)");
   }
   if (!allow_readonly && (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) == 0) {
     throw py::value_error(std::string(what) +
                           ": the array is read-only and a tensor sharing its memory could be "
                           "written; pass a.copy(), or use streamrt.asarray(a) (which copies)");
   }
+  // Any strided view is shared as it is (transposed, stepped, reversed, broadcast), as numpy
+  // and torch views share their base; byte strides become element strides.
+  const auto itemsize = static_cast<py::ssize_t>(element_size(*dtype));
   Shape shape(arr.shape(), arr.shape() + arr.ndim());
+  Shape strides;
+  for (py::ssize_t d = 0; d < arr.ndim(); ++d) {
+    const py::ssize_t bytes = arr.strides()[d];
+    if (bytes % itemsize != 0) {
+      throw py::value_error(std::string(what) + ": stride " + std::to_string(bytes) +
+                            " bytes of dimension " + std::to_string(d) +
+                            " is not a multiple of the element size (" + std::to_string(itemsize) +
+                            "), so its memory cannot be shared; pass a.copy(), or use "
+                            "streamrt.asarray(a) (which copies)");
+    }
+    strides.push_back(bytes / itemsize);
+  }
   void* data = const_cast<void*>(arr.data());
-  return from_blob(data, std::move(shape), *dtype, keep_alive(arr));
+  try {
+    return from_blob(data, std::move(shape), std::move(strides), *dtype, keep_alive(arr));
+  } catch (const Error& e) {
+    // Overlapping strides (np.lib.stride_tricks.as_strided windows): not shareable.
+    throw py::value_error(std::string(what) + ": " + without_from_blob(e.what()) +
+                          " (streamrt.asarray(a) copies)");
+  }
 }
 
 // Calls a DLPack producer's deleter with the GIL (numpy's drops a reference), from any thread.
@@ -248,6 +276,17 @@ std::optional<DType> dtype_from_dlpack(const dlpack::DLDataType& t) {
   if (t.code == dlpack::kDLInt && t.bits == 64) return DType::Int64;
   if (t.code == dlpack::kDLBool && t.bits == 8) return DType::Bool;
   return std::nullopt;
+}
+
+// Element strides of a compact row-major tensor of `shape` (DLPack's null strides).
+Shape row_major_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t step = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    strides[d] = step;
+    step *= std::max<std::int64_t>(shape[d], 1);
+  }
+  return strides;
 }
 
 Tensor from_dlpack_impl(py::handle obj) {
@@ -299,27 +338,23 @@ Tensor from_dlpack_impl(py::handle obj) {
                           " dimensions, got " + std::to_string(t.ndim));
   }
   Shape shape(t.shape, t.shape + t.ndim);
-  if (t.strides != nullptr) {
-    std::int64_t expected = 1;
-    for (int d = t.ndim - 1; d >= 0; --d) {
-      if (shape[d] != 1 && t.strides[d] != expected) {
-        throw py::value_error(std::string(what) +
-                              ": the tensor is not contiguous (row-major), so its memory cannot "
-                              "be shared; make it contiguous first, or use streamrt.asarray "
-                              "(which copies)");
-      }
-      expected *= shape[d];
-    }
-  }
+  // No strides: compact row-major. Otherwise any strided layout is shared as it is (element
+  // strides, possibly negative or 0), as numpy's and torch's views share their base.
+  Shape strides =
+      t.strides != nullptr ? Shape(t.strides, t.strides + t.ndim) : row_major_strides(shape);
   void* data = static_cast<char*>(t.data) + t.byte_offset;
+  // Checked before the capsule is taken: a refused capsule stays the producer's to free.
+  Tensor probe;
+  try {
+    probe = from_blob(data, shape, strides, *dtype);
+  } catch (const Error& e) {
+    throw py::value_error(std::string(what) + ": " + without_from_blob(e.what()) +
+                          " (streamrt.asarray copies)");
+  }
   // Ours from here: the producer's capsule must no longer free it.
   PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);
   auto owner = std::make_shared<ManagedOwner>(m);
-  try {
-    return from_blob(data, std::move(shape), *dtype, [owner](void*) {});
-  } catch (const Error& e) {
-    throw py::value_error(std::string(what) + ": " + python_spelling(e.what()));
-  }
+  return from_blob(data, std::move(shape), std::move(strides), *dtype, [owner](void*) {});
 }
 
 // Exporting: the capsule owns a handle to the tensor (so its storage), shape and strides.
@@ -450,14 +485,24 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
       const int flags = py::detail::array_proxy(arr.ptr())->flags;
       const bool shareable =
           have && (!dtype || *dtype == *have) && arr.ndim() <= kMaxDims &&
-          (flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_) != 0 &&
           (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0 &&
           (allow_readonly || (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) != 0);
-      if (shareable) return from_numpy_impl(arr, allow_readonly, what);
+      // Strided views are shared too; from_numpy refuses only layouts whose elements overlap
+      // (or strides that are not whole elements), and those are copied.
+      std::string refused;
+      if (shareable) {
+        try {
+          return from_numpy_impl(arr, allow_readonly, what);
+        } catch (const py::value_error& e) {
+          refused = std::string(" (") + e.what() + ")";
+        }
+      }
       if (copy == false) {
         throw py::value_error(std::string(what) + ": the memory cannot be shared (dtype " + name +
                               (dtype ? " requested " + std::string(to_string(*dtype)) : "") +
-                              ", or not C-contiguous/aligned/writable) and copy=False");
+                              ", or not aligned/writable, or overlapping elements) and "
+                              "copy=False" +
+                              refused);
       }
       if (!have && !dtype) {
         throw py::type_error(std::string(what) + ": dtype " + name + " is not supported; use " +
@@ -637,12 +682,11 @@ py::object matmul_operator(py::handle a, py::handle b) {
   return py::cast(enqueue("matmul", [&] { return matmul(x, y); }));
 }
 
-void check_same(const Tensor& a, const Tensor& b, const char* what, bool need_shape) {
-  if (a.dtype() != b.dtype() || (need_shape && a.shape() != b.shape())) {
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.dtype() != b.dtype()) {
     throw py::value_error(std::string(what) + ": the tensors differ: " + to_string(a.shape()) +
                           " " + std::string(to_string(a.dtype())) + " vs " + to_string(b.shape()) +
-                          " " + std::string(to_string(b.dtype())) +
-                          (need_shape ? " (same shape and dtype needed)" : " (same dtype needed)"));
+                          " " + std::string(to_string(b.dtype())) + " (same dtype needed)");
   }
 }
 
@@ -990,10 +1034,13 @@ void bind_tensor(py::module_& m) {
 
   m.def(
       "from_numpy", [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); },
-      "array"_a, "A tensor sharing the memory of a C-contiguous, aligned, writable numpy array.");
+      "array"_a,
+      "A tensor sharing the memory of an aligned, writable numpy array, with its strides (views "
+      "included: transposed, stepped, reversed).");
   m.def(
       "from_dlpack", [](py::object obj) { return from_dlpack_impl(obj); }, "obj"_a,
-      "A tensor sharing the memory of a DLPack producer (numpy array, torch CPU tensor, capsule).");
+      "A tensor sharing the memory of a DLPack producer (numpy array, torch CPU tensor, capsule), "
+      "with its strides (views included).");
   m.def(
       "asarray",
       [](py::object obj, py::object dtype, py::object copy) {
@@ -1083,24 +1130,42 @@ void bind_tensor(py::module_& m) {
   m.def(
       "allclose",
       [](py::object a, py::object b, double rtol, double atol) {
-        Tensor x = operand(a, "allclose");
-        Tensor y = operand(b, "allclose");
-        check_same(x, y, "allclose", true);
+        // As numpy: either side may be a number (a 0-d operand broadcasts like any other).
+        Tensor x = operand(is_scalar(a) ? numpy().attr("asarray")(a) : a, "allclose");
+        Tensor y = operand(is_scalar(b) ? numpy().attr("asarray")(b) : b, "allclose");
+        // Argument errors are ValueErrors; a Error from the wait below is a failure of the work
+        // that produced an operand, and stays streamrt.Error.
+        try {
+          broadcast_shapes(x.shape(), y.shape());
+        } catch (const Error& e) {
+          throw py::value_error("allclose: " + python_spelling(e.what()));
+        }
+        if (!(rtol >= 0) || !(atol >= 0)) {
+          throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" +
+                                std::to_string(rtol) + ", atol=" + std::to_string(atol) + ")");
+        }
+        if (x.device() != y.device()) {
+          throw py::value_error("allclose: tensors are on different devices (" +
+                                x.device().str() + " and " + y.device().str() + ")");
+        }
         py::gil_scoped_release release;
         return allclose(x, y, rtol, atol);
       },
       "a"_a, "b"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8,
-      "True when |a - b| <= atol + rtol * |b| everywhere. Waits (GIL released) for the answer.");
+      "True when |a - b| <= atol + rtol * |b| everywhere (numpy's allclose: the operands "
+      "broadcast, dtypes may differ, NaN is never close). Waits (GIL released) for the answer.");
   m.def(
       "equal",
       [](py::object a, py::object b) {
         Tensor x = operand(a, "equal");
         Tensor y = operand(b, "equal");
-        check_same(x, y, "equal", false);
+        check_same_dtype(x, y, "equal");
         py::gil_scoped_release release;
         return equal(x, y);
       },
-      "a"_a, "b"_a, "True when shapes and all elements are equal. Waits (GIL released).");
+      "a"_a, "b"_a,
+      "True when shapes and all elements are equal (numpy's array_equal: different shapes are "
+      "not equal, no broadcasting). Waits (GIL released).");
 
   m.def("set_dependency_tracking", &set_dependency_tracking, "enabled"_a,
         "Process-wide default of automatic dependency tracking (on at start).");

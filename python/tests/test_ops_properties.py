@@ -1,5 +1,6 @@
 """Property tests of the ops against numpy: random shapes (size-0 and size-1 dimensions included),
-broadcasting, non-contiguous views (transposed, sliced with steps, expanded) and mixed dtypes, with
+broadcasting, non-contiguous views (transposed, sliced with steps, reversed with negative steps,
+expanded) and mixed dtypes, with
 the inputs made on one stream and the op run on another (dependency tracking orders them), at
 several worker counts. Seeded, so a failure names a reproducible case."""
 
@@ -53,7 +54,18 @@ def random_values(rng, shape, dtype):
 
 def make(rng, shape, dtype):
     """A tensor equal to a numpy array of `shape`, often through a non-contiguous view."""
-    kind = rng.integers(0, 4) if len(shape) > 0 else 0
+    kind = rng.integers(0, 6) if len(shape) > 0 else 0
+    if kind == 4:
+        # Some dimensions reversed ([::-1]): negative strides, the offset at the last element.
+        base = random_values(rng, shape, dtype)
+        index = tuple(slice(None, None, -1) if rng.random() < 0.6 else slice(None) for _ in shape)
+        return streamrt.tensor(base)[index], base[index]
+    if kind == 5:
+        # Every other element of a longer first dimension, backwards from a random end.
+        big = (shape[0] * 2 + 1,) + tuple(shape[1:])
+        base = random_values(rng, big, dtype)
+        start = -1 - int(rng.integers(0, 2))
+        return streamrt.tensor(base)[start::-2][:shape[0]], base[start::-2][:shape[0]]
     if kind == 1 and len(shape) >= 2:
         # A transposed view of the transposed data.
         base = random_values(rng, shape[::-1], dtype)
@@ -167,6 +179,59 @@ UNARY = {
     "clamp": (lambda t: t.clamp(-1, 2), lambda x: np.clip(x, -1, 2)),
     "clamp_min": (lambda t: streamrt.clamp(t, min=0), lambda x: np.maximum(x, 0)),
 }
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_allclose_broadcasts_like_numpy(n, workers, streams):
+    """np.allclose broadcasts its operands (and compares across dtypes); so does streamrt's, on
+    views read in place. Half the trials perturb one element of one operand, so both answers
+    occur; the answer must be numpy's either way."""
+    workers(n)
+    rng = np.random.default_rng(6000 + n)
+    answers = set()
+    for trial in range(TRIALS):
+        sa = random_shape(rng)
+        sb = broadcastable_to(rng, sa)
+        if rng.random() < 0.5:
+            sa, sb = sb, sa
+        da, db = rng.choice(DTYPES), rng.choice(DTYPES)
+        with streamrt.stream(streams[trial % 3]):
+            a, a_np = make(rng, sa, da)
+        # b: a's values, taken at index 0 along the dimensions where b has size 1 (or none): close
+        # to a when a does not vary there (or b covers a), else not.
+        target = np.broadcast_shapes(sa, sb)
+        lead = len(target) - len(sb)
+        index = tuple(slice(0, 1) if i < lead or sb[i - lead] == 1 else slice(None)
+                      for i in range(len(target)))
+        taken = np.broadcast_to(a_np, target)[index]
+        b_np = (taken.reshape(sb) if taken.size == int(np.prod(sb)) else
+                random_values(rng, sb, "float64")).astype(db)  # a is empty where b has size 1
+        if b_np.size and rng.random() < 0.5:
+            b_np = b_np.copy()
+            b_np.flat[int(rng.integers(0, b_np.size))] += 1
+        with streamrt.stream(streams[(trial + 1) % 3]):
+            b = streamrt.tensor(b_np)
+        with streamrt.stream(streams[(trial + 2) % 3]):
+            got = streamrt.allclose(a, b)
+            got_swapped = streamrt.allclose(b, a, rtol=1e-5, atol=1e-6)
+        assert got == np.allclose(a_np, b_np), (sa, sb, da, db)
+        assert got_swapped == np.allclose(b_np, a_np, rtol=1e-5, atol=1e-6), (sa, sb, da, db)
+        answers.add(got)
+    assert answers == {True, False}
+
+
+def test_allclose_takes_numbers_and_names_both_shapes():
+    assert streamrt.allclose(streamrt.full((2, 3), 2.0), 2)
+    assert not streamrt.allclose(2.5, streamrt.full((2, 3), 2.0))
+    assert streamrt.allclose(streamrt.ones(3, 1), np.ones(4)) == np.allclose(np.ones((3, 1)),
+                                                                             np.ones(4))
+    with pytest.raises(ValueError, match=r"allclose: shapes \[2, 3\] and \[4\] cannot be broadcast"):
+        streamrt.allclose(streamrt.zeros(2, 3), streamrt.zeros(4))
+    with pytest.raises(ValueError, match="rtol and atol"):
+        streamrt.allclose(streamrt.zeros(2), streamrt.zeros(2), rtol=-1)
+    # equal is numpy's array_equal: no broadcasting, so different shapes are not equal.
+    assert not streamrt.equal(streamrt.ones(2, 3), streamrt.ones(3))
+    assert not np.array_equal(np.ones((2, 3)), np.ones(3))
 
 
 @pytest.mark.parametrize("n", [1, 4])
@@ -295,6 +360,10 @@ def test_views_match_numpy_without_copies():
             (base.transpose(0, -1), np.swapaxes(base_np, 0, -1)),
             (base[1:], base_np[1:]),
             (base[..., ::2], base_np[..., ::2]),
+            (base[::-1], base_np[::-1]),
+            (base[..., ::-2], base_np[..., ::-2]),
+            (base[-2::-3], base_np[-2::-3]),
+            (base[::-1].T, base_np[::-1].T),
             (base[None, :, ...], base_np[None, :, ...]),
             (base.unsqueeze(-1), base_np[..., None]),
         ]
@@ -350,8 +419,8 @@ def test_errors_name_both_shapes():
         streamrt.zeros(3)[3]
     with pytest.raises(IndexError, match="too many indices"):
         streamrt.zeros(3)[0, 0]
-    with pytest.raises(ValueError, match="step"):
-        streamrt.zeros(3)[::-1]
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        streamrt.zeros(3)[::0]
     with pytest.raises(ValueError, match="must be bool"):
         streamrt.where(streamrt.zeros(2), 1.0, 2.0)
     with pytest.raises(ValueError, match="expanded"):
@@ -408,3 +477,54 @@ def test_large_strided_ops_split_across_workers(n, workers, streams):
         check(c.sum(dim=1), c_np.sum(axis=1))
         check(a.T.argmax(dim=0), np.argmax(a_np.T, axis=0))
         check(a.T.contiguous(), np.ascontiguousarray(a_np.T))
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_advanced_indexing_on_read_matches_numpy(n, workers, streams):
+    """t[int list / array / tensor] gathers along dimension 0 and t[bool mask] selects, as numpy:
+    copies made on the current stream from inputs made on another, over strided views too."""
+    workers(n)
+    rng = np.random.default_rng(9000 + n)
+    for trial in range(TRIALS):
+        shape = random_shape(rng)
+        if not shape:
+            shape = (3,)
+        dtype = rng.choice(DTYPES)
+        with streamrt.stream(streams[trial % 3]):
+            a, a_np = make(rng, shape, dtype)
+        size = shape[0]
+        picks = rng.integers(-size, size, size=(int(rng.integers(0, 6)),)) if size else \
+            np.zeros(0, dtype=np.int64)
+        k = int(rng.integers(1, len(shape) + 1))
+        mask = rng.random(shape[:k]) < 0.5
+        with streamrt.stream(streams[(trial + 1) % 3]):
+            by_list = a[picks.tolist()]
+            by_array = a[picks.reshape(1, -1)]
+            by_tensor = a[streamrt.tensor(picks.astype(np.int32))]
+            by_mask = a[mask]
+            by_mask_tensor = a[streamrt.tensor(mask)]
+        check(by_list, a_np[picks.tolist()] if picks.size else a_np[np.zeros(0, dtype=int)])
+        check(by_array, a_np[picks.reshape(1, -1)])
+        check(by_tensor, a_np[picks])
+        check(by_mask, a_np[mask])
+        check(by_mask_tensor, a_np[mask])
+        assert not by_list.shares_storage(a)
+
+
+def test_advanced_indexing_errors_name_the_index_and_size():
+    t = streamrt.zeros(3, 2)
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for dimension 0 with size 3"):
+        t[[0, 3]]
+    with pytest.raises(IndexError, match=r"index -4 is out of bounds .* size 3"):
+        t[np.array([-4])]
+    with pytest.raises(IndexError, match="boolean index did not match .* dimension is 3 .* has 2"):
+        t[[True, False]]
+    with pytest.raises(IndexError, match="integer or boolean"):
+        t[np.array([0.5])]
+    # A tensor index is read when the gather runs: out of range fails the stream, naming it.
+    picked = t[streamrt.tensor(np.array([1, 5]))]
+    with pytest.raises(streamrt.Error, match=r"index 5 \(entry 1\) is out of range .* size 3"):
+        picked.numpy()
+    streamrt.synchronize()
+    with pytest.raises(TypeError, match="assigning through"):
+        t[[0]] = 1.0

@@ -102,21 +102,38 @@ def test_ops_on_torch_inputs_write_into_memory_torch_reads():
         lambda: torch.arange(12.0).reshape(3, 4).t(),  # transposed
         lambda: torch.arange(12.0).reshape(3, 4)[:, ::2],  # strided columns
         lambda: torch.arange(12.0)[::3],  # strided 1-D
+        lambda: torch.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1)[1:, :, ::2],  # offset too
+        lambda: torch.arange(4.0).reshape(4, 1).expand(4, 3),  # broadcast: stride 0
     ],
-    ids=["transposed", "every-other-column", "strided-1d"],
+    ids=["transposed", "every-other-column", "strided-1d", "permuted-sliced", "expanded"],
 )
-def test_non_contiguous_torch_views_are_refused_clearly_or_copied_on_request(make):
+def test_non_contiguous_torch_views_are_shared_with_their_strides(make):
     t = make()
     assert not t.is_contiguous()
-    with pytest.raises(ValueError, match="not contiguous.*contiguous first.*asarray"):
-        streamrt.from_dlpack(t)
-    # The way out the message names: a copy with the same values.
-    c = streamrt.asarray(t)
-    assert c.data_ptr() != t.data_ptr()
-    assert c.numpy().tolist() == t.tolist()
-    # And torch's own contiguous copy is shared without another copy.
-    tc = t.contiguous()
-    assert streamrt.from_dlpack(tc).data_ptr() == tc.data_ptr()
+    for s in (streamrt.from_dlpack(t), streamrt.asarray(t)):
+        assert s.data_ptr() == t.data_ptr()  # the same memory, no copy
+        assert s.shape == tuple(t.shape) and s.stride() == t.stride()
+        assert s.numpy().tolist() == t.tolist()
+        np.testing.assert_array_equal((s * 2).numpy(), (t * 2).numpy())
+    if 0 not in t.stride():
+        # Writes through the streamrt view land in torch's tensor, element for element.
+        s = streamrt.from_dlpack(t)
+        s.copy_(streamrt.arange(t.numel()).reshape(*t.shape).to(streamrt.float32))
+        s.wait()
+        assert t.tolist() == torch.arange(t.numel(), dtype=t.dtype).reshape(t.shape).tolist()
+    else:
+        with pytest.raises(ValueError, match="expanded"):
+            streamrt.from_dlpack(t).fill_(1.0)
+
+
+def test_overlapping_torch_strides_are_refused_clearly_or_copied():
+    base = torch.arange(10.0)
+    windows = base.as_strided((4, 3), (2, 1))  # rows overlap: [0,1,2], [2,3,4], ...
+    with pytest.raises(ValueError, match="share memory.*asarray"):
+        streamrt.from_dlpack(windows)
+    copied = streamrt.asarray(windows)
+    assert copied.data_ptr() != base.data_ptr()
+    assert copied.numpy().tolist() == windows.tolist()
 
 
 def test_a_torch_view_with_an_offset_shares_the_offset_memory():

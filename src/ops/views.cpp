@@ -2,10 +2,12 @@
 // same storage, so they share its dependency tracking; nothing is queued. Plus contiguous(), cat
 // and stack, which copy on the current stream.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "kernels.hpp"
 #include "layout.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
@@ -123,20 +125,34 @@ Tensor Tensor::slice(int d, std::int64_t start, std::int64_t stop, std::int64_t 
   ops::check_defined(*this, "slice");
   if (dim() == 0) throw Error("slice: a 0-d tensor has no dimension to slice");
   const auto at = static_cast<std::size_t>(ops::wrap_dim(d, dim(), "slice"));
-  if (step < 1) {
-    throw Error("slice: step " + std::to_string(step) +
-                " is not supported; steps must be >= 1 (no negative steps, unlike numpy)");
+  if (step == 0) {
+    throw Error(
+        "slice: step must not be zero (use a positive step, or a negative one to walk "
+        "backwards)");
   }
   const std::int64_t n = shape_[at];
-  auto clamp = [n](std::int64_t i) {
-    if (i < 0) i += n;
-    return std::clamp<std::int64_t>(i, 0, n);
+  // numpy's (Python's slice.indices) rules: negative indices count from the end, then indices
+  // are clamped to [0, n] for a positive step and to [-1, n - 1] for a negative one, where -1
+  // means "before the first element" (so a stop <= -n - 1 runs through index 0).
+  const std::int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? n : n - 1;
+  auto clamp = [n, lo, hi](std::int64_t i) {
+    if (i < 0) i += n;  // n >= 0, so this cannot overflow
+    return std::clamp<std::int64_t>(i, lo, hi);
   };
-  const std::int64_t b = clamp(start), e = std::max(clamp(stop), b);
+  const std::int64_t b = clamp(start), e = clamp(stop);
+  // Written so that no step, however large either way, overflows.
+  std::int64_t len = 0;
+  if (step > 0 && e > b) len = (e - b - 1) / step + 1;
+  if (step < 0 && b > e) {
+    constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+    len = (b - e - 1) / (step < -kMax ? kMax : -step) + 1;
+  }
   Shape shape = shape_, strides = strides_;
-  shape[at] = (e - b + step - 1) / step;
-  strides[at] = strides_[at] * step;
-  const std::int64_t offset = shape[at] == 0 ? offset_ : offset_ + b * strides_[at];
+  shape[at] = len;
+  // With one element or none the stride is never used: keep the old one rather than overflow
+  // multiplying by a huge step. A negative stride walks the storage backwards from `b`.
+  if (len > 1) strides[at] = strides_[at] * step;
+  const std::int64_t offset = len == 0 ? offset_ : offset_ + b * strides_[at];
   return TensorAccess::make_view(storage_, std::move(shape), std::move(strides), offset, dtype_);
 }
 
@@ -201,6 +217,79 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
     }
     at += n;
   }
+  return out;
+}
+
+Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
+  ops::check_defined(a, "index_select");
+  ops::check_defined(index, "index_select");
+  ops::check_same_device("index_select", a, index);
+  if (a.dim() == 0) throw Error("index_select: a 0-d tensor has no dimension to index");
+  const int d = ops::wrap_dim(dim, a.dim(), "index_select");
+  if ((index.dtype() != DType::Int64 && index.dtype() != DType::Int32) || index.dim() > 1) {
+    throw Error("index_select: the index is " + ops::describe(index) +
+                "; it must be a 1-D int64 or int32 tensor (convert with to(DType::Int64))");
+  }
+  const auto at = static_cast<std::size_t>(d);
+  const std::int64_t count = index.numel(), size = a.shape()[at];
+  Shape shape = a.shape();
+  shape[at] = count;
+  Tensor out = ops::new_tensor(shape, a.dtype(), a.device());
+  if (count == 0) return out;
+  // One slice per index entry: the other dimensions, walked with each tensor's strides.
+  Shape slice_shape = a.shape(), a_strides = a.strides(), out_strides = out.strides();
+  const std::int64_t a_step = a_strides[at], out_step = out_strides[at];
+  slice_shape.erase(slice_shape.begin() + d);
+  a_strides.erase(a_strides.begin() + d);
+  out_strides.erase(out_strides.begin() + d);
+  auto sa = TensorAccess::storage(a), si = TensorAccess::storage(index),
+       so = TensorAccess::storage(out);
+  const std::int64_t a_off = a.storage_offset(), i_off = index.storage_offset();
+  const std::int64_t i_stride = index.dim() == 1 ? index.strides()[0] : 0;
+  const DType dtype = a.dtype(), i_type = index.dtype();
+  ops::submit("index_select", a.device(), {&a, &index}, {&out},
+              [sa, si, so, a_off, i_off, i_stride, dtype, i_type, count, size, a_step, out_step,
+               slice_shape, a_strides, out_strides] {
+                // The positions, checked before anything is written.
+                std::vector<std::int64_t> pos(static_cast<std::size_t>(count));
+                for (std::int64_t k = 0; k < count; ++k) {
+                  const std::int64_t at_k = i_off + k * i_stride;
+                  std::int64_t v = i_type == DType::Int64
+                                       ? static_cast<const std::int64_t*>(si->data())[at_k]
+                                       : static_cast<const std::int32_t*>(si->data())[at_k];
+                  if (v < -size || v >= size) {
+                    throw Error("index_select: index " + std::to_string(v) + " (entry " +
+                                std::to_string(k) + ") is out of range for a dimension of size " +
+                                std::to_string(size) + " (use -" + std::to_string(size) + " to " +
+                                std::to_string(size - 1) + ")");
+                  }
+                  pos[static_cast<std::size_t>(k)] = v < 0 ? v + size : v;
+                }
+                ops::dispatch_all(dtype, [&](auto tag) {
+                  using T = decltype(tag);
+                  const T* in = static_cast<const T*>(sa->data()) + a_off;
+                  T* o = static_cast<T*>(so->data());
+                  const auto loop = ops::make_loop<2>(slice_shape, {&out_strides, &a_strides});
+                  auto gather = [&](std::int64_t k0, std::int64_t k1) {
+                    for (std::int64_t k = k0; k < k1; ++k) {
+                      T* dst = o + k * out_step;
+                      const T* src = in + pos[static_cast<std::size_t>(k)] * a_step;
+                      ops::for_each_run(loop, 0, loop.numel,
+                                        [&](const auto& off, std::int64_t n, const auto& inc) {
+                                          for (std::int64_t i = 0; i < n; ++i)
+                                            dst[off[0] + i * inc[0]] = src[off[1] + i * inc[1]];
+                                        });
+                    }
+                  };
+                  const std::int64_t grain = std::max<std::int64_t>(
+                      1, ops::kElementGrain / std::max<std::int64_t>(loop.numel, 1));
+                  if (count <= grain) {
+                    gather(0, count);
+                  } else {
+                    runtime::parallel_for(0, count, grain, gather);
+                  }
+                });
+              });
   return out;
 }
 

@@ -204,7 +204,8 @@ TEST(OpsElementwise, MismatchesNameBothShapes) {
   expect_error_containing([] { ones({4}, DType::Bool) * ones({4}, DType::Bool); },
                           {"mul", "bool [4]", "numeric"});
   expect_error_containing([] { ones({2}).copy_(ones({3})); }, {"copy_", "[2]", "[3]"});
-  expect_error_containing([] { allclose(ones({2}), ones({1, 2})); }, {"[2]", "[1, 2]"});
+  expect_error_containing([] { allclose(ones({2, 3}), ones({4})); },
+                          {"allclose", "[2, 3]", "[4]", "broadcast"});
 }
 
 TEST(OpsUnary, ReluKeepsNanAndZeroesNegatives) {
@@ -277,6 +278,43 @@ TEST(OpsCompare, AllcloseAndEqual) {
   big2.data<float>()[(1 << 20) - 3] += 1.0f;
   EXPECT_FALSE(allclose(big, big2));
   EXPECT_TRUE(allclose(big, big.clone()));
+}
+
+// allclose broadcasts as numpy's does (np.allclose(x, y) == all(isclose(x, y)), isclose
+// broadcasting), across dtypes, over views read in place, at every worker count.
+TEST(OpsCompare, AllcloseBroadcastsLikeNumpy) {
+  test::ThreadCountGuard guard;
+  for (int workers : test::kWorkerCounts) {
+    set_num_threads(workers);
+    SCOPED_TRACE(workers);
+    // A [300, 257] matrix whose rows are all the same row: close to that row ([257]), to it as
+    // a [1, 257] row, and to a [300, 1] column only if every row element equals the column's.
+    Tensor row = randn({257}, 3, DType::Float64);
+    Tensor m = row.unsqueeze(0).expand({300, 257}).contiguous();
+    EXPECT_TRUE(allclose(m, row));
+    EXPECT_TRUE(allclose(row, m));
+    EXPECT_TRUE(allclose(m, row.unsqueeze(0)));
+    EXPECT_TRUE(allclose(m.T(), row.unsqueeze(1)));  // a transposed view against a column
+    EXPECT_FALSE(allclose(m, row.slice(0, 0, 1)));   // [1] broadcast: only the first column
+    // One element off, in the last chunk of the walk: found whichever side broadcasts.
+    Tensor off = m.clone();
+    off.data<double>()[300 * 257 - 2] += 1.0;
+    EXPECT_FALSE(allclose(off, row));
+    EXPECT_FALSE(allclose(row, off));
+    EXPECT_TRUE(allclose(off.slice(0, 0, 299), row));  // the row that differs is sliced away
+    // 0-d against anything; mixed dtypes compare the values (numpy: np.allclose(int, float)).
+    EXPECT_TRUE(allclose(full({4, 5}, 2.0), full({}, 2, DType::Int64)));
+    EXPECT_FALSE(allclose(full({4, 5}, 2.5), full({}, 2, DType::Int64)));
+    EXPECT_TRUE(allclose(arange(6, DType::Int32).reshape({2, 3}),
+                         arange(6, DType::Float64).reshape({2, 3})));
+    // Empty broadcasts are vacuously close (numpy: np.allclose(np.zeros((0, 3)), [1, 2, 3])).
+    EXPECT_TRUE(allclose(zeros({0, 3}), arange(3, DType::Float32)));
+  }
+  expect_error_containing([] { allclose(zeros({3, 2}), zeros({3})); },
+                          {"allclose", "[3, 2]", "[3]", "cannot be broadcast"});
+  // equal stays numpy's array_equal: no broadcasting, different shapes are not equal.
+  EXPECT_FALSE(equal(ones({2, 3}), ones({3})));
+  EXPECT_FALSE(equal(ones({1, 3}), ones({3})));
 }
 
 TEST(OpsCopyFill, CopyConvertsAndFillWrites) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,7 @@ TEST(Views, SliceSelectUnsqueezeExpand) {
   EXPECT_EQ(to_vector(e), (std::vector<double>{0, 1, 2, 0, 1, 2}));
   expect_error_containing([] { iota({3}).expand({2, 4}); }, {"expand", "[3]", "[2, 4]"});
   expect_error_containing([&] { x.select(0, 4); }, {"select", "index 4", "size 4"});
-  expect_error_containing([&] { x.slice(0, 0, 2, -1); }, {"slice", "step"});
+  expect_error_containing([&] { x.slice(0, 0, 2, 0); }, {"slice", "step must not be zero"});
   expect_error_containing([&] { e.fill_(1.0); }, {"fill_", "expanded"});
 }
 
@@ -315,6 +316,186 @@ TEST(ViewsWorkers, LargeStridedOpsAtEveryWorkerCount) {
       EXPECT_EQ(vs, first_sum) << "sum over a dim differs at " << workers << " workers";
     }
   }
+}
+
+constexpr std::int64_t kFirst = std::numeric_limits<std::int64_t>::max();      // numpy's None start
+constexpr std::int64_t kPastFirst = std::numeric_limits<std::int64_t>::min();  // its None stop
+
+// Negative steps as numpy's: views walking the storage backwards (the cases' numpy results in the
+// comments; python/tests/test_negative_steps.py compares every start/stop against Python).
+TEST(NegativeSteps, SliceLikeNumpy) {
+  Tensor x = iota({6});
+  Tensor r = x.slice(0, kFirst, kPastFirst, -1);  // x[::-1]
+  EXPECT_TRUE(r.shares_storage(x));
+  EXPECT_EQ(r.strides(), (Shape{-1}));
+  EXPECT_EQ(r.storage_offset(), 5);
+  EXPECT_FALSE(r.is_contiguous());
+  EXPECT_EQ(to_vector(r), (std::vector<double>{5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(to_vector(x.slice(0, 5, 1, -2)), (std::vector<double>{5, 3}));      // [5:1:-2]
+  EXPECT_EQ(to_vector(x.slice(0, -2, -100, -3)), (std::vector<double>{4, 1}));  // [-2::-3]
+  EXPECT_EQ(to_vector(x.slice(0, 100, -7, -4)), (std::vector<double>{5, 1}));   // [100:-7:-4]
+  EXPECT_EQ(to_vector(x.slice(0, 3, -1, -1)), std::vector<double>{});           // [3:-1:-1]
+  EXPECT_EQ(x.slice(0, 1, 4, -1).numel(), 0);                                   // [1:4:-1]
+  EXPECT_EQ(to_vector(x.slice(0, 2, kPastFirst, kPastFirst)), std::vector<double>{2});  // huge step
+  EXPECT_EQ(to_vector(x.slice(0, 0, kFirst, kFirst)), std::vector<double>{0});
+  // Reversing twice is the original view; a reversed column of a matrix, then transposed.
+  Tensor m = iota({3, 4});
+  Tensor twice = m.slice(0, kFirst, kPastFirst, -1).slice(0, kFirst, kPastFirst, -1);
+  EXPECT_EQ(twice.strides(), m.strides());
+  EXPECT_EQ(twice.storage_offset(), 0);
+  Tensor rc = m.slice(1, kFirst, kPastFirst, -1).T();  // m[:, ::-1].T
+  EXPECT_EQ(rc.strides(), (Shape{-1, 4}));
+  EXPECT_EQ(to_vector(rc), (std::vector<double>{3, 7, 11, 2, 6, 10, 1, 5, 9, 0, 4, 8}));
+  // Reversing both dimensions of a dense matrix is one dense run backwards.
+  EXPECT_EQ(to_vector(m.slice(0, kFirst, kPastFirst, -1).slice(1, kFirst, kPastFirst, -1)),
+            (std::vector<double>{11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
+  Tensor c = m.slice(1, kFirst, kPastFirst, -2).contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_FALSE(c.shares_storage(m));
+  EXPECT_EQ(to_vector(c), (std::vector<double>{3, 1, 7, 5, 11, 9}));
+}
+
+// Ops read and write through negative strides: element-wise, reductions, copies, fills, cat,
+// matmul (BLAS takes no negative strides: the operand is copied first), at every worker count.
+TEST(NegativeSteps, OpsAndWritesAtEveryWorkerCount) {
+  test::ThreadCountGuard guard;
+  constexpr std::int64_t kRows = 301, kCols = 263;
+  for (int workers : test::kWorkerCounts) {
+    set_num_threads(workers);
+    SCOPED_TRACE(workers);
+    Tensor a = randn({kRows, kCols}, 21, DType::Float64);
+    const auto va = to_vector(a);
+    auto at = [&](std::int64_t i, std::int64_t j) {
+      return va[static_cast<std::size_t>(i * kCols + j)];
+    };
+    Tensor rev = a.slice(0, kFirst, kPastFirst, -1).slice(1, kFirst, kPastFirst, -2);  // [301, 132]
+    const std::int64_t cols = (kCols + 1) / 2;
+    ASSERT_EQ(rev.shape(), (Shape{kRows, cols}));
+    auto rev_at = [&](std::int64_t i, std::int64_t j) {
+      return at(kRows - 1 - i, kCols - 1 - 2 * j);
+    };
+    const auto vr = to_vector(rev * 2.0 + a.slice(1, 0, cols));
+    const auto vs0 = to_vector(sum(rev, 0)), vs1 = to_vector(sum(rev, 1));
+    const auto arg = argmax(rev).item<std::int64_t>();
+    double best = -std::numeric_limits<double>::infinity(), total = 0;
+    std::int64_t best_at = -1;
+    for (std::int64_t i = 0; i < kRows; ++i) {
+      for (std::int64_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(vr[static_cast<std::size_t>(i * cols + j)], rev_at(i, j) * 2.0 + at(i, j));
+        total += rev_at(i, j);
+        if (rev_at(i, j) > best) {
+          best = rev_at(i, j);
+          best_at = i * cols + j;
+        }
+      }
+    }
+    EXPECT_EQ(arg, best_at);  // the flat index in the view's own (row-major) order
+    EXPECT_NEAR(sum(rev).item<double>(), total, 1e-9);
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double ref = 0;
+      for (std::int64_t i = 0; i < kRows; ++i) ref += rev_at(i, j);
+      ASSERT_NEAR(vs0[static_cast<std::size_t>(j)], ref, 1e-9);
+    }
+    for (std::int64_t i = 0; i < kRows; ++i) {
+      double ref = 0;
+      for (std::int64_t j = 0; j < cols; ++j) ref += rev_at(i, j);
+      ASSERT_NEAR(vs1[static_cast<std::size_t>(i)], ref, 1e-9);
+    }
+    // matmul: [301, 132] (both strides negative) x [132, 5] (rows reversed), batched with a
+    // reversed batch.
+    Tensor b = randn({cols, 5}, 22, DType::Float64);
+    const auto vb = to_vector(b);
+    Tensor b_rev = b.slice(0, kFirst, kPastFirst, -1);
+    const auto vp = to_vector(matmul(rev, b_rev));
+    for (std::int64_t i = 0; i < kRows; i += 37) {
+      for (std::int64_t n = 0; n < 5; ++n) {
+        double ref = 0;
+        for (std::int64_t k = 0; k < cols; ++k) {
+          ref += rev_at(i, k) * vb[static_cast<std::size_t>((cols - 1 - k) * 5 + n)];
+        }
+        ASSERT_NEAR(vp[static_cast<std::size_t>(i * 5 + n)], ref, 1e-9);
+      }
+    }
+    Tensor batch = iota({3, 2, 2}).to(DType::Float64);
+    const auto vbatch = to_vector(matmul(batch.slice(0, kFirst, kPastFirst, -1), batch));
+    // batch[2] @ batch[0] = [[8, 9], [10, 11]] @ [[0, 1], [2, 3]] = [[18, 35], [22, 43]]
+    EXPECT_EQ(std::vector<double>(vbatch.begin(), vbatch.begin() + 4),
+              (std::vector<double>{18, 35, 22, 43}));
+    // Writes: copy_ and fill_ into reversed views, and an in-place reversal (overlapping copy).
+    Tensor w = iota({1000});
+    w.slice(0, kFirst, kPastFirst, -1).copy_(w);
+    const auto vw = to_vector(w);
+    for (std::size_t i = 0; i < vw.size(); ++i) ASSERT_EQ(vw[i], 999.0 - static_cast<double>(i));
+    w.slice(0, -2, kPastFirst, -3).fill_(-1.0);  // 998, 995, ..., 2
+    const auto vf = to_vector(w);
+    for (std::size_t i = 0; i < vf.size(); ++i) {
+      ASSERT_EQ(vf[i], i % 3 == 2 ? -1.0 : 999.0 - static_cast<double>(i)) << i;
+    }
+    EXPECT_EQ(to_vector(cat({iota({3}).slice(0, kFirst, kPastFirst, -1), iota({2})}, 0)),
+              (std::vector<double>{2, 1, 0, 0, 1}));
+  }
+}
+
+// Tracking is per storage whatever the strides: a write through a reversed view on a held stream
+// orders a read of the base on another.
+TEST(NegativeSteps, TrackingIsSharedWithTheBase) {
+  Stream s1, s2;
+  Tensor base = zeros({8});
+  base.wait();
+  Gate gate;
+  gate.hold(s1);
+  {
+    StreamContext ctx(s1);
+    base.slice(0, kFirst, kPastFirst, -2).copy_(iota({4}));  // base[7], [5], [3], [1] = 0..3
+  }
+  Tensor total;
+  {
+    StreamContext ctx(s2);
+    total = sum(base);
+  }
+  EXPECT_FALSE(total.ready());
+  gate.open();
+  EXPECT_EQ(total.item<float>(), 6.0f);
+  EXPECT_EQ(to_vector(base), (std::vector<double>{0, 3, 0, 2, 0, 1, 0, 0}));
+  EXPECT_FALSE(gate.timed_out());
+}
+
+// index_select gathers slices along any dimension (numpy's take), from strided inputs, with
+// int32 or int64 indices (negative from the end); an entry out of range fails the stream.
+TEST(IndexSelect, GathersLikeTake) {
+  test::ThreadCountGuard guard;
+  for (int workers : test::kWorkerCounts) {
+    set_num_threads(workers);
+    SCOPED_TRACE(workers);
+    Tensor m = iota({3, 4});
+    std::vector<std::int64_t> rows = {2, 0, -1, 2};
+    Tensor idx = from_blob(rows.data(), {4}, DType::Int64);
+    EXPECT_EQ(to_vector(index_select(m, 0, idx)),
+              (std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11, 8, 9, 10, 11}));
+    Tensor cols = arange(2, DType::Int32) * 3.0;  // int32 {0, 3}
+    EXPECT_EQ(to_vector(index_select(m.T(), 1, arange(3, DType::Int32))),
+              to_vector(m.T()));  // a strided input, every entry
+    EXPECT_EQ(to_vector(index_select(m, -1, cols)), (std::vector<double>{0, 3, 4, 7, 8, 11}));
+    EXPECT_EQ(index_select(m, 0, zeros({0}, DType::Int64)).shape(), (Shape{0, 4}));
+    // Large enough to be split across workers: 40,000 rows gathered in reverse.
+    Tensor big = arange(40000 * 3, DType::Int64).reshape({40000, 3});
+    Tensor rev = arange(40000, DType::Int64)
+                     .slice(0, std::numeric_limits<std::int64_t>::max(),
+                            std::numeric_limits<std::int64_t>::min(), -1);
+    const auto got = to_vector(index_select(big, 0, rev));
+    for (std::int64_t r = 0; r < 40000; ++r) {
+      ASSERT_EQ(got[static_cast<std::size_t>(r * 3 + 2)], static_cast<double>((39999 - r) * 3 + 2));
+    }
+  }
+  Tensor m = iota({3, 4});
+  expect_error_containing([&] { index_select(m, 0, ones({2})); },
+                          {"index_select", "float32", "int64"});
+  expect_error_containing([&] { index_select(m, 2, arange(2)); }, {"index_select", "out of range"});
+  std::vector<std::int64_t> bad = {1, 3};
+  Stream s;
+  StreamContext ctx(s);
+  Tensor picked = index_select(m, 0, from_blob(bad.data(), {2}, DType::Int64));
+  expect_error_containing([&] { picked.wait(); }, {"index 3", "entry 1", "size 3"});
 }
 
 }  // namespace

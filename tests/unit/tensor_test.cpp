@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include "ops_test_util.hpp"
@@ -253,6 +254,49 @@ TEST(TensorLifetime, FromBlobChecks) {
   t.fill_(9);
   t.wait();
   EXPECT_EQ(v[1], 9);  // writes go to the caller's memory
+}
+
+// Strided external memory (a numpy or DLPack view) becomes a view with those strides: the first
+// element at `data`, negative and zero strides allowed, overlapping layouts refused.
+TEST(TensorLifetime, FromBlobWithStridesIsAView) {
+  std::vector<double> buf(12);
+  for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<double>(i);
+  // buf as a [3, 4] matrix, rows reversed and every other column reversed: m[::-1, ::-2].
+  std::atomic<int> deleted{0};
+  {
+    Tensor t = from_blob(buf.data() + 11, {3, 2}, {-4, -2}, DType::Float64, [&](void* p) {
+      EXPECT_EQ(p, buf.data() + 11);  // the pointer it was given, not the lowest address
+      deleted.fetch_add(1);
+    });
+    EXPECT_EQ(t.strides(), (Shape{-4, -2}));
+    EXPECT_EQ(t.data_unsafe<double>(), buf.data() + 11);
+    EXPECT_EQ(to_vector(t), (std::vector<double>{11, 9, 7, 5, 3, 1}));
+    EXPECT_EQ(to_vector(sum(t, 0)), (std::vector<double>{21, 15}));
+    t.copy_(arange(6, DType::Float64).reshape({3, 2}));
+    t.wait();
+  }
+  EXPECT_EQ(deleted.load(), 1);
+  EXPECT_EQ(buf, (std::vector<double>{0, 5, 2, 4, 4, 3, 6, 2, 8, 1, 10, 0}));
+  // A transposed view, and a broadcast one (stride 0: read, not written).
+  Tensor tr = from_blob(buf.data(), {4, 3}, {1, 4}, DType::Float64);
+  EXPECT_EQ(to_vector(tr).front(), 0.0);
+  EXPECT_EQ(to_vector(tr)[1], 4.0);  // tr[0, 1] = buf[4]
+  Tensor wide = from_blob(buf.data(), {3, 4}, {0, 1}, DType::Float64);
+  EXPECT_EQ(to_vector(wide)[8], buf[0]);
+  expect_error_containing([&] { wide.fill_(1.0); }, {"expanded"});
+  // Sliding windows overlap: refused, naming the layout.
+  expect_error_containing([&] { from_blob(buf.data(), {4, 3}, {2, 1}, DType::Float64); },
+                          {"[4, 3]", "[2, 1]", "share memory"});
+  expect_error_containing([&] { from_blob(buf.data(), {4, 3}, {1}, DType::Float64); },
+                          {"1 strides", "[4, 3]"});
+  expect_error_containing(
+      [&] {
+        from_blob(buf.data(), {3, 2}, {std::numeric_limits<std::int64_t>::max(), 1},
+                  DType::Float64);
+      },
+      {"spans more memory"});
+  // Empty: any strides.
+  EXPECT_EQ(from_blob(buf.data(), {0, 3}, {-5, 7}, DType::Float64).numel(), 0);
 }
 
 TEST(TensorRandom, SameSeedSameNumbersWhateverStreamOrWorkerCount) {
