@@ -34,6 +34,32 @@ struct ContinuationLater {
   }
 };
 
+// A launched item while tracing is on: runs the work and records its trace (enqueue, start and
+// end), also when the work throws. The stream outlives its queued items.
+struct TracedWork {
+  detail::Work work;
+  const CpuStream* stream;
+  const char* label;
+  std::int64_t enqueue_ns;
+
+  void operator()() {
+    const std::int64_t start_ns = now_ns();
+    try {
+      work();
+    } catch (...) {
+      record(start_ns);
+      throw;
+    }
+    record(start_ns);
+  }
+
+  void record(std::int64_t start_ns) const {
+    trace_item(RawTrace{stream->device(), stream->id(), stream->priority(),
+                        label != nullptr ? label : "launch", enqueue_ns, start_ns, now_ns(),
+                        WorkerPool::worker_index()});
+  }
+};
+
 // While a stream's work runs: it is held by this thread, and it is the current stream, so ops
 // launched from inside work go to the same stream, after the running item.
 class RunningScope {
@@ -83,7 +109,7 @@ std::uint64_t CpuStream::push(Node* n) {
   // Relaxed: the number only has to be unique and increasing; the node is published by the inbox,
   // and a record that happens after this push sees this number or a later one (coherence).
   const auto seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
-  n->seq = seq;
+  n->set_seq(seq);
   // Counted before it is linked: a drainer must never finish a node its producer has not counted
   // yet, or its settlement could bring the count to zero under a queued node (and a second drainer
   // could start). acq_rel: the push that finds 0 takes ownership for a new drainer (acquire: it
@@ -96,10 +122,14 @@ std::uint64_t CpuStream::push(Node* n) {
 
 void CpuStream::enqueue(detail::Work work, const char* label) {
   Node* n = NodeCache::get();
-  n->kind = Kind::kWork;
   n->label = label;
-  n->enqueue_ns = tracing_enabled() ? now_ns() : 0;  // the one relaxed load tracing costs when off
-  n->work = std::move(work);
+  // The one relaxed load tracing costs when off; when on, the item is wrapped so that it records
+  // its own trace (the node has no room for the enqueue time).
+  if (tracing_enabled()) {
+    n->work = NodeWork(TracedWork{std::move(work), this, label, now_ns()});
+  } else {
+    n->work = NodeWork(std::move(work));
+  }
   // Relaxed: a count for pending(); counted before the item can finish, so finished <= launched.
   work_launched_.fetch_add(1, std::memory_order_relaxed);
   try {
@@ -125,8 +155,7 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   }
   auto ev = std::make_shared<CpuEvent>(self, 0, options, -1);
   Node* n = NodeCache::get();
-  n->kind = Kind::kStamp;
-  n->event = ev;
+  n->set_event(Kind::kStamp, ev);
   try {
     ev->seq = push(n);  // the drainer only stamps the event; it never reads seq
   } catch (...) {
@@ -144,8 +173,7 @@ void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
     return;  // nothing to wait for and no failure to inherit
   }
   Node* n = NodeCache::get();
-  n->kind = Kind::kWait;
-  n->event = position;
+  n->set_event(Kind::kWait, position);
   try {
     push(n);
   } catch (...) {
@@ -157,10 +185,10 @@ void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
 
 void CpuStream::absorb_locked() {
   while (Node* n = inbox_.pop()) {
-    if (n->seq != next_seq_) {
+    if (n->seq() != next_seq_) {
       // A producer with an earlier number has not linked yet: keep this one aside, in order.
-      const auto at = std::lower_bound(early_.begin(), early_.end(), n->seq,
-                                       [](const Node* a, std::uint64_t q) { return a->seq < q; });
+      const auto at = std::lower_bound(early_.begin(), early_.end(), n->seq(),
+                                       [](const Node* a, std::uint64_t q) { return a->seq() < q; });
       early_.insert(at, n);
       continue;
     }
@@ -174,7 +202,7 @@ void CpuStream::absorb_locked() {
       }
       local_tail_ = n;
       ++next_seq_;
-      if (early_.empty() || early_.front()->seq != next_seq_) break;
+      if (early_.empty() || early_.front()->seq() != next_seq_) break;
       n = early_.front();
       early_.erase(early_.begin());
     }
@@ -198,15 +226,15 @@ std::uint64_t CpuStream::cancel() {
       str());
   // The user asked for it: not a failure to report on stderr if nobody looks at it.
   error->observed.store(true, std::memory_order_relaxed);
-  std::vector<detail::Work> dropped;
+  std::vector<NodeWork> dropped;
   {
     std::unique_lock lock(mutex_);
     absorb_locked();
     std::uint64_t first = 0;
     std::size_t n = 0;
     const auto count = [&](Node* e) {
-      if (e->kind != Kind::kWork) return;
-      if (first == 0 || e->seq < first) first = e->seq;
+      if (e->kind() != Kind::kWork) return;
+      if (first == 0 || e->seq() < first) first = e->seq();
       ++n;
     };
     // Relaxed (here and below): the local list is guarded by mutex_.
@@ -220,7 +248,7 @@ std::uint64_t CpuStream::cancel() {
     try {
       dropped.reserve(n + 8);
       mark_node = NodeCache::get();
-      mark_node->kind = Kind::kMark;
+      mark_node->set_kind_keeping_work(Kind::kMark);
       failures_.set_cancel_mark(push(mark_node));
     } catch (...) {
       if (mark_node != nullptr) NodeCache::put(mark_node);
@@ -240,10 +268,10 @@ std::uint64_t CpuStream::cancel() {
       }
     }
     std::uint64_t dropped_count = 0;
-    for (Node* e = local_head_; e != nullptr && e->seq < mark;
+    for (Node* e = local_head_; e != nullptr && e->seq() < mark;
          e = e->next.load(std::memory_order_relaxed)) {
-      if (e->kind != Kind::kWork) continue;
-      e->kind = Kind::kDropped;
+      if (e->kind() != Kind::kWork) continue;
+      e->set_kind_keeping_work(Kind::kDropped);
       try {
         dropped.push_back(std::move(e->work));
       } catch (...) {
@@ -414,7 +442,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
     }
     // Waits hold even while a failure is active: a synchronize may report it before the event
     // completes, and work launched after that must still wait for the event.
-    if (front->kind == Kind::kWait && !front->event->stream->is_complete(front->event->seq)) {
+    if (front->kind() == Kind::kWait && !front->event->stream->is_complete(front->event->seq)) {
       // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
       auto target = front->event;
       blocked_ = true;
@@ -432,7 +460,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
     }
     pop_front_locked();
     Node* const e = front;
-    switch (e->kind) {
+    switch (e->kind()) {
       case Kind::kWork: {
         if (failures_.active()) {
           // Skipped: nothing runs on the results of failed work. Its state is released now.
@@ -445,32 +473,27 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
         }
         lock.unlock();
         std::exception_ptr error;
-        const std::int64_t start_ns = e->enqueue_ns != 0 ? now_ns() : 0;
         try {
           e->work();
         } catch (...) {
           error = std::current_exception();
         }
-        if (e->enqueue_ns != 0) {
-          trace_item(RawTrace{device(), id(), priority(), e->label != nullptr ? e->label : "launch",
-                              e->enqueue_ns, start_ns, now_ns(), WorkerPool::worker_index()});
-        }
         e->work.reset();
         lock.lock();
         work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);  // written under mutex_ only
-        if (error) failures_.fail(std::make_shared<ErrorRecord>(error, str()), e->seq);
+        if (error) failures_.fail(std::make_shared<ErrorRecord>(error, str()), e->seq());
         break;
       }
       case Kind::kDropped:
-        failures_.reach_dropped(e->seq);
+        failures_.reach_dropped(e->seq());
         break;
       case Kind::kMark:
-        failures_.reach_mark(e->seq);
+        failures_.reach_mark(e->seq());
         break;
       case Kind::kWait:
         if (!failures_.active()) {
-          if (auto f = e->event->stream->failure_at(e->event->seq)) failures_.fail(f, e->seq);
+          if (auto f = e->event->stream->failure_at(e->event->seq)) failures_.fail(f, e->seq());
         }
         break;
       case Kind::kStamp:
@@ -484,12 +507,12 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
           // acq_rel: the host that sees kConsumed must see `error`.
           if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
                                                      std::memory_order_acq_rel)) {
-            failures_.consume(e->seq);
+            failures_.consume(e->seq());
           }
         }
         break;
     }
-    const auto seq = e->seq;
+    const auto seq = e->seq();
     e->clear();
     NodeCache::put(e);
     complete_locked(seq, lock, defer);

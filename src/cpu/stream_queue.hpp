@@ -1,6 +1,6 @@
 #pragma once
 // The queue of a CPU stream: intrusive nodes that carry the entry inline (the callable in
-// detail::Work's small buffer), pushed lock-free by any number of threads and taken by one
+// a small buffer), pushed lock-free by any number of threads and taken by one
 // consumer at a time (D. Vyukov's intrusive MPSC list). Nodes are recycled through a per-thread
 // cache (NodeCache). See docs/design.md, "The stream queue".
 #include <atomic>
@@ -17,30 +17,79 @@ struct SyncPoint;
 // Size of a cache line: producer and consumer fields are kept this far apart.
 inline constexpr std::size_t kCacheLine = 64;
 
+// The callable a node carries: 24 bytes inline (three pointers' worth of captures); a larger
+// callable goes to the heap (see Node).
+using NodeWork = detail::BasicWork<24, alignof(void*)>;
+
 // One queue entry. Owned by its producer until pushed, then by the consumer until recycled.
+// 56 bytes, one 64-byte malloc chunk per queued item (the QueueMemory benchmark): the kind shares
+// a word with the position, and the callable, the event and the sync point share their storage
+// (which one is live follows the kind).
 struct Node {
   // kDropped: work removed by cancel() (its callable is gone); kMark: the end of a cancel.
   enum class Kind : std::uint8_t { kWork, kWait, kStamp, kSync, kDropped, kMark };
 
+  Node() noexcept { ::new (&work) NodeWork(); }
+  ~Node() { destroy_payload(); }
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   std::atomic<Node*> next{nullptr};
-  std::uint64_t seq = 0;
-  Kind kind = Kind::kWork;
-  const char* label = nullptr;
-  std::int64_t enqueue_ns = 0;  // kWork: non-zero when traced (enqueued while tracing was on)
-  detail::Work work;
-  std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
-  std::shared_ptr<SyncPoint> sync;  // kSync
+  const char* label = nullptr;  // kWork
+
+  std::uint64_t seq() const noexcept { return seq_kind_ >> 8; }
+  void set_seq(std::uint64_t seq) noexcept { seq_kind_ = seq << 8 | (seq_kind_ & 0xff); }
+  Kind kind() const noexcept { return static_cast<Kind>(seq_kind_ & 0xff); }
+  // kWork -> kDropped or kMark (the callable was moved out or never set): the storage keeps an
+  // empty NodeWork.
+  void set_kind_keeping_work(Kind k) noexcept {
+    seq_kind_ = (seq_kind_ & ~std::uint64_t{0xff}) | static_cast<std::uint8_t>(k);
+  }
+  // A kWait or kStamp node on `e`; the node must be cleared (kWork, no callable).
+  void set_event(Kind k, std::shared_ptr<CpuEvent> e) noexcept {
+    work.~NodeWork();
+    ::new (&event) std::shared_ptr<CpuEvent>(std::move(e));
+    set_kind_keeping_work(k);
+  }
+  // A kSync node; the node must be cleared.
+  void set_sync(std::shared_ptr<SyncPoint> s) noexcept {
+    work.~NodeWork();
+    ::new (&sync) std::shared_ptr<SyncPoint>(std::move(s));
+    set_kind_keeping_work(Kind::kSync);
+  }
 
   // Back to a freshly allocated state (captured state released), for reuse.
   void clear() noexcept {
-    work.reset();
-    event.reset();
-    sync.reset();
+    destroy_payload();
+    ::new (&work) NodeWork();
     label = nullptr;
-    enqueue_ns = 0;
-    kind = Kind::kWork;
+    seq_kind_ = 0;  // kWork
   }
+
+  union {
+    NodeWork work;                     // kWork, kDropped, kMark
+    std::shared_ptr<CpuEvent> event;   // kWait: waited on; kStamp: to stamp
+    std::shared_ptr<SyncPoint> sync;   // kSync
+  };
+
+ private:
+  void destroy_payload() noexcept {
+    switch (kind()) {
+      case Kind::kWait:
+      case Kind::kStamp:
+        event.~shared_ptr();
+        break;
+      case Kind::kSync:
+        sync.~shared_ptr();
+        break;
+      default:
+        work.~NodeWork();
+    }
+  }
+
+  std::uint64_t seq_kind_ = 0;  // position << 8 | kind
 };
+static_assert(sizeof(Node) <= 56, "a node must fit one 64-byte malloc chunk");
 
 // Per-thread free lists of nodes. A node freed by a consumer goes to the consumer's list; lists
 // that grow too long hand a batch to a small global stock, from which empty lists refill, so a

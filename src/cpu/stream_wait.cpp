@@ -122,8 +122,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   }
   auto sp = std::make_shared<SyncPoint>();
   Node* n = NodeCache::get();
-  n->kind = Kind::kSync;
-  n->sync = sp;
+  n->set_sync(sp);
   std::uint64_t seq = 0;
   std::uint64_t idle = 0;
   if (host_run() &&
@@ -132,7 +131,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
     // finds it idle would (acq_rel as in push), and hands the failure over itself instead of
     // waking a worker for it. (A fork child's first synchronize thus starts no threads.)
     seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: as in push
-    n->seq = seq;
+    n->set_seq(seq);
     inbox_.push(n);
     drain(seq);
   } else {
@@ -169,15 +168,14 @@ void CpuStream::clear_reported(const std::shared_ptr<ErrorRecord>& error) {
   auto sp = std::make_shared<SyncPoint>();
   sp->only = error;
   Node* n = NodeCache::get();
-  n->kind = Kind::kSync;
-  n->sync = std::move(sp);
+  n->set_sync(std::move(sp));
   std::uint64_t idle = 0;
   if (host_run() && pending_.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
     // Idle: clear it here and now, as synchronize() does (acq_rel and relaxed as there), so that
     // work submitted after the wait starts at once and no worker is woken for the point.
-    n->seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
+    n->set_seq(submitted_.fetch_add(1, std::memory_order_relaxed) + 1);
     inbox_.push(n);
-    drain(n->seq);
+    drain(n->seq());
     return;
   }
   try {

@@ -37,7 +37,7 @@ TEST(StreamQueue, ManyProducersOneConsumerKeepEachProducersOrderAndLoseNothing) 
       }
       for (std::uint64_t i = 0; i < per_producer; ++i) {
         Node* n = NodeCache::get();
-        n->seq = (static_cast<std::uint64_t>(p) << 32) | i;
+        n->set_seq((static_cast<std::uint64_t>(p) << 32) | i);
         queue.push(n);
       }
     });
@@ -52,8 +52,8 @@ TEST(StreamQueue, ManyProducersOneConsumerKeepEachProducersOrderAndLoseNothing) 
       std::this_thread::yield();
       continue;
     }
-    const auto p = static_cast<int>(n->seq >> 32);
-    const auto i = n->seq & 0xffffffffULL;
+    const auto p = static_cast<int>(n->seq() >> 32);
+    const auto i = n->seq() & 0xffffffffULL;
     ASSERT_GE(p, 0);
     ASSERT_LT(p, kProducers);
     ASSERT_EQ(i, next[p]) << "producer " << p << ": out of order or repeated";
@@ -78,7 +78,7 @@ TEST(StreamQueue, ConsumerSeesTheEntryWrittenBeforePush) {
       Node* n = NodeCache::get();
       values[i] = i + 1;  // plain write, published by push
       n->work = [&values, i] { values[i] *= 2; };
-      n->seq = static_cast<std::uint64_t>(i);
+      n->set_seq(static_cast<std::uint64_t>(i));
       queue.push(n);
     }
   });
@@ -90,7 +90,7 @@ TEST(StreamQueue, ConsumerSeesTheEntryWrittenBeforePush) {
       continue;
     }
     n->work();
-    EXPECT_EQ(values[n->seq], 2 * static_cast<int>(n->seq + 1));
+    EXPECT_EQ(values[n->seq()], 2 * static_cast<int>(n->seq() + 1));
     ++seen;
     n->clear();
     NodeCache::put(n);

@@ -10,37 +10,93 @@
 
 namespace streamrt::detail {
 
-//! A move-only `void()` callable. Not thread-safe (owned by one queue entry at a time).
-class Work {
+//! How a BasicWork handles the callable it holds; one table per callable type and storage kind,
+//! shared by every inline size, so that a callable moves between sizes without re-wrapping.
+struct WorkOps {
+  void (*invoke)(void*);
+  void (*move)(void* dst, void* src) noexcept;
+  void (*destroy)(void*) noexcept;
+  std::size_t size;   //!< bytes the callable takes in a buffer (a pointer when on the heap)
+  std::size_t align;  //!< alignment it needs there
+};
+
+//! Callable D stored in the buffer.
+template <class D>
+inline constexpr WorkOps kInlineWorkOps{
+    [](void* p) { (*static_cast<D*>(p))(); },
+    [](void* dst, void* src) noexcept {
+      ::new (dst) D(std::move(*static_cast<D*>(src)));
+      static_cast<D*>(src)->~D();
+    },
+    [](void* p) noexcept { static_cast<D*>(p)->~D(); }, sizeof(D), alignof(D)};
+
+//! Callable D on the heap, the buffer holding its pointer.
+template <class D>
+inline constexpr WorkOps kHeapWorkOps{
+    [](void* p) { (**static_cast<D**>(p))(); },
+    [](void* dst, void* src) noexcept {
+      *static_cast<D**>(dst) = *static_cast<D**>(src);
+      *static_cast<D**>(src) = nullptr;
+    },
+    [](void* p) noexcept { delete *static_cast<D**>(p); }, sizeof(D*), alignof(D*)};
+
+template <std::size_t N, std::size_t A>
+class BasicWork;
+
+template <class T>
+struct IsBasicWork : std::false_type {};
+template <std::size_t N, std::size_t A>
+struct IsBasicWork<BasicWork<N, A>> : std::true_type {};
+
+//! A move-only `void()` callable with `N` bytes of inline storage aligned to `A`. Not thread-safe
+//! (owned by one queue entry at a time).
+template <std::size_t N, std::size_t A>
+class BasicWork {
+  static_assert(N >= sizeof(void*) && A >= alignof(void*), "a heap pointer must fit inline");
+
  public:
   //! Bytes of callable stored inline; larger callables go to the heap.
-  static constexpr std::size_t kInlineSize = 48;
+  static constexpr std::size_t kInlineSize = N;
 
   //! An empty Work (invoking it is a bug).
-  Work() noexcept = default;
+  BasicWork() noexcept = default;
 
   //! Wraps any callable `fn()`; stores it inline when it fits and is nothrow-movable.
   template <class F, class D = std::decay_t<F>,
-            class = std::enable_if_t<!std::is_same_v<D, Work> && std::is_invocable_v<D&>>>
-  Work(F&& fn) {  // NOLINT: implicit on purpose, like std::function
-    if constexpr (sizeof(D) <= kInlineSize && alignof(D) <= alignof(std::max_align_t) &&
-                  std::is_nothrow_move_constructible_v<D>) {
+            class = std::enable_if_t<!IsBasicWork<D>::value && std::is_invocable_v<D&>>>
+  BasicWork(F&& fn) {  // NOLINT: implicit on purpose, like std::function
+    if constexpr (sizeof(D) <= N && alignof(D) <= A && std::is_nothrow_move_constructible_v<D>) {
       ::new (static_cast<void*>(buf_)) D(std::forward<F>(fn));
-      ops_ = &kInlineOps<D>;
+      ops_ = &kInlineWorkOps<D>;
     } else {
       *reinterpret_cast<D**>(buf_) = new D(std::forward<F>(fn));
-      ops_ = &kHeapOps<D>;
+      ops_ = &kHeapWorkOps<D>;
+    }
+  }
+
+  //! Takes the callable of a Work with another inline size: moved into this buffer when it fits,
+  //! else `other` itself is moved to the heap (one allocation). `other` becomes empty.
+  template <std::size_t M, std::size_t B, class = std::enable_if_t<M != N || B != A>>
+  BasicWork(BasicWork<M, B>&& other) {  // NOLINT: implicit, as between callables
+    if (other.ops_ == nullptr) return;
+    if (other.ops_->size <= N && other.ops_->align <= A) {
+      ops_ = std::exchange(other.ops_, nullptr);
+      ops_->move(buf_, other.buf_);
+    } else {
+      using Box = BasicWork<M, B>;
+      *reinterpret_cast<Box**>(buf_) = new Box(std::move(other));
+      ops_ = &kHeapWorkOps<Box>;
     }
   }
 
   //! Moves the callable; `other` becomes empty.
-  Work(Work&& other) noexcept : ops_(other.ops_) {
+  BasicWork(BasicWork&& other) noexcept : ops_(other.ops_) {
     if (ops_ != nullptr) ops_->move(buf_, other.buf_);
     other.ops_ = nullptr;
   }
 
   //! Moves the callable; the old one is destroyed first.
-  Work& operator=(Work&& other) noexcept {
+  BasicWork& operator=(BasicWork&& other) noexcept {
     if (this != &other) {
       reset();
       ops_ = other.ops_;
@@ -50,11 +106,11 @@ class Work {
     return *this;
   }
 
-  Work(const Work&) = delete;
-  Work& operator=(const Work&) = delete;
+  BasicWork(const BasicWork&) = delete;
+  BasicWork& operator=(const BasicWork&) = delete;
 
   //! Destroys the callable (captured state is released here).
-  ~Work() { reset(); }
+  ~BasicWork() { reset(); }
 
   //! True when a callable is held.
   explicit operator bool() const noexcept { return ops_ != nullptr; }
@@ -71,32 +127,14 @@ class Work {
   }
 
  private:
-  struct Ops {
-    void (*invoke)(void*);
-    void (*move)(void* dst, void* src) noexcept;
-    void (*destroy)(void*) noexcept;
-  };
+  template <std::size_t, std::size_t>
+  friend class BasicWork;
 
-  template <class D>
-  static constexpr Ops kInlineOps{
-      [](void* p) { (*static_cast<D*>(p))(); },
-      [](void* dst, void* src) noexcept {
-        ::new (dst) D(std::move(*static_cast<D*>(src)));
-        static_cast<D*>(src)->~D();
-      },
-      [](void* p) noexcept { static_cast<D*>(p)->~D(); }};
-
-  template <class D>
-  static constexpr Ops kHeapOps{
-      [](void* p) { (**static_cast<D**>(p))(); },
-      [](void* dst, void* src) noexcept {
-        *static_cast<D**>(dst) = *static_cast<D**>(src);
-        *static_cast<D**>(src) = nullptr;
-      },
-      [](void* p) noexcept { delete *static_cast<D**>(p); }};
-
-  alignas(std::max_align_t) unsigned char buf_[kInlineSize];
-  const Ops* ops_ = nullptr;
+  alignas(A) unsigned char buf_[N];
+  const WorkOps* ops_ = nullptr;
 };
+
+//! The callable a launch carries from the API to the backend.
+using Work = BasicWork<48, alignof(std::max_align_t)>;
 
 }  // namespace streamrt::detail
