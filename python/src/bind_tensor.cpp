@@ -31,13 +31,50 @@ using namespace pybind11::literals;
 
 namespace {
 
+// Set once by bind_tensor, with the GIL held and before any op can run.
+const py::detail::type_info* g_tensor_info = nullptr;
+// numpy and its scalar base classes, set on the first numpy() under the GIL; leaked references
+// (used until exit). Looked up per call, they would cost more than a small op's launch.
+PyObject* g_numpy = nullptr;
+PyObject* g_numpy_generic = nullptr;
+PyObject* g_numpy_floating = nullptr;
+
+}  // namespace
+
+py::module_ numpy() {
+  if (g_numpy == nullptr) {
+    // The import may release the GIL, so another thread can get here too: both store the same
+    // module (one reference leaks).
+    auto np = py::module_::import("numpy");
+    g_numpy_generic = py::object(np.attr("generic")).release().ptr();
+    g_numpy_floating = py::object(np.attr("floating")).release().ptr();
+    g_numpy = np.release().ptr();
+  }
+  return py::reinterpret_borrow<py::module_>(g_numpy);
+}
+
+const Tensor* borrowed_tensor(py::handle obj) {
+  if (PyObject_TypeCheck(obj.ptr(), g_tensor_info->type) == 0) return nullptr;
+  // The caster with the type known: no lookup of Tensor's type by its C++ name.
+  py::detail::type_caster_generic caster(g_tensor_info);
+  if (!caster.load(obj, false)) return nullptr;
+  return static_cast<const Tensor*>(caster.value);
+}
+
+py::object wrap_tensor(Tensor&& t) {
+  py::handle h = py::detail::type_caster_generic::cast(
+      &t, py::return_value_policy::move, {}, g_tensor_info, nullptr, [](const void* p) -> void* {
+        return new Tensor(std::move(*static_cast<Tensor*>(const_cast<void*>(p))));
+      });
+  if (!h) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(h);
+}
+
+namespace {
+
 constexpr const char* kSupportedDTypes =
     "streamrt.float32, streamrt.float64, streamrt.int32, streamrt.int64 or streamrt.bool (or the "
     "numpy equivalents)";
-
-py::module_ numpy() {
-  return py::module_::import("numpy");
-}
 
 // ---------------------------------------------------------------------------------------------
 // dtypes
@@ -412,9 +449,15 @@ py::object to_dlpack(const Tensor& t, py::object stream) {
 // Any tensor-like argument: a Tensor, a numpy array, a DLPack or buffer object, nested lists.
 
 bool is_scalar(py::handle obj) {
-  if (py::isinstance<py::bool_>(obj)) return false;
-  if (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj)) return true;
-  return py::isinstance(obj, numpy().attr("generic"));
+  PyObject* o = obj.ptr();
+  if (PyFloat_Check(o)) return true;
+  if (PyLong_Check(o)) return !PyBool_Check(o);
+  // Tensors first: they are the common operand, and need no numpy.
+  if (PyObject_TypeCheck(o, g_tensor_info->type) != 0) return false;
+  numpy();
+  const int r = PyObject_IsInstance(o, g_numpy_generic);
+  if (r < 0) throw py::error_already_set();
+  return r == 1;
 }
 
 // Python data (lists, scalars): floats become float32 (torch's default dtype), ints int64.
@@ -535,7 +578,8 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
 // An op's operand: tensors as they are, anything else shared (or converted) into a tensor the
 // op only reads, so read-only memory is fine.
 Tensor operand(py::handle obj, const char* what) {
-  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
+  if (const Tensor* t = borrowed_tensor(obj)) return *t;
+  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();  // not initialized: cast raises
   if (py::isinstance<py::array>(obj) || py::hasattr(obj, "__dlpack__") ||
       PyObject_CheckBuffer(obj.ptr()) != 0 || py::isinstance<py::list>(obj) ||
       py::isinstance<py::tuple>(obj)) {
@@ -558,114 +602,64 @@ Device tensor_device(py::handle obj, const char* what) {
   return d;
 }
 
-// Runs an enqueueing op with the GIL released. Its Errors are argument errors (nothing waits),
-// so they become ValueError.
+// Runs an enqueueing op with the GIL released (ops that may wait, or not known not to). Its
+// Errors are argument errors, so they become ValueError.
 template <class F>
 Tensor enqueue(const char* what, F&& f) {
-  try {
+  return launch_op(what, [&] {
     py::gil_scoped_release release;
     return f();
-  } catch (const Cancelled&) {
-    throw;
-  } catch (const Error& e) {
-    std::string message = python_spelling(e.what());
-    if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
-    throw py::value_error(message);
-  }
+  });
 }
 
-// torch's promotion for a Python scalar operand: a float scalar makes an integer or bool tensor
-// float32, an int scalar makes a bool tensor int64; otherwise the tensor's dtype wins.
-Tensor promote_for_scalar(const Tensor& t, py::handle scalar) {
-  const bool float_scalar =
-      py::isinstance<py::float_>(scalar) || py::isinstance(scalar, numpy().attr("floating"));
-  DType want = t.dtype();
-  if (float_scalar && !is_floating(t.dtype())) want = DType::Float32;
-  if (!float_scalar && t.dtype() == DType::Bool) want = DType::Int64;
-  if (want == t.dtype()) return t;
-  py::gil_scoped_release release;
-  return t.to(want);
-}
+// An arithmetic operator: the op on two tensors, on a tensor and a number, on a number and a
+// tensor.
+struct Arithmetic {
+  const char* name;
+  Tensor (*tensors)(const Tensor&, const Tensor&);
+  Tensor (*tensor_scalar)(const Tensor&, double);
+  Tensor (*scalar_tensor)(double, const Tensor&);
+};
 
-enum class BinaryOp { Add, Sub, Mul, Div };
+constexpr Arithmetic kAdd{"add", [](const Tensor& x, const Tensor& y) { return x + y; },
+                          [](const Tensor& x, double s) { return x + s; },
+                          [](double s, const Tensor& y) { return s + y; }};
+constexpr Arithmetic kSub{"sub", [](const Tensor& x, const Tensor& y) { return x - y; },
+                          [](const Tensor& x, double s) { return x - s; },
+                          [](double s, const Tensor& y) { return s - y; }};
+constexpr Arithmetic kMul{"mul", [](const Tensor& x, const Tensor& y) { return x * y; },
+                          [](const Tensor& x, double s) { return x * s; },
+                          [](double s, const Tensor& y) { return s * y; }};
+constexpr Arithmetic kDiv{"div", [](const Tensor& x, const Tensor& y) { return x / y; },
+                          [](const Tensor& x, double s) { return x / s; },
+                          [](double s, const Tensor& y) { return s / y; }};
 
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add:
-      return "add";
-    case BinaryOp::Sub:
-      return "sub";
-    case BinaryOp::Mul:
-      return "mul";
-    case BinaryOp::Div:
-      return "div";
-  }
-  return "?";
-}
-
-Tensor binary(BinaryOp op, py::handle a, py::handle b) {
-  const char* what = binary_name(op);
+// a op b, where at most one is a Python number (torch's promotion against it).
+Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
+  const char* what = op.name;
   const bool a_scalar = is_scalar(a);
   const bool b_scalar = is_scalar(b);
   if (a_scalar && b_scalar) {
     throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
   }
-  if (b_scalar) {
-    Tensor x = promote_for_scalar(operand(a, what), b);
-    const double s = b.cast<double>();
-    return enqueue(what, [&] {
-      switch (op) {
-        case BinaryOp::Add:
-          return add(x, s);
-        case BinaryOp::Sub:
-          return sub(x, s);
-        case BinaryOp::Mul:
-          return mul(x, s);
-        case BinaryOp::Div:
-          return div(x, s);
-      }
-      return Tensor();
-    });
+  if (a_scalar || b_scalar) {
+    py::handle scalar = a_scalar ? a : b;
+    Operand t(a_scalar ? b : a, what);
+    t.promote_for(scalar);
+    const double s = scalar.cast<double>();
+    return launch_op(what,
+                     [&] { return a_scalar ? op.scalar_tensor(s, *t) : op.tensor_scalar(*t, s); });
   }
-  if (a_scalar) {
-    const double s = a.cast<double>();
-    Tensor y = promote_for_scalar(operand(b, what), a);
-    return enqueue(what, [&] {
-      switch (op) {
-        case BinaryOp::Add:
-          return s + y;
-        case BinaryOp::Sub:
-          return s - y;
-        case BinaryOp::Mul:
-          return s * y;
-        case BinaryOp::Div:
-          return s / y;
-      }
-      return Tensor();
-    });
-  }
-  Tensor x = operand(a, what);
-  Tensor y = operand(b, what);
-  return enqueue(what, [&] {
-    switch (op) {
-      case BinaryOp::Add:
-        return add(x, y);
-      case BinaryOp::Sub:
-        return sub(x, y);
-      case BinaryOp::Mul:
-        return mul(x, y);
-      case BinaryOp::Div:
-        return div(x, y);
-    }
-    return Tensor();
-  });
+  Operand x(a, what);
+  Operand y(b, what);
+  return launch_op(what, [&] { return op.tensors(*x, *y); });
 }
 
 // For operators: NotImplemented when the other operand is not tensor-like, so Python can try the
 // other side's reflected method.
-py::object binary_operator(BinaryOp op, py::handle a, py::handle b) {
+py::object binary_operator(const Arithmetic& op, py::handle a, py::handle b) {
   try {
-    return py::cast(binary(op, a, b));
+    return wrap_tensor(binary(op, a, b));
   } catch (const py::type_error&) {
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   }
@@ -807,8 +801,35 @@ Tensor tensor_operand(py::handle obj, const char* what) {
 bool is_python_scalar(py::handle obj) {
   return is_scalar(obj);
 }
-Tensor scalar_promoted(const Tensor& t, py::handle scalar) {
-  return promote_for_scalar(t, scalar);
+DType scalar_promoted_dtype(DType d, py::handle scalar) {
+  PyObject* o = scalar.ptr();
+  bool float_scalar = PyFloat_Check(o);
+  if (!float_scalar && !PyLong_Check(o)) {
+    numpy();
+    const int r = PyObject_IsInstance(o, g_numpy_floating);
+    if (r < 0) throw py::error_already_set();
+    float_scalar = r == 1;
+  }
+  if (float_scalar && !is_floating(d)) return DType::Float32;
+  if (!float_scalar && d == DType::Bool) return DType::Int64;
+  return d;
+}
+
+Operand::Operand(py::handle obj, const char* what) : tensor_(borrowed_tensor(obj)) {
+  if (tensor_ == nullptr) tensor_ = &owned_.emplace(operand(obj, what));
+}
+
+void Operand::promote_for(py::handle scalar) {
+  const DType want = scalar_promoted_dtype(tensor_->dtype(), scalar);
+  if (want == tensor_->dtype()) return;
+  Tensor converted = tensor_->to(want);
+  tensor_ = &owned_.emplace(std::move(converted));
+}
+
+py::value_error op_error(const char* what, const Error& e) {
+  std::string message = python_spelling(e.what());
+  if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
+  return py::value_error(message);
 }
 DType dtype_arg(py::handle obj, const char* what) {
   return to_dtype(obj, what);
@@ -955,8 +976,8 @@ void bind_tensor(py::module_& m) {
             py::gil_scoped_release release;
             t.wait();
           },
-           "Blocks (GIL released) until the queued work that writes the tensor has finished; "
-           "re-raises its failure.")
+          "Blocks (GIL released) until the queued work that writes the tensor has finished; "
+          "re-raises its failure.")
       .def(
           "record_stream",
           [](const Tensor&, py::object stream) {
@@ -1011,26 +1032,18 @@ void bind_tensor(py::module_& m) {
       .def("shares_storage", &Tensor::shares_storage, "other"_a)
       .def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
       .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); })
-      .def("__add__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, a, b); })
-      .def("__radd__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, b, a); })
-      .def("__sub__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, a, b); })
-      .def("__rsub__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, b, a); })
-      .def("__mul__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, a, b); })
-      .def("__rmul__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, b, a); })
-      .def("__truediv__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, a, b); })
-      .def("__rtruediv__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, b, a); })
-      .def("__neg__", [](const Tensor& t) { return enqueue("neg", [&] { return -t; }); })
+      .def("__add__", [](py::object a, py::object b) { return binary_operator(kAdd, a, b); })
+      .def("__radd__", [](py::object a, py::object b) { return binary_operator(kAdd, b, a); })
+      .def("__sub__", [](py::object a, py::object b) { return binary_operator(kSub, a, b); })
+      .def("__rsub__", [](py::object a, py::object b) { return binary_operator(kSub, b, a); })
+      .def("__mul__", [](py::object a, py::object b) { return binary_operator(kMul, a, b); })
+      .def("__rmul__", [](py::object a, py::object b) { return binary_operator(kMul, b, a); })
+      .def("__truediv__", [](py::object a, py::object b) { return binary_operator(kDiv, a, b); })
+      .def("__rtruediv__", [](py::object a, py::object b) { return binary_operator(kDiv, b, a); })
       .def("__repr__", &tensor_repr);
   // numpy must not handle `ndarray + tensor` itself (through __array__): give it to Tensor.
   m.attr("Tensor").attr("__array_ufunc__") = py::none();
+  g_tensor_info = py::detail::get_type_info(typeid(Tensor));
 
   m.def(
       "from_numpy", [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); },
@@ -1122,10 +1135,10 @@ void bind_tensor(py::module_& m) {
         return enqueue("matmul", [&] { return matmul(x, y); });
       },
       "a"_a, "b"_a, "Matrix product on the current stream; returns at once.");
-  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+  for (const Arithmetic* op : {&kAdd, &kSub, &kMul, &kDiv}) {
     m.def(
-        binary_name(op), [op](py::object a, py::object b) { return binary(op, a, b); }, "a"_a,
-        "b"_a, "Element-wise, on the current stream (either side may be a number).");
+        op->name, [op](py::object a, py::object b) { return binary(*op, a, b); }, "a"_a, "b"_a,
+        "Element-wise, on the current stream (either side may be a number).");
   }
   m.def(
       "allclose",
