@@ -6,8 +6,10 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "streamrt/error.hpp"
@@ -358,6 +360,47 @@ Tensor compare(const CompareDef& def, py::handle a, py::handle b) {
   return launch_op(def.name, [&] { return def.fn(*x, *y); });
 }
 
+Tensor unary(const UnaryDef& u, py::handle a) {
+  Operand x(a, u.name);
+  return launch_op(u.name, [&] { return u.fn(*x); });
+}
+
+// Methods bound directly (def_direct), one entry point per table row.
+template <std::size_t I>
+py::object unary_method(py::handle self) {
+  return wrap_tensor(unary(kUnary[I], self));
+}
+
+template <std::size_t I>
+void def_unary(py::handle cls) {
+  constexpr const char* doc = "Element-wise, on the current stream.";
+  def_direct<unary_method<I>>(cls, kUnary[I].name, doc);
+  if (kUnary[I].dunder != nullptr) def_direct<unary_method<I>>(cls, kUnary[I].dunder, doc);
+}
+
+template <std::size_t... I>
+void def_unary_methods(py::handle cls, std::index_sequence<I...>) {
+  (def_unary<I>(cls), ...);
+}
+
+template <std::size_t I>
+py::object compare_method(py::handle self, py::handle other) {
+  try {
+    return wrap_tensor(compare(kCompare[I], self, other));
+  } catch (const py::type_error&) {
+    // Not comparable with a tensor: Python tries the other side's reflected comparison.
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+}
+
+template <std::size_t... I>
+void def_compare_methods(py::handle cls, std::index_sequence<I...>) {
+  (def_direct<compare_method<I>>(cls, kCompare[I].dunder,
+                                 "Element-wise comparison (broadcast), a bool tensor; "
+                                 "NotImplemented for operands that are not tensor-like."),
+   ...);
+}
+
 Tensor pow_op(py::handle a, py::handle exponent) {
   if (!is_python_scalar(exponent)) {
     throw py::type_error(
@@ -500,16 +543,10 @@ void bind_ops(py::module_& m) {
 
   // ---- element-wise
   for (const auto& u : kUnary) {
-    auto fn = [u](py::handle a) {
-      Operand x(a, u.name);
-      return launch_op(u.name, [&] { return u.fn(*x); });
-    };
-    cls.def(u.name, fn);
-    m.def(u.name, fn, "input"_a);
-    if (u.dunder != nullptr) {
-      cls.def(u.dunder, [fn](py::handle self) { return wrap_tensor(fn(self)); });
-    }
+    m.def(
+        u.name, [&u](py::handle a) { return unary(u, a); }, "input"_a);
   }
+  def_unary_methods(cls, std::make_index_sequence<std::size(kUnary)>());
   cls.def("pow", &pow_op, "exponent"_a, "Element-wise power by a number.");
   cls.def("__pow__", [](py::object a, py::object e) -> py::object {
     if (!is_python_scalar(e)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
@@ -541,14 +578,8 @@ void bind_ops(py::module_& m) {
     m.def(
         c.name, [c](py::object a, py::object b) { return compare(c, a, b); }, "input"_a, "other"_a,
         "Element-wise comparison (broadcast), a bool tensor.");
-    cls.def(c.dunder, [c](py::object a, py::object b) -> py::object {
-      try {
-        return wrap_tensor(compare(c, a, b));
-      } catch (const py::type_error&) {
-        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      }
-    });
   }
+  def_compare_methods(cls, std::make_index_sequence<std::size(kCompare)>());
   // Truth of a one-element tensor is its value; of others, ambiguous (as torch and numpy), so
   // `if a > b:` on many elements raises instead of being silently true.
   cls.def("__bool__", [](const Tensor& t) {

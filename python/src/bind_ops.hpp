@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "bindings.hpp"
 #include "streamrt/error.hpp"
@@ -77,6 +78,37 @@ py::tuple shape_to_tuple(const Shape& shape);
 //! Runs an enqueueing op with the GIL released; its Errors become ValueError naming `what`.
 //! Requires the GIL.
 Tensor run_op(const char* what, const std::function<Tensor()>& f);
+
+//! Sets the Python error for the C++ exception being handled, as pybind11's dispatcher does (this
+//! module's translators, then the global ones), and returns null. Only in a catch handler;
+//! requires the GIL.
+PyObject* raise_current_exception() noexcept;
+//! Adds method `name` with the C entry point `entry` (METH_O or METH_NOARGS in `flags`) to class
+//! `cls`. `name` and `doc` must outlive the module. Requires the GIL.
+void add_direct_method(py::handle cls, const char* name, PyCFunction entry, int flags,
+                       const char* doc);
+
+//! Binds `F` (py::object(py::handle self) or py::object(py::handle self, py::handle other)) as
+//! method `name` of class `cls`, called by CPython directly: pybind11's dispatcher (argument
+//! vectors, casters, overload loop) costs a good part of a small op's launch, so the operators
+//! skip it. C++ exceptions become the Python exceptions pybind11 would raise. `name` and `doc`
+//! must outlive the module. Requires the GIL.
+template <auto F>
+void def_direct(py::handle cls, const char* name, const char* doc) {
+  constexpr bool unary = std::is_invocable_v<decltype(F), py::handle>;
+  PyCFunction entry = [](PyObject* self, PyObject* other) noexcept -> PyObject* {
+    try {
+      if constexpr (unary) {
+        return F(self).release().ptr();
+      } else {
+        return F(self, other).release().ptr();
+      }
+    } catch (...) {
+      return raise_current_exception();
+    }
+  };
+  add_direct_method(cls, name, entry, unary ? METH_NOARGS : METH_O, doc);
+}
 
 //! Binds views, indexing, reductions, the element-wise math, comparisons, where, softmax, cat and
 //! stack as Tensor methods and module functions. Requires the GIL; after bind_tensor.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -612,27 +613,32 @@ Tensor enqueue(const char* what, F&& f) {
   });
 }
 
-// An arithmetic operator: the op on two tensors, on a tensor and a number, on a number and a
-// tensor.
+// An arithmetic operator: its names, the op on two tensors, on a tensor and a number, on a number
+// and a tensor.
 struct Arithmetic {
   const char* name;
+  const char* dunder;
+  const char* reflected;
   Tensor (*tensors)(const Tensor&, const Tensor&);
   Tensor (*tensor_scalar)(const Tensor&, double);
   Tensor (*scalar_tensor)(double, const Tensor&);
 };
 
-constexpr Arithmetic kAdd{"add", [](const Tensor& x, const Tensor& y) { return x + y; },
-                          [](const Tensor& x, double s) { return x + s; },
-                          [](double s, const Tensor& y) { return s + y; }};
-constexpr Arithmetic kSub{"sub", [](const Tensor& x, const Tensor& y) { return x - y; },
-                          [](const Tensor& x, double s) { return x - s; },
-                          [](double s, const Tensor& y) { return s - y; }};
-constexpr Arithmetic kMul{"mul", [](const Tensor& x, const Tensor& y) { return x * y; },
-                          [](const Tensor& x, double s) { return x * s; },
-                          [](double s, const Tensor& y) { return s * y; }};
-constexpr Arithmetic kDiv{"div", [](const Tensor& x, const Tensor& y) { return x / y; },
-                          [](const Tensor& x, double s) { return x / s; },
-                          [](double s, const Tensor& y) { return s / y; }};
+// The operator `Op` (std::plus<> ...) on tensors and numbers, as streamrt's C++ operators.
+template <class Op>
+constexpr Arithmetic arithmetic(const char* name, const char* dunder, const char* reflected) {
+  return {name,
+          dunder,
+          reflected,
+          [](const Tensor& x, const Tensor& y) { return Op()(x, y); },
+          [](const Tensor& x, double s) { return Op()(x, s); },
+          [](double s, const Tensor& y) { return Op()(s, y); }};
+}
+
+constexpr Arithmetic kAdd = arithmetic<std::plus<>>("add", "__add__", "__radd__");
+constexpr Arithmetic kSub = arithmetic<std::minus<>>("sub", "__sub__", "__rsub__");
+constexpr Arithmetic kMul = arithmetic<std::multiplies<>>("mul", "__mul__", "__rmul__");
+constexpr Arithmetic kDiv = arithmetic<std::divides<>>("div", "__truediv__", "__rtruediv__");
 
 // a op b, where at most one is a Python number (torch's promotion against it).
 Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
@@ -663,6 +669,20 @@ py::object binary_operator(const Arithmetic& op, py::handle a, py::handle b) {
   } catch (const py::type_error&) {
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   }
+}
+
+template <const Arithmetic* Op, bool Reflected>
+py::object arithmetic_method(py::handle self, py::handle other) {
+  return Reflected ? binary_operator(*Op, other, self) : binary_operator(*Op, self, other);
+}
+
+template <const Arithmetic* Op>
+void def_arithmetic(py::handle cls) {
+  constexpr const char* doc =
+      "Element-wise, on the current stream (the other side may be a number or tensor-like); "
+      "NotImplemented for anything else.";
+  def_direct<arithmetic_method<Op, false>>(cls, Op->dunder, doc);
+  def_direct<arithmetic_method<Op, true>>(cls, Op->reflected, doc);
 }
 
 py::object matmul_operator(py::handle a, py::handle b) {
@@ -824,6 +844,29 @@ void Operand::promote_for(py::handle scalar) {
   if (want == tensor_->dtype()) return;
   Tensor converted = tensor_->to(want);
   tensor_ = &owned_.emplace(std::move(converted));
+}
+
+PyObject* raise_current_exception() noexcept {
+  if (py::detail::apply_exception_translators(
+          py::detail::get_local_internals().registered_exception_translators)) {
+    return nullptr;
+  }
+  if (py::detail::apply_exception_translators(
+          py::detail::get_internals().registered_exception_translators)) {
+    return nullptr;
+  }
+  PyErr_SetString(PyExc_SystemError, "an exception escaped pybind11's exception translators");
+  return nullptr;
+}
+
+void add_direct_method(py::handle cls, const char* name, PyCFunction entry, int flags,
+                       const char* doc) {
+  // Leaked: the method descriptor points at it for as long as the class lives.
+  auto* def = new PyMethodDef{name, entry, flags, doc};
+  auto method = py::reinterpret_steal<py::object>(
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), def));
+  if (!method) throw py::error_already_set();
+  cls.attr(name) = method;
 }
 
 py::value_error op_error(const char* what, const Error& e) {
@@ -1032,18 +1075,14 @@ void bind_tensor(py::module_& m) {
       .def("shares_storage", &Tensor::shares_storage, "other"_a)
       .def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
       .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); })
-      .def("__add__", [](py::object a, py::object b) { return binary_operator(kAdd, a, b); })
-      .def("__radd__", [](py::object a, py::object b) { return binary_operator(kAdd, b, a); })
-      .def("__sub__", [](py::object a, py::object b) { return binary_operator(kSub, a, b); })
-      .def("__rsub__", [](py::object a, py::object b) { return binary_operator(kSub, b, a); })
-      .def("__mul__", [](py::object a, py::object b) { return binary_operator(kMul, a, b); })
-      .def("__rmul__", [](py::object a, py::object b) { return binary_operator(kMul, b, a); })
-      .def("__truediv__", [](py::object a, py::object b) { return binary_operator(kDiv, a, b); })
-      .def("__rtruediv__", [](py::object a, py::object b) { return binary_operator(kDiv, b, a); })
       .def("__repr__", &tensor_repr);
   // numpy must not handle `ndarray + tensor` itself (through __array__): give it to Tensor.
   m.attr("Tensor").attr("__array_ufunc__") = py::none();
   g_tensor_info = py::detail::get_type_info(typeid(Tensor));
+  for (auto def : {def_arithmetic<&kAdd>, def_arithmetic<&kSub>, def_arithmetic<&kMul>,
+                   def_arithmetic<&kDiv>}) {
+    def(m.attr("Tensor"));
+  }
 
   m.def(
       "from_numpy", [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); },
