@@ -19,7 +19,8 @@ py::module_ numpy();
 //! The Tensor inside a streamrt.Tensor (or subclass) instance, borrowed: valid while `obj` lives.
 //! Null for any other object (and for an instance whose __init__ has not run). Requires the GIL.
 const Tensor* borrowed_tensor(py::handle obj);
-//! A new streamrt.Tensor owning `t`. Requires the GIL.
+//! A new streamrt.Tensor owning `t`, for a new result only: it is not in pybind11's registry of
+//! instances, which finds the wrapper of a C++ address. Requires the GIL.
 py::object wrap_tensor(Tensor&& t);
 //! An op's operand: a Tensor as it is; numpy arrays, DLPack/buffer objects and lists shared or
 //! converted (read-only memory is fine). TypeError for anything else. Requires the GIL.

@@ -63,12 +63,22 @@ const Tensor* borrowed_tensor(py::handle obj) {
 }
 
 py::object wrap_tensor(Tensor&& t) {
-  py::handle h = py::detail::type_caster_generic::cast(
-      &t, py::return_value_policy::move, {}, g_tensor_info, nullptr, [](const void* p) -> void* {
-        return new Tensor(std::move(*static_cast<Tensor*>(const_cast<void*>(p))));
-      });
-  if (!h) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(h);
+  // Made as pybind11's cast makes it (an owning holder in pybind11's instance layout), but left
+  // out of pybind11's registry of live instances, which only serves to find the Python object of
+  // a C++ address already wrapped: this value is new, and no binding returns a reference to a
+  // wrapped Tensor. Registering and deregistering cost a hash-table insert and erase per result,
+  // the most of any step of wrapping when many tensors are alive. pybind11 deregisters, when an
+  // instance is deallocated, only instances marked registered.
+  using Holder = py::class_<Tensor>::holder_type;
+  auto self = py::reinterpret_steal<py::object>(py::detail::make_new_instance(g_tensor_info->type));
+  auto value = std::make_unique<Tensor>(std::move(t));
+  auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
+  auto v_h = inst->get_value_and_holder(g_tensor_info);
+  v_h.value_ptr() = value.get();
+  inst->owned = true;
+  new (std::addressof(v_h.holder<Holder>())) Holder(std::move(value));
+  v_h.set_holder_constructed();
+  return self;
 }
 
 namespace {
