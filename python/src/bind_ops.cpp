@@ -1,6 +1,7 @@
 // Python bindings of views and indexing, reductions, element-wise math, comparisons, where,
-// softmax, cat and stack: Tensor methods and module functions named as in torch. Ops are enqueued
-// with the GIL released (run_op); argument errors become ValueError (IndexError for indices).
+// softmax, cat and stack: Tensor methods and module functions named as in torch. Element-wise ops
+// launch with the GIL held (launch_op), the others with it released (run_op); argument errors
+// become ValueError (IndexError for indices).
 #include "bind_ops.hpp"
 
 #include <pybind11/stl.h>
@@ -414,6 +415,11 @@ Tensor pow_op(py::handle a, py::handle exponent) {
   return launch_op("pow", [&] { return pow(*x, e); });
 }
 
+py::object pow_method(py::handle self, py::handle exponent) {
+  if (!is_python_scalar(exponent)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return wrap_tensor(pow_op(self, exponent));
+}
+
 Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
   Operand x(a, "clamp");
   std::optional<double> l, h;
@@ -548,10 +554,8 @@ void bind_ops(py::module_& m) {
   }
   def_unary_methods(cls, std::make_index_sequence<std::size(kUnary)>());
   cls.def("pow", &pow_op, "exponent"_a, "Element-wise power by a number.");
-  cls.def("__pow__", [](py::object a, py::object e) -> py::object {
-    if (!is_python_scalar(e)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return py::cast(pow_op(a, e));
-  });
+  def_direct<pow_method>(cls, "__pow__",
+                         "Element-wise power by a number; NotImplemented for anything else.");
   m.def("pow", &pow_op, "input"_a, "exponent"_a, "Element-wise power by a number.");
   cls.def("clamp", &clamp_op, "min"_a = py::none(), "max"_a = py::none(),
           "Element-wise clamp to [min, max] (either may be None); NaN kept.");

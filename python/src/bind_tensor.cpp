@@ -1,6 +1,7 @@
-// Python bindings of tensors, ops, dependency tracking and the profiler. Ops are enqueued with the
-// GIL released; host access (numpy(), the buffer protocol, __dlpack__, item()) waits for the
-// pending work on the tensor with the GIL released. Memory is shared, never copied, with numpy
+// Python bindings of tensors, ops, dependency tracking and the profiler. Element-wise ops launch
+// with the GIL held (a launch never waits), others with it released; host access (numpy(), the
+// buffer protocol, __dlpack__, item()) waits for the pending work on the tensor with the GIL
+// released. Memory is shared, never copied, with numpy
 // and DLPack producers/consumers whenever the layout allows it.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
