@@ -1,13 +1,16 @@
 // Python bindings of views and indexing, reductions, element-wise math, comparisons, where,
-// softmax, cat and stack: Tensor methods and module functions named as in torch. Ops are enqueued
-// with the GIL released (run_op); argument errors become ValueError (IndexError for indices).
+// softmax, cat and stack: Tensor methods and module functions named as in torch. Element-wise ops
+// launch with the GIL held (launch_op), the others with it released (run_op); argument errors
+// become ValueError (IndexError for indices).
 #include "bind_ops.hpp"
 
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "streamrt/error.hpp"
@@ -22,7 +25,7 @@ namespace {
 // A number as a 0-d tensor to combine with `like` (torch: the tensor's dtype, unless a float
 // number meets an integer or bool tensor: then float32).
 Tensor scalar_tensor(py::handle s, const Tensor& like, const char* what) {
-  const DType d = scalar_promoted(like, s).dtype();
+  const DType d = scalar_promoted_dtype(like.dtype(), s);
   const double v = s.cast<double>();
   return run_op(what, [&] { return full({}, v, d, like.device()); });
 }
@@ -308,17 +311,18 @@ using UnaryFn = Tensor (*)(const Tensor&);
 struct UnaryDef {
   const char* name;
   UnaryFn fn;
+  const char* dunder;  // the operator's method, if any
 };
 
 const UnaryDef kUnary[] = {
-    {"exp", [](const Tensor& t) { return exp(t); }},
-    {"log", [](const Tensor& t) { return log(t); }},
-    {"tanh", [](const Tensor& t) { return tanh(t); }},
-    {"sigmoid", [](const Tensor& t) { return sigmoid(t); }},
-    {"sqrt", [](const Tensor& t) { return sqrt(t); }},
-    {"abs", [](const Tensor& t) { return abs(t); }},
-    {"neg", [](const Tensor& t) { return neg(t); }},
-    {"relu", [](const Tensor& t) { return relu(t); }},
+    {"exp", [](const Tensor& t) { return exp(t); }, nullptr},
+    {"log", [](const Tensor& t) { return log(t); }, nullptr},
+    {"tanh", [](const Tensor& t) { return tanh(t); }, nullptr},
+    {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, nullptr},
+    {"sqrt", [](const Tensor& t) { return sqrt(t); }, nullptr},
+    {"abs", [](const Tensor& t) { return abs(t); }, "__abs__"},
+    {"neg", [](const Tensor& t) { return neg(t); }, "__neg__"},
+    {"relu", [](const Tensor& t) { return relu(t); }, nullptr},
 };
 
 using CompareFn = Tensor (*)(const Tensor&, const Tensor&);
@@ -348,14 +352,54 @@ const CompareDef kCompare[] = {
 };
 
 Tensor compare(const CompareDef& def, py::handle a, py::handle b) {
-  if (is_python_scalar(b) || py::isinstance<py::bool_>(b)) {
-    Tensor x = tensor_operand(a, def.name);
+  Operand x(a, def.name);
+  if (is_python_scalar(b) || PyBool_Check(b.ptr())) {
     const double s = b.cast<double>();
-    return run_op(def.name, [&] { return def.scalar(x, s); });
+    return launch_op(def.name, [&] { return def.scalar(*x, s); });
   }
-  Tensor x = tensor_operand(a, def.name);
-  Tensor y = tensor_operand(b, def.name);
-  return run_op(def.name, [&] { return def.fn(x, y); });
+  Operand y(b, def.name);
+  return launch_op(def.name, [&] { return def.fn(*x, *y); });
+}
+
+Tensor unary(const UnaryDef& u, py::handle a) {
+  Operand x(a, u.name);
+  return launch_op(u.name, [&] { return u.fn(*x); });
+}
+
+// Methods bound directly (def_direct), one entry point per table row.
+template <std::size_t I>
+py::object unary_method(py::handle self) {
+  return wrap_tensor(unary(kUnary[I], self));
+}
+
+template <std::size_t I>
+void def_unary(py::handle cls) {
+  constexpr const char* doc = "Element-wise, on the current stream.";
+  def_direct<unary_method<I>>(cls, kUnary[I].name, doc);
+  if (kUnary[I].dunder != nullptr) def_direct<unary_method<I>>(cls, kUnary[I].dunder, doc);
+}
+
+template <std::size_t... I>
+void def_unary_methods(py::handle cls, std::index_sequence<I...>) {
+  (def_unary<I>(cls), ...);
+}
+
+template <std::size_t I>
+py::object compare_method(py::handle self, py::handle other) {
+  try {
+    return wrap_tensor(compare(kCompare[I], self, other));
+  } catch (const py::type_error&) {
+    // Not comparable with a tensor: Python tries the other side's reflected comparison.
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+}
+
+template <std::size_t... I>
+void def_compare_methods(py::handle cls, std::index_sequence<I...>) {
+  (def_direct<compare_method<I>>(cls, kCompare[I].dunder,
+                                 "Element-wise comparison (broadcast), a bool tensor; "
+                                 "NotImplemented for operands that are not tensor-like."),
+   ...);
 }
 
 Tensor pow_op(py::handle a, py::handle exponent) {
@@ -365,24 +409,30 @@ Tensor pow_op(py::handle a, py::handle exponent) {
         "supported), got " +
         type_name(exponent));
   }
-  Tensor x = scalar_promoted(tensor_operand(a, "pow"), exponent);
+  Operand x(a, "pow");
+  x.promote_for(exponent);
   const double e = exponent.cast<double>();
-  return run_op("pow", [&] { return pow(x, e); });
+  return launch_op("pow", [&] { return pow(*x, e); });
+}
+
+py::object pow_method(py::handle self, py::handle exponent) {
+  if (!is_python_scalar(exponent)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return wrap_tensor(pow_op(self, exponent));
 }
 
 Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
-  Tensor x = tensor_operand(a, "clamp");
+  Operand x(a, "clamp");
   std::optional<double> l, h;
   for (py::handle bound : {lo, hi}) {
     if (bound.is_none()) continue;
     if (!is_python_scalar(bound)) {
       throw py::type_error("clamp: bounds must be numbers or None, got " + type_name(bound));
     }
-    x = scalar_promoted(x, bound);
+    x.promote_for(bound);
   }
   if (!lo.is_none()) l = lo.cast<double>();
   if (!hi.is_none()) h = hi.cast<double>();
-  return run_op("clamp", [&] { return clamp(x, l, h); });
+  return launch_op("clamp", [&] { return clamp(*x, l, h); });
 }
 
 Tensor binary_fn(const char* what, py::handle a, py::handle b,
@@ -499,19 +549,13 @@ void bind_ops(py::module_& m) {
 
   // ---- element-wise
   for (const auto& u : kUnary) {
-    auto fn = [u](py::object a) {
-      Tensor x = tensor_operand(a, u.name);
-      return run_op(u.name, [&] { return u.fn(x); });
-    };
-    cls.def(u.name, fn);
-    m.def(u.name, fn, "input"_a);
+    m.def(
+        u.name, [&u](py::handle a) { return unary(u, a); }, "input"_a);
   }
-  cls.def("__abs__", [](const Tensor& t) { return run_op("abs", [&] { return abs(t); }); });
+  def_unary_methods(cls, std::make_index_sequence<std::size(kUnary)>());
   cls.def("pow", &pow_op, "exponent"_a, "Element-wise power by a number.");
-  cls.def("__pow__", [](py::object a, py::object e) -> py::object {
-    if (!is_python_scalar(e)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return py::cast(pow_op(a, e));
-  });
+  def_direct<pow_method>(cls, "__pow__",
+                         "Element-wise power by a number; NotImplemented for anything else.");
   m.def("pow", &pow_op, "input"_a, "exponent"_a, "Element-wise power by a number.");
   cls.def("clamp", &clamp_op, "min"_a = py::none(), "max"_a = py::none(),
           "Element-wise clamp to [min, max] (either may be None); NaN kept.");
@@ -538,14 +582,8 @@ void bind_ops(py::module_& m) {
     m.def(
         c.name, [c](py::object a, py::object b) { return compare(c, a, b); }, "input"_a, "other"_a,
         "Element-wise comparison (broadcast), a bool tensor.");
-    cls.def(c.dunder, [c](py::object a, py::object b) -> py::object {
-      try {
-        return py::cast(compare(c, a, b));
-      } catch (const py::type_error&) {
-        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      }
-    });
   }
+  def_compare_methods(cls, std::make_index_sequence<std::size(kCompare)>());
   // Truth of a one-element tensor is its value; of others, ambiguous (as torch and numpy), so
   // `if a > b:` on many elements raises instead of being silently true.
   cls.def("__bool__", [](const Tensor& t) {

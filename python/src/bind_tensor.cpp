@@ -1,6 +1,7 @@
-// Python bindings of tensors, ops, dependency tracking and the profiler. Ops are enqueued with the
-// GIL released; host access (numpy(), the buffer protocol, __dlpack__, item()) waits for the
-// pending work on the tensor with the GIL released. Memory is shared, never copied, with numpy
+// Python bindings of tensors, ops, dependency tracking and the profiler. Element-wise ops launch
+// with the GIL held (a launch never waits), others with it released; host access (numpy(), the
+// buffer protocol, __dlpack__, item()) waits for the pending work on the tensor with the GIL
+// released. Memory is shared, never copied, with numpy
 // and DLPack producers/consumers whenever the layout allows it.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,13 +33,60 @@ using namespace pybind11::literals;
 
 namespace {
 
+// Set once by bind_tensor, with the GIL held and before any op can run.
+const py::detail::type_info* g_tensor_info = nullptr;
+// numpy and its scalar base classes, set on the first numpy() under the GIL; leaked references
+// (used until exit). Looked up per call, they would cost more than a small op's launch.
+PyObject* g_numpy = nullptr;
+PyObject* g_numpy_generic = nullptr;
+PyObject* g_numpy_floating = nullptr;
+
+}  // namespace
+
+py::module_ numpy() {
+  if (g_numpy == nullptr) {
+    // The import may release the GIL, so another thread can get here too: both store the same
+    // module (one reference leaks).
+    auto np = py::module_::import("numpy");
+    g_numpy_generic = py::object(np.attr("generic")).release().ptr();
+    g_numpy_floating = py::object(np.attr("floating")).release().ptr();
+    g_numpy = np.release().ptr();
+  }
+  return py::reinterpret_borrow<py::module_>(g_numpy);
+}
+
+const Tensor* borrowed_tensor(py::handle obj) {
+  if (PyObject_TypeCheck(obj.ptr(), g_tensor_info->type) == 0) return nullptr;
+  // The caster with the type known: no lookup of Tensor's type by its C++ name.
+  py::detail::type_caster_generic caster(g_tensor_info);
+  if (!caster.load(obj, false)) return nullptr;
+  return static_cast<const Tensor*>(caster.value);
+}
+
+py::object wrap_tensor(Tensor&& t) {
+  // Made as pybind11's cast makes it (an owning holder in pybind11's instance layout), but left
+  // out of pybind11's registry of live instances, which only serves to find the Python object of
+  // a C++ address already wrapped: this value is new, and no binding returns a reference to a
+  // wrapped Tensor. Registering and deregistering cost a hash-table insert and erase per result,
+  // the most of any step of wrapping when many tensors are alive. pybind11 deregisters, when an
+  // instance is deallocated, only instances marked registered.
+  using Holder = py::class_<Tensor>::holder_type;
+  auto self = py::reinterpret_steal<py::object>(py::detail::make_new_instance(g_tensor_info->type));
+  auto value = std::make_unique<Tensor>(std::move(t));
+  auto* inst = reinterpret_cast<py::detail::instance*>(self.ptr());
+  auto v_h = inst->get_value_and_holder(g_tensor_info);
+  v_h.value_ptr() = value.get();
+  inst->owned = true;
+  new (std::addressof(v_h.holder<Holder>())) Holder(std::move(value));
+  v_h.set_holder_constructed();
+  return self;
+}
+
+namespace {
+
 constexpr const char* kSupportedDTypes =
     "streamrt.float32, streamrt.float64, streamrt.int32, streamrt.int64 or streamrt.bool (or the "
     "numpy equivalents)";
-
-py::module_ numpy() {
-  return py::module_::import("numpy");
-}
 
 // ---------------------------------------------------------------------------------------------
 // dtypes
@@ -412,9 +461,15 @@ py::object to_dlpack(const Tensor& t, py::object stream) {
 // Any tensor-like argument: a Tensor, a numpy array, a DLPack or buffer object, nested lists.
 
 bool is_scalar(py::handle obj) {
-  if (py::isinstance<py::bool_>(obj)) return false;
-  if (py::isinstance<py::float_>(obj) || py::isinstance<py::int_>(obj)) return true;
-  return py::isinstance(obj, numpy().attr("generic"));
+  PyObject* o = obj.ptr();
+  if (PyFloat_Check(o)) return true;
+  if (PyLong_Check(o)) return !PyBool_Check(o);
+  // Tensors first: they are the common operand, and need no numpy.
+  if (PyObject_TypeCheck(o, g_tensor_info->type) != 0) return false;
+  numpy();
+  const int r = PyObject_IsInstance(o, g_numpy_generic);
+  if (r < 0) throw py::error_already_set();
+  return r == 1;
 }
 
 // Python data (lists, scalars): floats become float32 (torch's default dtype), ints int64.
@@ -535,7 +590,8 @@ Tensor asarray_impl(py::handle obj, std::optional<DType> dtype, std::optional<bo
 // An op's operand: tensors as they are, anything else shared (or converted) into a tensor the
 // op only reads, so read-only memory is fine.
 Tensor operand(py::handle obj, const char* what) {
-  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
+  if (const Tensor* t = borrowed_tensor(obj)) return *t;
+  if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();  // not initialized: cast raises
   if (py::isinstance<py::array>(obj) || py::hasattr(obj, "__dlpack__") ||
       PyObject_CheckBuffer(obj.ptr()) != 0 || py::isinstance<py::list>(obj) ||
       py::isinstance<py::tuple>(obj)) {
@@ -558,117 +614,86 @@ Device tensor_device(py::handle obj, const char* what) {
   return d;
 }
 
-// Runs an enqueueing op with the GIL released. Its Errors are argument errors (nothing waits),
-// so they become ValueError.
+// Runs an enqueueing op with the GIL released (ops that may wait, or not known not to). Its
+// Errors are argument errors, so they become ValueError.
 template <class F>
 Tensor enqueue(const char* what, F&& f) {
-  try {
+  return launch_op(what, [&] {
     py::gil_scoped_release release;
     return f();
-  } catch (const Cancelled&) {
-    throw;
-  } catch (const Error& e) {
-    std::string message = python_spelling(e.what());
-    if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
-    throw py::value_error(message);
-  }
+  });
 }
 
-// torch's promotion for a Python scalar operand: a float scalar makes an integer or bool tensor
-// float32, an int scalar makes a bool tensor int64; otherwise the tensor's dtype wins.
-Tensor promote_for_scalar(const Tensor& t, py::handle scalar) {
-  const bool float_scalar =
-      py::isinstance<py::float_>(scalar) || py::isinstance(scalar, numpy().attr("floating"));
-  DType want = t.dtype();
-  if (float_scalar && !is_floating(t.dtype())) want = DType::Float32;
-  if (!float_scalar && t.dtype() == DType::Bool) want = DType::Int64;
-  if (want == t.dtype()) return t;
-  py::gil_scoped_release release;
-  return t.to(want);
+// An arithmetic operator: its names, the op on two tensors, on a tensor and a number, on a number
+// and a tensor.
+struct Arithmetic {
+  const char* name;
+  const char* dunder;
+  const char* reflected;
+  Tensor (*tensors)(const Tensor&, const Tensor&);
+  Tensor (*tensor_scalar)(const Tensor&, double);
+  Tensor (*scalar_tensor)(double, const Tensor&);
+};
+
+// The operator `Op` (std::plus<> ...) on tensors and numbers, as streamrt's C++ operators.
+template <class Op>
+constexpr Arithmetic arithmetic(const char* name, const char* dunder, const char* reflected) {
+  return {name,
+          dunder,
+          reflected,
+          [](const Tensor& x, const Tensor& y) { return Op()(x, y); },
+          [](const Tensor& x, double s) { return Op()(x, s); },
+          [](double s, const Tensor& y) { return Op()(s, y); }};
 }
 
-enum class BinaryOp { Add, Sub, Mul, Div };
+constexpr Arithmetic kAdd = arithmetic<std::plus<>>("add", "__add__", "__radd__");
+constexpr Arithmetic kSub = arithmetic<std::minus<>>("sub", "__sub__", "__rsub__");
+constexpr Arithmetic kMul = arithmetic<std::multiplies<>>("mul", "__mul__", "__rmul__");
+constexpr Arithmetic kDiv = arithmetic<std::divides<>>("div", "__truediv__", "__rtruediv__");
 
-const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add:
-      return "add";
-    case BinaryOp::Sub:
-      return "sub";
-    case BinaryOp::Mul:
-      return "mul";
-    case BinaryOp::Div:
-      return "div";
-  }
-  return "?";
-}
-
-Tensor binary(BinaryOp op, py::handle a, py::handle b) {
-  const char* what = binary_name(op);
+// a op b, where at most one is a Python number (torch's promotion against it).
+Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
+  const char* what = op.name;
   const bool a_scalar = is_scalar(a);
   const bool b_scalar = is_scalar(b);
   if (a_scalar && b_scalar) {
     throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
   }
-  if (b_scalar) {
-    Tensor x = promote_for_scalar(operand(a, what), b);
-    const double s = b.cast<double>();
-    return enqueue(what, [&] {
-      switch (op) {
-        case BinaryOp::Add:
-          return add(x, s);
-        case BinaryOp::Sub:
-          return sub(x, s);
-        case BinaryOp::Mul:
-          return mul(x, s);
-        case BinaryOp::Div:
-          return div(x, s);
-      }
-      return Tensor();
-    });
+  if (a_scalar || b_scalar) {
+    py::handle scalar = a_scalar ? a : b;
+    Operand t(a_scalar ? b : a, what);
+    t.promote_for(scalar);
+    const double s = scalar.cast<double>();
+    return launch_op(what,
+                     [&] { return a_scalar ? op.scalar_tensor(s, *t) : op.tensor_scalar(*t, s); });
   }
-  if (a_scalar) {
-    const double s = a.cast<double>();
-    Tensor y = promote_for_scalar(operand(b, what), a);
-    return enqueue(what, [&] {
-      switch (op) {
-        case BinaryOp::Add:
-          return s + y;
-        case BinaryOp::Sub:
-          return s - y;
-        case BinaryOp::Mul:
-          return s * y;
-        case BinaryOp::Div:
-          return s / y;
-      }
-      return Tensor();
-    });
-  }
-  Tensor x = operand(a, what);
-  Tensor y = operand(b, what);
-  return enqueue(what, [&] {
-    switch (op) {
-      case BinaryOp::Add:
-        return add(x, y);
-      case BinaryOp::Sub:
-        return sub(x, y);
-      case BinaryOp::Mul:
-        return mul(x, y);
-      case BinaryOp::Div:
-        return div(x, y);
-    }
-    return Tensor();
-  });
+  Operand x(a, what);
+  Operand y(b, what);
+  return launch_op(what, [&] { return op.tensors(*x, *y); });
 }
 
 // For operators: NotImplemented when the other operand is not tensor-like, so Python can try the
 // other side's reflected method.
-py::object binary_operator(BinaryOp op, py::handle a, py::handle b) {
+py::object binary_operator(const Arithmetic& op, py::handle a, py::handle b) {
   try {
-    return py::cast(binary(op, a, b));
+    return wrap_tensor(binary(op, a, b));
   } catch (const py::type_error&) {
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   }
+}
+
+template <const Arithmetic* Op, bool Reflected>
+py::object arithmetic_method(py::handle self, py::handle other) {
+  return Reflected ? binary_operator(*Op, other, self) : binary_operator(*Op, self, other);
+}
+
+template <const Arithmetic* Op>
+void def_arithmetic(py::handle cls) {
+  constexpr const char* doc =
+      "Element-wise, on the current stream (the other side may be a number or tensor-like); "
+      "NotImplemented for anything else.";
+  def_direct<arithmetic_method<Op, false>>(cls, Op->dunder, doc);
+  def_direct<arithmetic_method<Op, true>>(cls, Op->reflected, doc);
 }
 
 py::object matmul_operator(py::handle a, py::handle b) {
@@ -807,8 +832,58 @@ Tensor tensor_operand(py::handle obj, const char* what) {
 bool is_python_scalar(py::handle obj) {
   return is_scalar(obj);
 }
-Tensor scalar_promoted(const Tensor& t, py::handle scalar) {
-  return promote_for_scalar(t, scalar);
+DType scalar_promoted_dtype(DType d, py::handle scalar) {
+  PyObject* o = scalar.ptr();
+  bool float_scalar = PyFloat_Check(o);
+  if (!float_scalar && !PyLong_Check(o)) {
+    numpy();
+    const int r = PyObject_IsInstance(o, g_numpy_floating);
+    if (r < 0) throw py::error_already_set();
+    float_scalar = r == 1;
+  }
+  if (float_scalar && !is_floating(d)) return DType::Float32;
+  if (!float_scalar && d == DType::Bool) return DType::Int64;
+  return d;
+}
+
+Operand::Operand(py::handle obj, const char* what) : tensor_(borrowed_tensor(obj)) {
+  if (tensor_ == nullptr) tensor_ = &owned_.emplace(operand(obj, what));
+}
+
+void Operand::promote_for(py::handle scalar) {
+  const DType want = scalar_promoted_dtype(tensor_->dtype(), scalar);
+  if (want == tensor_->dtype()) return;
+  Tensor converted = tensor_->to(want);
+  tensor_ = &owned_.emplace(std::move(converted));
+}
+
+PyObject* raise_current_exception() noexcept {
+  if (py::detail::apply_exception_translators(
+          py::detail::get_local_internals().registered_exception_translators)) {
+    return nullptr;
+  }
+  if (py::detail::apply_exception_translators(
+          py::detail::get_internals().registered_exception_translators)) {
+    return nullptr;
+  }
+  PyErr_SetString(PyExc_SystemError, "an exception escaped pybind11's exception translators");
+  return nullptr;
+}
+
+void add_direct_method(py::handle cls, const char* name, PyCFunction entry, int flags,
+                       const char* doc) {
+  // Leaked: the method descriptor points at it for as long as the class lives.
+  auto* def = new PyMethodDef{name, entry, flags, doc};
+  auto method = py::reinterpret_steal<py::object>(
+      PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), def));
+  if (!method) throw py::error_already_set();
+  cls.attr(name) = method;
+}
+
+py::value_error op_error(const char* what, const Error& e) {
+  std::string message = python_spelling(e.what());
+  if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
+  return py::value_error(message);
 }
 DType dtype_arg(py::handle obj, const char* what) {
   return to_dtype(obj, what);
@@ -955,8 +1030,8 @@ void bind_tensor(py::module_& m) {
             py::gil_scoped_release release;
             t.wait();
           },
-           "Blocks (GIL released) until the queued work that writes the tensor has finished; "
-           "re-raises its failure.")
+          "Blocks (GIL released) until the queued work that writes the tensor has finished; "
+          "re-raises its failure.")
       .def(
           "record_stream",
           [](const Tensor&, py::object stream) {
@@ -1011,26 +1086,14 @@ void bind_tensor(py::module_& m) {
       .def("shares_storage", &Tensor::shares_storage, "other"_a)
       .def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
       .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); })
-      .def("__add__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, a, b); })
-      .def("__radd__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Add, b, a); })
-      .def("__sub__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, a, b); })
-      .def("__rsub__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Sub, b, a); })
-      .def("__mul__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, a, b); })
-      .def("__rmul__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Mul, b, a); })
-      .def("__truediv__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, a, b); })
-      .def("__rtruediv__",
-           [](py::object a, py::object b) { return binary_operator(BinaryOp::Div, b, a); })
-      .def("__neg__", [](const Tensor& t) { return enqueue("neg", [&] { return -t; }); })
       .def("__repr__", &tensor_repr);
   // numpy must not handle `ndarray + tensor` itself (through __array__): give it to Tensor.
   m.attr("Tensor").attr("__array_ufunc__") = py::none();
+  g_tensor_info = py::detail::get_type_info(typeid(Tensor));
+  for (auto def : {def_arithmetic<&kAdd>, def_arithmetic<&kSub>, def_arithmetic<&kMul>,
+                   def_arithmetic<&kDiv>}) {
+    def(m.attr("Tensor"));
+  }
 
   m.def(
       "from_numpy", [](py::object arr) { return from_numpy_impl(arr, false, "from_numpy"); },
@@ -1122,10 +1185,10 @@ void bind_tensor(py::module_& m) {
         return enqueue("matmul", [&] { return matmul(x, y); });
       },
       "a"_a, "b"_a, "Matrix product on the current stream; returns at once.");
-  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div}) {
+  for (const Arithmetic* op : {&kAdd, &kSub, &kMul, &kDiv}) {
     m.def(
-        binary_name(op), [op](py::object a, py::object b) { return binary(op, a, b); }, "a"_a,
-        "b"_a, "Element-wise, on the current stream (either side may be a number).");
+        op->name, [op](py::object a, py::object b) { return binary(*op, a, b); }, "a"_a, "b"_a,
+        "Element-wise, on the current stream (either side may be a number).");
   }
   m.def(
       "allclose",

@@ -267,6 +267,72 @@ def test_integer_inputs_promote_like_torch(streams):
     assert streamrt.promote_types(streamrt.int64, np.float32) == streamrt.float32
 
 
+def test_operators_take_numpy_numbers_and_reflect():
+    ints = streamrt.tensor(np.array([1, -2, 3], dtype=np.int32))
+    flags = ints > 0
+    # numpy numbers promote as the Python numbers of their kind (np.float32 is no float subclass,
+    # np.float64 is).
+    assert (ints * np.float32(0.5)).dtype == streamrt.float32
+    check(np.float64(0.5) * ints, np.array([0.5, -1.0, 1.5], dtype=np.float32))
+    assert (ints + np.int64(1)).dtype == streamrt.int32
+    check(flags + np.int64(1), np.array([2, 1, 2], dtype=np.int64))
+    # Reflected operators: the number on the left.
+    check(10 - ints, np.array([9, 12, 7], dtype=np.int32))
+    check(3.0 / ints, np.array([3.0, -1.5, 1.0], dtype=np.float32))
+    check(1 < ints, np.array([False, False, True]))
+    check(np.float32(1.5) >= ints, np.array([True, True, False]))
+    check(-ints, np.array([-1, 2, -3], dtype=np.int32))
+    check(abs(ints), np.array([1, 2, 3], dtype=np.int32))
+
+
+def test_operators_defer_to_other_types_and_raise_their_errors():
+    t = streamrt.tensor([1.0, 2.0])
+
+    class Other:
+        def __radd__(self, other):
+            return "radd"
+
+        def __rtruediv__(self, other):
+            return "rtruediv"
+
+        def __gt__(self, other):  # what Python tries for t < Other()
+            return "gt"
+
+    assert t.__add__("x") is NotImplemented
+    assert t.__lt__(Other()) is NotImplemented
+    assert t + Other() == "radd"
+    assert t / Other() == "rtruediv"
+    assert (t < Other()) == "gt"
+    assert (t == None) is False  # noqa: E711 (identity fallback, as for any other object)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        t - "x"
+    with pytest.raises(TypeError, match="unsupported operand"):
+        t + True  # bool is not a number to add, as before
+    with pytest.raises(TypeError):
+        t.__sub__()
+    # An error converting an operand keeps its type (numpy's ValueError for a ragged list).
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        t + [1.0, [2.0]]
+    with pytest.raises(ValueError, match=r"sub: .*\[2\] and \[3\]"):
+        t - streamrt.zeros(3)
+
+
+def test_operators_launch_while_stream_work_waits_for_the_gil(workers):
+    """Operators keep the GIL while they launch (a launch never waits for a worker): Python work
+    queued between them, which takes the GIL on a worker, still runs, in stream order."""
+    workers(2)
+    s = streamrt.Stream()
+    seen = []
+    with streamrt.stream(s):
+        t = streamrt.zeros(4)
+        for i in range(200):
+            t = -(t + 1) * -1.0
+            s.launch(seen.append, i)
+    s.synchronize()
+    assert seen == list(range(200))
+    check(t, np.full(4, 200.0, dtype=np.float32))
+
+
 @pytest.mark.parametrize("n", [1, 2, 8])
 def test_reductions_over_a_dim(n, workers, streams):
     workers(n)
