@@ -39,6 +39,11 @@ bool CpuStream::help_towards(std::uint64_t seq) {
                     (running_depth() == 0 && pool.more_urgent_waiting(s->level())))) {
       return false;
     }
+    // An idle worker that polls takes the stream within a poll; a host thread taking it instead
+    // contends with it for the pool's and the stream's locks, which costs the round trip more than
+    // the hand-off it saves. (Inside a host-run item the host may be the only thread that can
+    // progress, see above: it helps regardless.)
+    if (!worker && running_depth() == 0 && pool.worker_polling()) return false;
     if (auto task = pool.try_take(s.get())) {
       s->drain(target);
       return true;

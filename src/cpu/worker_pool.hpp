@@ -72,6 +72,10 @@ class WorkerPool {
   // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
   bool more_urgent_waiting(int level) const noexcept;
 
+  // True when an idle worker is polling the ready queue (a hint: relaxed load): it takes a pushed
+  // task within a poll, so a host thread competing for the same task only adds lock traffic.
+  bool worker_polling() const noexcept { return spinning_.load(std::memory_order_relaxed) > 0; }
+
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle
   // worker, since only they know whether the task is what they wait for.
