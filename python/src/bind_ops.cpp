@@ -76,13 +76,20 @@ Tensor index_op(F&& f) {
 // selects along dimension 0 (a gather copy on the current stream); a bool one of the shape of
 // t's leading dimensions selects the elements where it is true (a copy, flattened over those
 // dimensions). nullopt for any other index (a basic one).
+// True for a numpy array. Basic indices (ints, slices, tuples, None, ...) are told apart without
+// touching numpy: `t[i]` is the common case and must not pay for a module lookup.
+bool is_ndarray(py::handle h) {
+  if (PyLong_Check(h.ptr()) || PySlice_Check(h.ptr()) || PyTuple_Check(h.ptr()) || h.is_none() ||
+      h.ptr() == Py_Ellipsis) {
+    return false;
+  }
+  return py::isinstance(h, numpy().attr("ndarray"));
+}
+
 std::optional<Tensor> advanced_item(const Tensor& t, py::handle index) {
   const bool is_tensor = py::isinstance<Tensor>(index);
-  py::module_ np = py::module_::import("numpy");
-  if (!is_tensor && !py::isinstance<py::list>(index) &&
-      !py::isinstance(index, np.attr("ndarray"))) {
-    return std::nullopt;
-  }
+  if (!is_tensor && !py::isinstance<py::list>(index) && !is_ndarray(index)) return std::nullopt;
+  py::module_ np = numpy();
   if (t.dim() == 0) throw py::index_error("a 0-d tensor cannot be indexed with an array");
   py::object arr;  // the index on the host, where it must be read there
   if (is_tensor) {
@@ -212,8 +219,7 @@ Tensor get_item(const Tensor& t, py::handle index) {
 }
 
 void set_item(const Tensor& t, py::handle index, py::handle value) {
-  if (py::isinstance<Tensor>(index) || py::isinstance<py::list>(index) ||
-      py::isinstance(index, py::module_::import("numpy").attr("ndarray"))) {
+  if (py::isinstance<Tensor>(index) || py::isinstance<py::list>(index) || is_ndarray(index)) {
     // t[idx] reads a copy; writing into it would be lost.
     throw py::type_error(
         "Tensor.__setitem__: assigning through a tensor, list or array index is not supported "
