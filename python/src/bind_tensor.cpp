@@ -327,17 +327,6 @@ std::optional<DType> dtype_from_dlpack(const dlpack::DLDataType& t) {
   return std::nullopt;
 }
 
-// Element strides of a compact row-major tensor of `shape` (DLPack's null strides).
-Shape row_major_strides(const Shape& shape) {
-  Shape strides(shape.size());
-  std::int64_t step = 1;
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    strides[d] = step;
-    step *= std::max<std::int64_t>(shape[d], 1);
-  }
-  return strides;
-}
-
 Tensor from_dlpack_impl(py::handle obj) {
   const char* what = "from_dlpack";
   if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
@@ -387,10 +376,10 @@ Tensor from_dlpack_impl(py::handle obj) {
                           " dimensions, got " + std::to_string(t.ndim));
   }
   Shape shape(t.shape, t.shape + t.ndim);
-  // No strides: compact row-major. Otherwise any strided layout is shared as it is (element
+  // No strides (DLPack's null): compact row-major. Otherwise any strided layout is shared as it is (element
   // strides, possibly negative or 0), as numpy's and torch's views share their base.
   Shape strides =
-      t.strides != nullptr ? Shape(t.strides, t.strides + t.ndim) : row_major_strides(shape);
+      t.strides != nullptr ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
   void* data = static_cast<char*>(t.data) + t.byte_offset;
   // Checked before the capsule is taken: a refused capsule stays the producer's to free.
   Tensor probe;

@@ -37,6 +37,14 @@ bool is_capturing(const impl::StreamImpl& s);
 bool launch(impl::StreamImpl& s, detail::Work& work, const char* label);
 // A captured position at the current end of `s` when it captures, else null.
 std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s, EventOptions options);
+// A record at the current end of `s`: the captured position while `s` captures, else the
+// backend's (what every record of the handles and ops goes through).
+inline std::shared_ptr<impl::EventImpl> record_position(impl::StreamImpl& s, EventOptions options) {
+  if (active()) {
+    if (auto p = record(s, options)) return p;
+  }
+  return s.backend().record(s, options);
+}
 // Work submitted to `s` later waits for `position` (captured or not, `s` capturing or not):
 // joins `s` to a capture, adds graph edges, or forwards to the backend.
 void block_slow(const std::shared_ptr<impl::EventImpl>& position,

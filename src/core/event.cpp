@@ -97,9 +97,7 @@ void Event::record(const Stream& s) {
   }
   // Recorded outside the lock: the backend may take its own stream lock, and a record must never
   // wait for another thread's query.
-  std::shared_ptr<impl::EventImpl> position;
-  if (capture::active()) position = capture::record(*impl, state_->options);
-  if (!position) position = impl->backend().record(*impl, state_->options);
+  auto position = capture::record_position(*impl, state_->options);
   {
     PositionLock lock(state_->busy);
     state_->position.swap(position);

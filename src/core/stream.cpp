@@ -128,10 +128,7 @@ void Stream::wait_stream(const Stream& other) {
 
 Event Stream::record_event() {
   // A new event: no earlier record to check against or to swap out (Event::record does both).
-  std::shared_ptr<impl::EventImpl> position;
-  if (capture::active()) position = capture::record(*impl_, EventOptions{});
-  if (!position) position = impl_->backend().record(*impl_, EventOptions{});
-  return Event(std::move(position));
+  return Event(capture::record_position(*impl_, EventOptions{}));
 }
 
 Event Stream::record_event(Event& e) {

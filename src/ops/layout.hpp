@@ -11,8 +11,7 @@
 
 namespace streamrt::ops {
 
-// Row-major strides of `shape` (elements).
-Shape contiguous_strides(const Shape& shape);
+using streamrt::contiguous_strides;
 
 // The strides of a tensor of `shape`/`strides` broadcast to `to` (numpy rules, checked earlier):
 // leading and size-1-to-n dimensions get stride 0.

@@ -85,6 +85,16 @@ std::string to_string(const Shape& shape) {
   return s + "]";
 }
 
+Shape contiguous_strides(const Shape& shape) {
+  Shape s(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    s[i] = stride;
+    stride *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return s;
+}
+
 std::int64_t shape_numel(const Shape& shape) {
   if (shape.size() > static_cast<std::size_t>(kMaxDims)) {
     throw Error("shape " + to_string(shape) + " has " + std::to_string(shape.size()) +
@@ -142,16 +152,6 @@ Tensor TensorAccess::make(std::shared_ptr<Storage> storage, Shape shape, DType d
 // ---- helpers ---------------------------------------------------------------------------------
 
 namespace ops {
-
-Shape contiguous_strides(const Shape& shape) {
-  Shape s(shape.size());
-  std::int64_t stride = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = stride;
-    stride *= std::max<std::int64_t>(shape[i], 1);
-  }
-  return s;
-}
 
 Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& to) {
   Shape out(to.size(), 0);

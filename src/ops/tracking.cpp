@@ -115,9 +115,7 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   }
   enqueue(ctx, s);
   // During a capture the accesses are the capture's positions (graph nodes), not the backend's.
-  std::shared_ptr<impl::EventImpl> pos;
-  if (capture::active()) pos = capture::record(si, EventOptions{});
-  if (!pos) pos = backend.record(si, EventOptions{});
+  auto pos = capture::record_position(si, EventOptions{});
   for (std::size_t i = 0; i < count; ++i) {
     Storage& st = *uses[i].storage;
     if (uses[i].write) {

@@ -34,6 +34,15 @@ Tensor iota(Shape shape) {
   return arange(shape_numel(shape), DType::Float32).reshape(std::move(shape));
 }
 
+TEST(Layout, ContiguousStridesAreThoseOfNewTensors) {
+  EXPECT_EQ(contiguous_strides({2, 3, 4}), (Shape{12, 4, 1}));
+  EXPECT_EQ(contiguous_strides({}), Shape{});
+  EXPECT_EQ(contiguous_strides({2, 0, 3}), (Shape{3, 3, 1}));  // a size of 0 counts as 1
+  for (const Shape& shape : {Shape{5}, Shape{2, 7}, Shape{3, 1, 4, 2}}) {
+    EXPECT_EQ(contiguous_strides(shape), zeros(shape).strides()) << to_string(shape);
+  }
+}
+
 TEST(Broadcast, ShapesFollowNumpyRules) {
   EXPECT_EQ(broadcast_shapes({2, 1, 3}, {4, 1}), (Shape{2, 4, 3}));
   EXPECT_EQ(broadcast_shapes({}, {3}), (Shape{3}));
