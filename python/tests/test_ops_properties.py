@@ -121,16 +121,21 @@ COMPARE = {
 }
 
 
+def random_operands(rng):
+    """Shapes and dtypes of a random binary op: two broadcastable shapes (either one the larger)
+    and two dtypes."""
+    sa = random_shape(rng)
+    sb = broadcastable_to(rng, sa)
+    if rng.random() < 0.5:
+        sa, sb = sb, sa
+    return sa, sb, rng.choice(DTYPES), rng.choice(DTYPES)
+
 @pytest.mark.parametrize("n", WORKER_COUNTS)
 def test_binary_ops_broadcast_and_promote(n, workers, streams):
     workers(n)
     rng = np.random.default_rng(1000 + n)
     for trial in range(TRIALS):
-        sa = random_shape(rng)
-        sb = broadcastable_to(rng, sa)
-        if rng.random() < 0.5:
-            sa, sb = sb, sa
-        da, db = rng.choice(DTYPES), rng.choice(DTYPES)
+        sa, sb, da, db = random_operands(rng)
         with streamrt.stream(streams[trial % 3]):
             a, a_np = make(rng, sa, da)
             b, b_np = make(rng, sb, db)
@@ -190,11 +195,7 @@ def test_allclose_broadcasts_like_numpy(n, workers, streams):
     rng = np.random.default_rng(6000 + n)
     answers = set()
     for trial in range(TRIALS):
-        sa = random_shape(rng)
-        sb = broadcastable_to(rng, sa)
-        if rng.random() < 0.5:
-            sa, sb = sb, sa
-        da, db = rng.choice(DTYPES), rng.choice(DTYPES)
+        sa, sb, da, db = random_operands(rng)
         with streamrt.stream(streams[trial % 3]):
             a, a_np = make(rng, sa, da)
         # b: a's values, taken at index 0 along the dimensions where b has size 1 (or none): close
