@@ -89,7 +89,6 @@ bool is_ndarray(py::handle h) {
 std::optional<Tensor> advanced_item(const Tensor& t, py::handle index) {
   const bool is_tensor = py::isinstance<Tensor>(index);
   if (!is_tensor && !py::isinstance<py::list>(index) && !is_ndarray(index)) return std::nullopt;
-  py::module_ np = numpy();
   if (t.dim() == 0) throw py::index_error("a 0-d tensor cannot be indexed with an array");
   py::object arr;  // the index on the host, where it must be read there
   if (is_tensor) {
@@ -109,7 +108,9 @@ std::optional<Tensor> advanced_item(const Tensor& t, py::handle index) {
           }());
     }
     arr = index.attr("numpy")(false);  // waits for the mask's writer, as numpy/torch must
-  } else {
+  }
+  py::module_ np = numpy();  // an integer tensor index (above) never needs it
+  if (!is_tensor) {
     arr = np.attr("asarray")(index);
   }
   const std::string kind = py::str(arr.attr("dtype").attr("kind"));
