@@ -364,7 +364,8 @@ def test_repr_shows_shape_dtype_device_and_state():
 
 def test_basic_indexing_and_operators_do_not_import_numpy():
     # numpy is looked up only for operands and indices that may be numpy objects: the common
-    # cases (ints, slices, None, ..., integer tensors, Python numbers) must not pay for it, nor need it.
+    # cases (ints, slices, None, ..., integer tensors, Python numbers) must not pay for it, nor
+    # need it.
     import subprocess
     import sys
 
