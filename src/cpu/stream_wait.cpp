@@ -125,6 +125,15 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
       !failures_.maybe_active()) {
     return true;
   }
+  // No failure to hand over: a synchronize is a wait for the current end, with no Sync entry (an
+  // allocation, a queue entry and a drainer pass each). The flag is read again once the work is
+  // done: acquire on completed_ in wait_complete makes a failure of work up to `end` visible, and
+  // only then does a Sync entry take it over, as below. A failure that later work (another
+  // thread's, submitted meanwhile) caused is reported too: this synchronize had not returned yet.
+  if (!failures_.maybe_active()) {
+    if (!wait_complete(end, deadline, false)) return false;
+    if (!failures_.maybe_active()) return true;
+  }
   auto sp = std::make_shared<SyncPoint>();
   Node* n = NodeCache::get();
   n->set_sync(sp);
