@@ -12,6 +12,7 @@
 
 #include "cpu_backend.hpp"
 #include "tracing.hpp"
+#include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/stream.hpp"
 
@@ -97,10 +98,10 @@ CpuStream::~CpuStream() {
   // or a continuation), but a stream abandoned by fork() may still hold nodes.
   for (Node* n = local_head_; n != nullptr;) {
     Node* next = n->next.load(std::memory_order_relaxed);  // last owner: no other thread
-    delete n;
+    NodeCache::put(n);  // destroys what it carries
     n = next;
   }
-  for (Node* n : early_) delete n;
+  for (Node* n : early_) NodeCache::put(n);
 }
 
 std::uint64_t CpuStream::push(Node* n) {
@@ -148,7 +149,11 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   // this record took its number before that, so this load sees it or a later one (coherence;
   // acquire is not needed for that, but keeps query() after record() simple to reason about).
   const auto seq = submitted_.load(std::memory_order_acquire);
-  if (!options.enable_timing) return std::make_shared<CpuEvent>(std::move(self), seq, options, -1);
+  if (!options.enable_timing) {
+    // From the block cache: ops tracking records one per op, often released on a worker.
+    return std::allocate_shared<CpuEvent>(detail::CachedAllocator<CpuEvent>{}, std::move(self),
+                                          seq, options, -1);
+  }
   if (completed_.load(std::memory_order_acquire) >= seq) {
     // Nothing before the record is unfinished: the stream is at the record now.
     return std::make_shared<CpuEvent>(std::move(self), seq, options, now_ns());

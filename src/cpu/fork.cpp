@@ -111,7 +111,7 @@ std::shared_ptr<void> CpuStream::reset_in_fork_child() {
     std::vector<Node*> nodes;
     std::vector<Continuation> continuations;
     ~Garbage() {
-      for (Node* n : nodes) delete n;
+      for (Node* n : nodes) NodeCache::put(n);
     }
   };
   auto garbage = std::make_shared<Garbage>();

@@ -91,14 +91,16 @@ struct Node {
 };
 static_assert(sizeof(Node) <= 56, "a node must fit one 64-byte malloc chunk");
 
-// Per-thread free lists of nodes. A node freed by a consumer goes to the consumer's list; lists
-// that grow too long hand a batch to a small global stock, from which empty lists refill, so a
-// producer thread and a consumer thread on a steady stream allocate nothing.
+// Node allocation through the block cache (include/streamrt/detail/block_cache.hpp): a node freed
+// by a consumer goes to the consumer's free list, lists that grow too long hand a batch to a
+// small global stock, from which empty lists refill, so a producer thread and a consumer thread
+// on a steady stream allocate nothing.
 class NodeCache {
  public:
   // A cleared node (from this thread's list, the global stock, or new). Thread-safe.
   static Node* get();
-  // Takes back a node the caller has cleared. Thread-safe.
+  // Takes back a node, destroying what it still carries (callers normally clear it first, to
+  // release captured state outside their locks). Thread-safe.
   static void put(Node* n) noexcept;
 };
 

@@ -71,18 +71,22 @@ std::shared_ptr<Task> WorkerPool::pop_locked() {
   return nullptr;
 }
 
-void WorkerPool::wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake) {
+std::shared_ptr<Parker> WorkerPool::wake_one_locked() {
   // A spinning worker will find the task by itself; waking a parked one costs a syscall.
+  std::shared_ptr<Parker> p;
   if (ready_count_.load(std::memory_order_relaxed) > 0 &&
       spinning_.load(std::memory_order_relaxed) == 0 && !idle_.empty()) {
-    to_wake.push_back(std::move(idle_.back()));
+    p = std::move(idle_.back());
     idle_.pop_back();
   }
+  return p;
 }
 
 void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
-  std::vector<std::shared_ptr<Parker>> to_wake;
+  std::shared_ptr<Parker> idle;
+  // Filled only when helpers wait (rare): the common push allocates nothing.
+  std::vector<std::shared_ptr<Parker>> helpers;
   {
     std::unique_lock lock(mutex_);
     // Checked under mutex_: shutdown() sets it under mutex_ before its last drain, so a task is
@@ -96,11 +100,12 @@ void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
     level_count_[level].fetch_add(1, std::memory_order_relaxed);
     ready_count_.fetch_add(1, std::memory_order_relaxed);
     push_gen_.fetch_add(1, std::memory_order_relaxed);
-    if (wake) wake_one_locked(to_wake);
+    if (wake) idle = wake_one_locked();
     // Waiting workers look for what they wait for; they stay registered until they wake.
-    to_wake.insert(to_wake.end(), helpers_.begin(), helpers_.end());
+    if (!helpers_.empty()) helpers = helpers_;
   }
-  for (auto& p : to_wake) p->unpark();
+  if (idle) idle->unpark();
+  for (auto& p : helpers) p->unpark();
 }
 
 bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept {
@@ -168,17 +173,17 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
   for (unsigned i = 1;; ++i) {
     if (should_exit(index)) break;
     if (ready_count_.load(std::memory_order_relaxed) > 0) {
-      std::vector<std::shared_ptr<Parker>> to_wake;
+      std::shared_ptr<Parker> to_wake;
       std::shared_ptr<Task> t;
       {
         std::lock_guard lock(mutex_);
         t = pop_locked();
         if (t) {
           spinning_.fetch_sub(1, std::memory_order_relaxed);
-          wake_one_locked(to_wake);
+          to_wake = wake_one_locked();
         }
       }
-      for (auto& p : to_wake) p->unpark();
+      if (to_wake) to_wake->unpark();
       if (t) return t;
     }
     // No sched_yield here: a poller that needs to give up its core does so by parking after
@@ -196,17 +201,15 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
       // A worker removed by resize() may be the one a push counted on (it was spinning, so the
       // push woke nobody, or it was the idle worker the push woke): pass the wake-up on, or the
       // task would wait behind a parked survivor. spinning_ no longer counts this worker.
-      std::vector<std::shared_ptr<Parker>> to_wake;
-      wake_one_locked(to_wake);
+      const auto to_wake = wake_one_locked();
       lock.unlock();
-      for (auto& p : to_wake) p->unpark();
+      if (to_wake) to_wake->unpark();
       return nullptr;
     }
     if (auto t = pop_locked()) {
-      std::vector<std::shared_ptr<Parker>> to_wake;
-      wake_one_locked(to_wake);
+      const auto to_wake = wake_one_locked();
       lock.unlock();
-      for (auto& p : to_wake) p->unpark();
+      if (to_wake) to_wake->unpark();
       return t;
     }
     idle_.push_back(parker);

@@ -99,7 +99,9 @@ class WorkerPool {
   void worker_main(int index);
   std::shared_ptr<Task> pop_locked();
   std::shared_ptr<Task> next_task(int index);
-  void wake_one_locked(std::vector<std::shared_ptr<Parker>>& to_wake);
+  // Takes one idle worker to wake for a queued task (null when one is spinning or none is idle);
+  // the caller unparks it after releasing mutex_.
+  std::shared_ptr<Parker> wake_one_locked();
   bool should_exit(int index) const noexcept {
     return index >= target_.load(std::memory_order_acquire);
   }

@@ -157,6 +157,22 @@ Arg flat_arg(const Tensor& t) {
   return a;
 }
 
+// As flat_arg, for kernels that take the dense path whenever every operand is dense: no strides.
+Arg dense_arg(const Tensor& t) {
+  Arg a;
+  a.storage = TensorAccess::storage(t);
+  a.offset = t.storage_offset();
+  a.dense = true;
+  return a;
+}
+
+// `t` in `dtype`: t itself when it has that dtype, else a converted copy held in `holder`.
+const Tensor& in_dtype(const Tensor& t, DType dtype, Tensor& holder) {
+  if (t.dtype() == dtype) return t;
+  holder = t.to(dtype);
+  return holder;
+}
+
 // The broadcast shape, with the op's name in the error.
 Shape broadcast(const char* op, const Shape& a, const Shape& b) {
   try {
@@ -257,14 +273,23 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     throw Error(std::string(name) + ": both tensors are bool (" + describe(a) + " and " +
                 describe(b) + "); arithmetic needs a numeric dtype (convert with to())");
   }
-  const Shape shape = broadcast(name, a.shape(), b.shape());
-  const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
+  // References where no conversion or broadcast is needed: a small op's host cost is mostly
+  // allocations, and each copied shape or tensor is one or two.
+  Shape broadcast_holder;
+  const Shape& shape = a.shape() == b.shape()
+                           ? a.shape()
+                           : (broadcast_holder = broadcast(name, a.shape(), b.shape()));
+  Tensor x_holder, y_holder;
+  const Tensor& x = in_dtype(a, dtype, x_holder);
+  const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
   Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
   auto so = TensorAccess::storage(out);
+  // Flat: both operands dense (the contiguous kernel below), so neither strides nor the shape
+  // are captured.
   submit(name, a.device(), {&x, &y}, {&out},
-         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
-          shape, dtype, op, n = out.numel()] {
+         [so, ax = flat ? dense_arg(x) : arg(x, shape), ay = flat ? dense_arg(y) : arg(y, shape),
+          shape = flat ? Shape{} : shape, dtype, op, n = out.numel()] {
            dispatch(dtype, [&](auto tag) {
              using T = decltype(tag);
              T* o = static_cast<T*>(so->data());

@@ -8,6 +8,7 @@
 
 #include "allocator.hpp"
 #include "core/capture.hpp"
+#include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::detail {
@@ -63,7 +64,9 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
   const ops::Block block = ops::allocate_block(nbytes, stream.impl()->id());
   std::shared_ptr<Storage> st;
   try {
-    st = std::make_shared<Storage>(block.ptr, nbytes, device, nullptr, false);
+    // From the block cache: the last reference usually goes on the worker that ran the last op.
+    st = std::allocate_shared<Storage>(detail::CachedAllocator<Storage>{}, block.ptr, nbytes,
+                                       device, nullptr, false);
   } catch (...) {
     ops::free_block(block, stream.impl()->id(), nullptr, {});  // nothing used it yet
     throw;

@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "streamrt/detail/block_cache.hpp"
+
 namespace streamrt::detail {
 
 //! How a BasicWork handles the callable it holds; one table per callable type and storage kind,
@@ -30,6 +32,39 @@ inline constexpr WorkOps kInlineWorkOps{
     },
     [](void* p) noexcept { static_cast<D*>(p)->~D(); }, sizeof(D), alignof(D)};
 
+//! True when D's heap copy comes from the block cache (a queued callable is usually freed by the
+//! worker that ran it, not by the thread that made it).
+template <class D>
+inline constexpr bool kCachedWork =
+    sizeof(D) <= kMaxCachedBlock && alignof(D) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
+//! A heap copy of callable D.
+template <class D, class F>
+D* new_work(F&& fn) {
+  if constexpr (kCachedWork<D>) {
+    void* p = cached_alloc(sizeof(D));
+    try {
+      return ::new (p) D(std::forward<F>(fn));
+    } catch (...) {
+      cached_free(p, sizeof(D));
+      throw;
+    }
+  } else {
+    return new D(std::forward<F>(fn));
+  }
+}
+
+//! Destroys a copy made by new_work.
+template <class D>
+void delete_work(D* d) noexcept {
+  if constexpr (kCachedWork<D>) {
+    d->~D();
+    cached_free(d, sizeof(D));
+  } else {
+    delete d;
+  }
+}
+
 //! Callable D on the heap, the buffer holding its pointer.
 template <class D>
 inline constexpr WorkOps kHeapWorkOps{
@@ -38,7 +73,7 @@ inline constexpr WorkOps kHeapWorkOps{
       *static_cast<D**>(dst) = *static_cast<D**>(src);
       *static_cast<D**>(src) = nullptr;
     },
-    [](void* p) noexcept { delete *static_cast<D**>(p); }, sizeof(D*), alignof(D*)};
+    [](void* p) noexcept { delete_work(*static_cast<D**>(p)); }, sizeof(D*), alignof(D*)};
 
 template <std::size_t N, std::size_t A>
 class BasicWork;
@@ -69,7 +104,7 @@ class BasicWork {
       ::new (static_cast<void*>(buf_)) D(std::forward<F>(fn));
       ops_ = &kInlineWorkOps<D>;
     } else {
-      *reinterpret_cast<D**>(buf_) = new D(std::forward<F>(fn));
+      *reinterpret_cast<D**>(buf_) = new_work<D>(std::forward<F>(fn));
       ops_ = &kHeapWorkOps<D>;
     }
   }
@@ -84,7 +119,7 @@ class BasicWork {
       ops_->move(buf_, other.buf_);
     } else {
       using Box = BasicWork<M, B>;
-      *reinterpret_cast<Box**>(buf_) = new Box(std::move(other));
+      *reinterpret_cast<Box**>(buf_) = new_work<Box>(std::move(other));
       ops_ = &kHeapWorkOps<Box>;
     }
   }

@@ -1,0 +1,156 @@
+// Small-block recycling (include/streamrt/detail/block_cache.hpp). A producer thread allocates
+// what a consumer thread frees (queue nodes, queued callables, storage records); through malloc
+// that is a cross-thread free, which takes the allocating thread's arena lock and, contended,
+// a futex wake on every op. Here a block freed on the consumer goes to the consumer's list; lists
+// that grow too long hand a batch to a small global stock per size class, from which empty lists
+// refill: one mutex per kBatch blocks, and none while a thread's list has blocks.
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "streamrt/detail/block_cache.hpp"
+
+namespace streamrt::detail {
+namespace {
+
+// Requests round up to 56, 120, 248 or 504 bytes: with malloc's 8-byte header, chunks of 64, 128,
+// 256 and 512 bytes (a 56-byte queue node stays one 64-byte chunk).
+constexpr int kClasses = 4;
+constexpr std::size_t class_bytes(int c) { return (std::size_t{64} << c) - 8; }
+static_assert(class_bytes(kClasses - 1) == kMaxCachedBlock);
+
+int class_of(std::size_t bytes) {
+  int c = 0;
+  while (class_bytes(c) < bytes) ++c;
+  return c;
+}
+
+// Blocks moved between a thread's list and the global stock at a time.
+constexpr int kBatch = 64;
+// Batches the global stock keeps per class; beyond that blocks are freed (memory goes back after
+// a burst).
+constexpr std::size_t kMaxStock = 64;
+
+struct Block {
+  Block* next;
+};
+
+struct Batch {
+  Block* head;
+  int count;
+};
+
+// The global stock. try_lock only: in a child of fork() it may be held by a thread that no
+// longer exists, and then blocks are simply allocated and freed.
+struct Stock {
+  std::mutex mutex;
+  std::vector<Batch> batches;  // guarded by mutex
+};
+Stock& stock(int c) {
+  // Leaked: used by threads that exit after static destructors.
+  static auto* const s = new std::array<Stock, kClasses>;
+  return (*s)[static_cast<std::size_t>(c)];
+}
+
+void free_list(Block* head) noexcept {
+  while (head != nullptr) {
+    Block* next = head->next;
+    std::free(head);
+    head = next;
+  }
+}
+
+// Hands a private list to the stock, or frees it when the stock is full or busy.
+void give_back(int c, Block* head, int count) noexcept {
+  auto& s = stock(c);
+  if (s.mutex.try_lock()) {
+    bool kept = false;
+    if (s.batches.size() < kMaxStock) {
+      try {
+        s.batches.push_back(Batch{head, count});
+        kept = true;
+      } catch (...) {
+      }
+    }
+    s.mutex.unlock();
+    if (kept) return;
+  }
+  free_list(head);
+}
+
+struct ThreadLists {
+  std::array<Batch, kClasses> lists{};
+  ~ThreadLists();
+};
+
+// Trivially destructible, so readable while the thread exits: blocks freed after the lists'
+// destructor ran go straight back to malloc.
+thread_local bool tls_gone = false;
+thread_local ThreadLists tls_lists;
+
+ThreadLists::~ThreadLists() {
+  tls_gone = true;
+  for (int c = 0; c < kClasses; ++c) {
+    auto& l = lists[static_cast<std::size_t>(c)];
+    if (l.head != nullptr) give_back(c, l.head, l.count);
+    l = Batch{};
+  }
+}
+
+void* new_block(int c) {
+  void* p = std::malloc(class_bytes(c));
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* cached_alloc(std::size_t bytes) {
+  if (bytes > kMaxCachedBlock) return ::operator new(bytes);
+  const int c = class_of(bytes);
+  if (tls_gone) return new_block(c);
+  Batch& list = tls_lists.lists[static_cast<std::size_t>(c)];
+  if (list.head == nullptr) {
+    auto& s = stock(c);
+    if (s.mutex.try_lock()) {
+      if (!s.batches.empty()) {
+        list = s.batches.back();
+        s.batches.pop_back();
+      }
+      s.mutex.unlock();
+    }
+    if (list.head == nullptr) return new_block(c);
+  }
+  Block* b = list.head;
+  list.head = b->next;
+  --list.count;
+  return b;
+}
+
+void cached_free(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes > kMaxCachedBlock) {
+    ::operator delete(p);
+    return;
+  }
+  const int c = class_of(bytes);
+  if (tls_gone) {
+    std::free(p);
+    return;
+  }
+  Batch& list = tls_lists.lists[static_cast<std::size_t>(c)];
+  auto* b = static_cast<Block*>(p);
+  b->next = list.head;
+  list.head = b;
+  if (++list.count < 2 * kBatch) return;
+  // Too many here (a consumer of another thread's blocks): hand a batch to the stock.
+  Block* last = b;
+  for (int i = 1; i < kBatch; ++i) last = last->next;
+  list.head = last->next;
+  list.count -= kBatch;
+  last->next = nullptr;
+  give_back(c, b, kBatch);
+}
+
+}  // namespace streamrt::detail
