@@ -21,9 +21,7 @@ constexpr std::size_t class_bytes(int c) { return (std::size_t{64} << c) - 8; }
 static_assert(class_bytes(kClasses - 1) == kMaxCachedBlock);
 
 int class_of(std::size_t bytes) {
-  int c = 0;
-  while (class_bytes(c) < bytes) ++c;
-  return c;
+  return bytes <= class_bytes(0) ? 0 : bytes <= class_bytes(1) ? 1 : bytes <= class_bytes(2) ? 2 : 3;
 }
 
 // Blocks moved between a thread's list and the global stock at a time.
@@ -79,23 +77,41 @@ void give_back(int c, Block* head, int count) noexcept {
   free_list(head);
 }
 
+// A thread's free lists: trivially constructible and destructible, so that an access costs one TLS
+// lookup with no initialisation guard, and stays valid while the thread exits. `state` says
+// whether the flush at thread exit is registered yet (kFresh), or has run (kGone: blocks then go
+// straight to and from malloc).
 struct ThreadLists {
-  std::array<Batch, kClasses> lists{};
-  ~ThreadLists();
+  enum State : int { kFresh, kActive, kGone };
+  Batch lists[kClasses];
+  int state;
+};
+constinit thread_local ThreadLists tls_lists{};
+
+// Registered on a thread's first cached block; its destructor hands the lists to the stock.
+struct ExitFlush {
+  ~ExitFlush() {
+    ThreadLists& t = tls_lists;
+    t.state = ThreadLists::kGone;
+    for (int c = 0; c < kClasses; ++c) {
+      Batch& l = t.lists[c];
+      if (l.head != nullptr) give_back(c, l.head, l.count);
+      l = Batch{};
+    }
+  }
 };
 
-// Trivially destructible, so readable while the thread exits: blocks freed after the lists'
-// destructor ran go straight back to malloc.
-thread_local bool tls_gone = false;
-thread_local ThreadLists tls_lists;
-
-ThreadLists::~ThreadLists() {
-  tls_gone = true;
-  for (int c = 0; c < kClasses; ++c) {
-    auto& l = lists[static_cast<std::size_t>(c)];
-    if (l.head != nullptr) give_back(c, l.head, l.count);
-    l = Batch{};
+// The calling thread's lists, or null once it is exiting.
+ThreadLists* thread_lists() {
+  ThreadLists& t = tls_lists;
+  if (t.state == ThreadLists::kActive) [[likely]] {
+    return &t;
   }
+  if (t.state == ThreadLists::kGone) return nullptr;
+  thread_local ExitFlush flush;  // constructed (and its destructor registered) once per thread
+  (void)flush;
+  t.state = ThreadLists::kActive;
+  return &t;
 }
 
 void* new_block(int c) {
@@ -109,8 +125,9 @@ void* new_block(int c) {
 void* cached_alloc(std::size_t bytes) {
   if (bytes > kMaxCachedBlock) return ::operator new(bytes);
   const int c = class_of(bytes);
-  if (tls_gone) return new_block(c);
-  Batch& list = tls_lists.lists[static_cast<std::size_t>(c)];
+  ThreadLists* t = thread_lists();
+  if (t == nullptr) return new_block(c);
+  Batch& list = t->lists[c];
   if (list.head == nullptr) {
     auto& s = stock(c);
     if (s.mutex.try_lock()) {
@@ -135,11 +152,12 @@ void cached_free(void* p, std::size_t bytes) noexcept {
     return;
   }
   const int c = class_of(bytes);
-  if (tls_gone) {
+  ThreadLists* t = thread_lists();
+  if (t == nullptr) {
     std::free(p);
     return;
   }
-  Batch& list = tls_lists.lists[static_cast<std::size_t>(c)];
+  Batch& list = t->lists[c];
   auto* b = static_cast<Block*>(p);
   b->next = list.head;
   list.head = b;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "capture.hpp"
+#include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -76,10 +77,14 @@ std::string_view to_string(EventState state) noexcept {
   return "unknown";
 }
 
-Event::Event(EventOptions options) : state_(std::make_shared<State>(options)) {}
+// The handle's state comes from the block cache: record_event() makes one per call, and hot loops
+// (record, poll, drop) should not go to malloc for it.
+Event::Event(EventOptions options)
+    : state_(std::allocate_shared<State>(detail::CachedAllocator<State>{}, options)) {}
 
 Event::Event(std::shared_ptr<impl::EventImpl> position)
-    : state_(std::make_shared<State>(position ? position->options() : EventOptions{})) {
+    : state_(std::allocate_shared<State>(detail::CachedAllocator<State>{},
+                                         position ? position->options() : EventOptions{})) {
   state_->position = std::move(position);
 }
 
