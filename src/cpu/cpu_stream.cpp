@@ -27,6 +27,12 @@ thread_local int tls_depth = 0;
 // A consumer that finds the next sequence number not linked yet waits for its producer, which is
 // between two instructions of push(): it polls this many times before it gives up its core.
 constexpr int kLinkSpin = 256;
+// Pauses between two looks for that link (or for more work while lingering).
+constexpr int kLinkPause = 8;
+// How long a worker's drain keeps a stream that ran dry before it leaves it idle (see
+// drain_items): about the gap between launches of a host that launches in a loop with a little
+// work in between, and well under the idle poll of a worker (worker_pool.cpp).
+constexpr auto kLinger = std::chrono::microseconds(4);
 
 struct ContinuationLater {
   template <class C>
@@ -426,9 +432,27 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
   // Entries finished since pending_ was last lowered: pending_ is settled once per batch, when
   // the linked entries run out or the drainer leaves, not once per entry.
   std::uint64_t done = 0;
+  int link_polls = 0;  // pauses spent waiting for a producer's link (see below)
+  const bool linger = defer != nullptr && stop_at == 0 && pool != nullptr;
+  Clock::time_point linger_until{};
   std::unique_lock lock(mutex_);
   for (;;) {
     Node* front = front_locked();
+    if (front == nullptr && linger && deferred.empty() && !pool->has_ready()) {
+      // A worker's own drain keeps the stream for a moment when it runs dry and nothing else is
+      // ready: the next launch of a producer working back to back then needs no pool push (a
+      // lock and often a wake-up) and no pop, and a launch + synchronize loop no hand-over at
+      // all. The stream stays owned (pending_ not settled) while it lingers. Not with callbacks
+      // or resumed streams held back: the worker leaves at once and runs them itself (drain()).
+      const auto now = Clock::now();
+      if (linger_until == Clock::time_point{}) linger_until = now + kLinger;
+      if (now < linger_until) {
+        lock.unlock();
+        for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
+        lock.lock();
+        continue;
+      }
+    }
     if (front == nullptr) {
       // acq_rel: release hands this drainer's work to the push that next finds 0 (and its
       // drainer); acquire sees the nodes counted by pushes since.
@@ -437,13 +461,22 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       if (left == 0) return Exit::kIdle;
       // Counted but not linked in order yet: a producer is inside push(). Callbacks held so far
       // go now rather than wait behind it.
+      // The link usually lands within a cache miss or two (a producer launching back to back
+      // makes this common): look again after a short pause, and give up the core only once
+      // kLinkSpin pauses have gone by without it (the producer was preempted mid-push).
       lock.unlock();
       if (defer != nullptr && !deferred.empty()) flush(deferred);
-      for (int spins = 0; spins < kLinkSpin; ++spins) cpu_relax();
-      sched_yield();  // cold path: the producer may have been preempted mid-push
+      if (link_polls < kLinkSpin) {
+        for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
+        link_polls += kLinkPause;
+      } else {
+        sched_yield();
+      }
       lock.lock();
       continue;
     }
+    link_polls = 0;
+    linger_until = Clock::time_point{};  // a new gap lingers afresh
     if (defer != nullptr && !deferred.empty()) {
       // More work follows: callbacks and resumed streams must not wait for it.
       lock.unlock();

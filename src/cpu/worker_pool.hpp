@@ -72,6 +72,9 @@ class WorkerPool {
   // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
   bool more_urgent_waiting(int level) const noexcept;
 
+  // True when a task waits in the ready queue (a hint: relaxed load).
+  bool has_ready() const noexcept { return ready_count_.load(std::memory_order_relaxed) > 0; }
+
   // True when an idle worker is polling the ready queue (a hint: relaxed load): it takes a pushed
   // task within a poll, so a host thread competing for the same task only adds lock traffic.
   bool worker_polling() const noexcept { return spinning_.load(std::memory_order_relaxed) > 0; }

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "core/capture.hpp"
+#include "core/spin_mutex.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::ops {
@@ -200,7 +201,9 @@ class CachingAllocator {
     }
   }
 
-  std::mutex mutex_;
+  // Taken by the host for each new tensor and by the worker that drops a tensor's last
+  // reference: a polling mutex keeps that hand-over off the futex.
+  core::SpinMutex mutex_;
   std::map<std::size_t, std::vector<FreeBlock>> free_;  // by class bytes; guarded by mutex_
   MemoryStats stats_;                                    // guarded by mutex_
   std::size_t limit_ = kDefaultLimit;                    // guarded by mutex_
