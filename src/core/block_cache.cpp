@@ -26,9 +26,11 @@ int class_of(std::size_t bytes) {
 
 // Blocks moved between a thread's list and the global stock at a time.
 constexpr int kBatch = 64;
-// Batches the global stock keeps per class; beyond that blocks are freed (memory goes back after
-// a burst).
-constexpr std::size_t kMaxStock = 64;
+// Bytes the global stock keeps per class; beyond that blocks are freed (memory goes back after
+// a burst). Enough for a burst of tens of thousands of queued items to be launched again from the
+// stock rather than from malloc (a deep queue is refilled in every iteration of a training loop).
+constexpr std::size_t kMaxStockBytes = std::size_t{4} << 20;
+constexpr std::size_t max_stock(int c) { return kMaxStockBytes / (kBatch * (class_bytes(c) + 8)); }
 
 struct Block {
   Block* next;
@@ -64,7 +66,7 @@ void give_back(int c, Block* head, int count) noexcept {
   auto& s = stock(c);
   if (s.mutex.try_lock()) {
     bool kept = false;
-    if (s.batches.size() < kMaxStock) {
+    if (s.batches.size() < max_stock(c)) {
       try {
         s.batches.push_back(Batch{head, count});
         kept = true;
