@@ -144,6 +144,8 @@ void* cached_alloc(std::size_t bytes) {
   Block* b = list.head;
   list.head = b->next;
   --list.count;
+  // The next block is usually cold (freed on another core): start fetching it for the next call.
+  if (list.head != nullptr) __builtin_prefetch(list.head, 1);
   return b;
 }
 

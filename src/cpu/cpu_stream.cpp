@@ -425,7 +425,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
   // Not started here: a synchronize in a fork child drains its own entry with no pool (and must
   // start no threads); with no pool, nothing else waits for a worker.
   WorkerPool* const pool = cpu_.pool_if_started();
-  Clock::time_point equal_waiting_since{};  // the time slice (WorkerPool::should_yield)
+  WorkerPool::TimeSlice slice;  // against equal-priority streams (WorkerPool::should_yield)
   // Callbacks wait for the end of the drain only on a worker's own drain: a helping waiter or a
   // host thread posts them (rule 9: they run on a runtime thread, never nested under other work).
   auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
@@ -564,7 +564,7 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
     // A waiting thread runs us only up to what it waits for (help_towards).
     const bool helped_enough = stop_at != 0 && seq >= stop_at;
     if (helped_enough ||
-        (pool != nullptr && pool->should_yield(level(), equal_waiting_since))) {
+        (pool != nullptr && pool->should_yield(level(), slice))) {
       const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;  // as above
       done = 0;
       if (left == 0) return Exit::kIdle;

@@ -108,7 +108,7 @@ void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
   for (auto& p : helpers) p->unpark();
 }
 
-bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept {
+bool WorkerPool::should_yield(int level, TimeSlice& slice) const noexcept {
   if (random_) return true;  // kRandom: every item is a scheduling point
   level = std::clamp(level, 0, kNumLevels - 1);
   for (int l = 0; l < level; ++l) {
@@ -116,12 +116,22 @@ bool WorkerPool::should_yield(int level, Clock::time_point& equal_waiting_since)
   }
   // The clock is read only while an equal stream waits: the common cases cost no clock read.
   if (level_count_[level].load(std::memory_order_relaxed) == 0) return false;
-  const auto now = Clock::now();
-  if (equal_waiting_since == Clock::time_point{}) {
-    equal_waiting_since = now;
+  if (slice.skip > 0) {
+    --slice.skip;
     return false;
   }
-  return now - equal_waiting_since >= kTimeSlice;
+  const auto now = Clock::now();
+  if (slice.since == Clock::time_point{}) {
+    slice.since = now;
+    slice.last = now;
+    return false;
+  }
+  // Items this short (against the slice) may go several to a read; one long one, and every item
+  // is timed again. A yield comes at most kMaxSliceStep short items late.
+  slice.step = now - slice.last < kTimeSlice / 64 ? std::min(2 * slice.step, kMaxSliceStep) : 1;
+  slice.skip = slice.step - 1;
+  slice.last = now;
+  return now - slice.since >= kTimeSlice;
 }
 
 bool WorkerPool::more_urgent_waiting(int level) const noexcept {

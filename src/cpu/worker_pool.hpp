@@ -62,12 +62,24 @@ class WorkerPool {
     return push_gen_.load(std::memory_order_relaxed);
   }
 
+  // A drain's time slice against equal-priority tasks (see should_yield). `since`: when an equal
+  // task was first seen waiting (unset: none yet). While items are short against the slice, the
+  // clock is read only every `step` items (up to kMaxSliceStep), since reading it costs more than
+  // an empty item; a long item sets the step back to one.
+  struct TimeSlice {
+    Clock::time_point since{};
+    Clock::time_point last{};  // the last clock read
+    int skip = 0;              // items left before the next read
+    int step = 1;
+  };
+  static constexpr int kMaxSliceStep = 16;
+
   // True when a running stream at `level` should go to the back of the ready queue after its item:
   // a more urgent task waits, or one of the same level has waited for kTimeSlice. The caller keeps
-  // `equal_waiting_since` per drain, starting at Clock::time_point{} (the slice starts when an
-  // equal task is first seen waiting, so a drain with none reads no clock). Never blocks; reads
-  // hint counters only (a stale value delays a yield).
-  bool should_yield(int level, Clock::time_point& equal_waiting_since) const noexcept;
+  // one TimeSlice per drain (the slice starts when an equal task is first seen waiting, so a drain
+  // with none reads no clock). Never blocks; reads hint counters only (a stale value delays a
+  // yield).
+  bool should_yield(int level, TimeSlice& slice) const noexcept;
 
   // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
   bool more_urgent_waiting(int level) const noexcept;

@@ -217,9 +217,10 @@ TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
 // slice (seen waiting long ago), never before (first seen now, or seen "in an hour").
 TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   using streamrt::cpu::Clock;
-  Clock::time_point used_up = Clock::now() - std::chrono::hours(1);
-  Clock::time_point fresh = Clock::now() + std::chrono::hours(1);
-  Clock::time_point unset{};
+  using Slice = WorkerPool::TimeSlice;
+  Slice used_up{Clock::now() - std::chrono::hours(1), Clock::now() - std::chrono::hours(1)};
+  Slice fresh{Clock::now() + std::chrono::hours(1), Clock::now() + std::chrono::hours(1)};
+  Slice unset{};
   Gate gate;  // outlives the pool, whose tasks use it
   WorkerPool pool(1);
   OpenOnExit guard{gate};
@@ -233,7 +234,7 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   EXPECT_TRUE(pool.should_yield(2, used_up));
   EXPECT_FALSE(pool.should_yield(2, fresh));
   EXPECT_FALSE(pool.should_yield(2, unset));  // first seen waiting: the slice starts now
-  EXPECT_NE(unset, Clock::time_point{});
+  EXPECT_NE(unset.since, Clock::time_point{});
   EXPECT_TRUE(pool.should_yield(3, used_up));
   EXPECT_TRUE(pool.should_yield(3, fresh));
   gate.open();
