@@ -18,6 +18,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cases.hpp"
@@ -27,6 +28,9 @@
 namespace streamrt_tool {
 namespace bench {
 namespace {
+
+// How long the run waits before its first job (see run_bench).
+constexpr auto kStartupSettle = std::chrono::milliseconds(300);
 
 void usage(std::FILE* out) {
   std::fputs(
@@ -250,6 +254,12 @@ int run_bench(int argc, char** argv) {
                opts.quick ? " --quick" : "", suite.jobs.size(), report.machine.hardware_threads,
                report.machine.cpu_model.c_str(), report.machine.streamrt_workers,
                report.machine.load_before[0]);
+
+  // Start-up transients of the process must not fall on the first job: OpenBLAS (linked by the
+  // ops layer and by the direct-BLAS peer) keeps a thread spinning for about 0.1 s after it is
+  // loaded, which took a core from whichever job ran first (docs/performance.md, "How the
+  // figures are taken"). The idle case waits the same way before it measures.
+  std::this_thread::sleep_for(kStartupSettle);
 
   // One CaseResult per case that has at least one job, in case order.
   std::vector<int> case_slot(suite.cases.size(), -1);
