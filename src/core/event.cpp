@@ -148,6 +148,17 @@ EventState Event::state() const {
 }
 
 void Event::synchronize() const {
+  {
+    // A record that is already complete and clean (record + wait loops, a tensor read after its
+    // op finished): returns without reference count traffic. event_state never blocks (backend
+    // contract), so it may run under the spin lock, which keeps the position alive.
+    PositionLock lock(state_->busy);
+    const impl::EventImpl* raw = state_->position.get();
+    if (raw != nullptr && !raw->captured() &&
+        raw->backend().event_state(*raw) == EventState::Complete) {
+      return;
+    }
+  }
   auto p = recorded_or_throw(*this, "Event::synchronize");
   if (p->captured()) {
     p = capture::resolve(p, "Event::synchronize (a host wait) on an event recorded during the capture");

@@ -309,7 +309,7 @@ TEST_F(FakeBackendTest, EventCallsGoToTheBackendOfTheRecord) {
   e.wait(other);
   const auto from = std::to_string(cuda.id());
   EXPECT_EQ(fake().take(),
-            (std::vector<std::string>{"query_event", "synchronize_event", "synchronize_event",
+            (std::vector<std::string>{"query_event", "event_state", "synchronize_event",
                                       "on_complete",
                                       "block(" + from + "->" + std::to_string(other.id()) + ")"}));
   {
@@ -345,7 +345,7 @@ TEST_F(FakeBackendTest, EventCallsGoToTheBackendThatMadeTheRecordAfterAReplaceme
   EXPECT_EQ(e.elapsed_time(end), 1.5);
   streamrt::wait_all(std::vector<streamrt::Event>{e});
   EXPECT_EQ(first.take(),
-            (std::vector<std::string>{"query_event", "event_state", "synchronize_event",
+            (std::vector<std::string>{"query_event", "event_state", "event_state",
                                       "synchronize_event", "on_complete", "elapsed_time",
                                       "query_event", "synchronize_event"}));
   EXPECT_TRUE(second.take().empty());
