@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "capture.hpp"
+#include "cpu_relax.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
@@ -34,9 +35,7 @@ class PositionLock {
       // Wait by reading (no cache-line ping-pong); yield when the holder was preempted.
       while (busy_.load(std::memory_order_relaxed)) {
         if (spins++ % 64 == 0) std::this_thread::yield();
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        core::cpu_relax();
       }
     }
   }

@@ -6,6 +6,8 @@
 // Meets BasicLockable/Lockable; not recursive.
 #include <mutex>
 
+#include "core/cpu_relax.hpp"
+
 namespace streamrt::core {
 
 class SpinMutex {
@@ -13,11 +15,7 @@ class SpinMutex {
   void lock() {
     for (int i = 0; i < kPolls; ++i) {
       if (mutex_.try_lock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
+      cpu_relax();
     }
     mutex_.lock();
   }

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_relax.hpp"
+
 namespace streamrt::cpu {
 
 class Parker {
@@ -107,13 +109,6 @@ inline void renew_this_thread_parker() {
   parker_detail::holder.parker = std::make_shared<Parker>();
 }
 
-// A pause for spin loops: lets the sibling hyper-thread run and saves power.
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using core::cpu_relax;
 
 }  // namespace streamrt::cpu
