@@ -146,18 +146,9 @@ Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
   return TensorAccess::make_view(std::move(storage), shape, first.strides(), 0, dtype);
 }
 
-// An operand of a flat op: its dense block from the first element (strides are all positive,
-// so the first element is the lowest address).
-Arg flat_arg(const Tensor& t) {
-  Arg a;
-  a.storage = TensorAccess::storage(t);
-  a.offset = t.storage_offset();
-  a.strides = {1};
-  a.dense = true;
-  return a;
-}
-
-// As flat_arg, for kernels that take the dense path whenever every operand is dense: no strides.
+// An operand of a flat op for kernels that take the dense path whenever every operand is dense:
+// its dense block from the first element (strides are all positive, so the first element is the
+// lowest address), with no strides.
 Arg dense_arg(const Tensor& t) {
   Arg a;
   a.storage = TensorAccess::storage(t);
@@ -165,6 +156,14 @@ Arg dense_arg(const Tensor& t) {
   a.dense = true;
   return a;
 }
+
+// As dense_arg, with the one stride of the flat run, for kernels that may walk strides.
+Arg flat_arg(const Tensor& t) {
+  Arg a = dense_arg(t);
+  a.strides = {1};
+  return a;
+}
+
 
 // `t` in `dtype`: t itself when it has that dtype, else a converted copy held in `holder`.
 const Tensor& in_dtype(const Tensor& t, DType dtype, Tensor& holder) {
@@ -180,6 +179,15 @@ Shape broadcast(const char* op, const Shape& a, const Shape& b) {
   } catch (const Error& e) {
     throw Error(std::string(op) + ": " + e.what());
   }
+}
+
+// As broadcast, but a itself when the shapes are equal (no copy), else the result held in
+// `holder`. With in_dtype: a small op's host cost is mostly allocations, and each copied shape or
+// tensor is one or two.
+const Shape& broadcast_ref(const char* op, const Shape& a, const Shape& b, Shape& holder) {
+  if (a == b) return a;
+  holder = broadcast(op, a, b);
+  return holder;
 }
 
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
@@ -273,12 +281,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     throw Error(std::string(name) + ": both tensors are bool (" + describe(a) + " and " +
                 describe(b) + "); arithmetic needs a numeric dtype (convert with to())");
   }
-  // References where no conversion or broadcast is needed: a small op's host cost is mostly
-  // allocations, and each copied shape or tensor is one or two.
   Shape broadcast_holder;
-  const Shape& shape = a.shape() == b.shape()
-                           ? a.shape()
-                           : (broadcast_holder = broadcast(name, a.shape(), b.shape()));
+  const Shape& shape = broadcast_ref(name, a.shape(), b.shape(), broadcast_holder);
   Tensor x_holder, y_holder;
   const Tensor& x = in_dtype(a, dtype, x_holder);
   const Tensor& y = in_dtype(b, dtype, y_holder);
@@ -363,8 +367,11 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_pair(name, a, b);
   const DType dtype = promote_types(a.dtype(), b.dtype());
-  const Shape shape = broadcast(name, a.shape(), b.shape());
-  const Tensor x = as_dtype(a, dtype), y = as_dtype(b, dtype);
+  Shape broadcast_holder;
+  const Shape& shape = broadcast_ref(name, a.shape(), b.shape(), broadcast_holder);
+  Tensor x_holder, y_holder;
+  const Tensor& x = in_dtype(a, dtype, x_holder);
+  const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
   Tensor out = elementwise_output(shape, DType::Bool, a.device(), {&x, &y}, flat);
   auto so = TensorAccess::storage(out);
