@@ -376,8 +376,8 @@ Tensor from_dlpack_impl(py::handle obj) {
                           " dimensions, got " + std::to_string(t.ndim));
   }
   Shape shape(t.shape, t.shape + t.ndim);
-  // No strides (DLPack's null): compact row-major. Otherwise any strided layout is shared as it is (element
-  // strides, possibly negative or 0), as numpy's and torch's views share their base.
+  // No strides (DLPack's null): compact row-major. Otherwise any strided layout is shared as it
+  // is (element strides, possibly negative or 0), as numpy's and torch's views share their base.
   Shape strides =
       t.strides != nullptr ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
   void* data = static_cast<char*>(t.data) + t.byte_offset;

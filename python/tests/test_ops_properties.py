@@ -226,7 +226,8 @@ def test_allclose_takes_numbers_and_names_both_shapes():
     assert not streamrt.allclose(2.5, streamrt.full((2, 3), 2.0))
     assert streamrt.allclose(streamrt.ones(3, 1), np.ones(4)) == np.allclose(np.ones((3, 1)),
                                                                              np.ones(4))
-    with pytest.raises(ValueError, match=r"allclose: shapes \[2, 3\] and \[4\] cannot be broadcast"):
+    with pytest.raises(ValueError,
+                       match=r"allclose: shapes \[2, 3\] and \[4\] cannot be broadcast"):
         streamrt.allclose(streamrt.zeros(2, 3), streamrt.zeros(4))
     with pytest.raises(ValueError, match="rtol and atol"):
         streamrt.allclose(streamrt.zeros(2), streamrt.zeros(2), rtol=-1)

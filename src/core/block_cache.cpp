@@ -2,7 +2,7 @@
 // what a consumer thread frees (queue nodes, queued callables, storage records); through malloc
 // that is a cross-thread free, which takes the allocating thread's arena lock and, contended,
 // a futex wake on every op. Here a block freed on the consumer goes to the consumer's list; lists
-// that grow too long hand a batch to a small global stock per size class, from which empty lists
+// that grow too long hand a batch to a bounded global stock per size class, from which empty lists
 // refill: one mutex per kBatch blocks, and none while a thread's list has blocks.
 #include <array>
 #include <cstdlib>
@@ -21,7 +21,9 @@ constexpr std::size_t class_bytes(int c) { return (std::size_t{64} << c) - 8; }
 static_assert(class_bytes(kClasses - 1) == kMaxCachedBlock);
 
 int class_of(std::size_t bytes) {
-  return bytes <= class_bytes(0) ? 0 : bytes <= class_bytes(1) ? 1 : bytes <= class_bytes(2) ? 2 : 3;
+  int c = 0;
+  while (c < kClasses - 1 && bytes > class_bytes(c)) ++c;
+  return c;
 }
 
 // Blocks moved between a thread's list and the global stock at a time.

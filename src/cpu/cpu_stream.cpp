@@ -25,7 +25,8 @@ thread_local const CpuStream* tls_running[2 * CpuStream::kMaxHelpDepth];  // hel
 thread_local int tls_depth = 0;
 
 // A consumer that finds the next sequence number not linked yet waits for its producer, which is
-// between two instructions of push(): it polls this many times before it gives up its core.
+// between two instructions of push(): it pauses this many times in all before it starts giving
+// up its core.
 constexpr int kLinkSpin = 256;
 // Pauses between two looks for that link (or for more work while lingering).
 constexpr int kLinkPause = 8;

@@ -93,7 +93,7 @@ static_assert(sizeof(Node) <= 56, "a node must fit one 64-byte malloc chunk");
 
 // Node allocation through the block cache (include/streamrt/detail/block_cache.hpp): a node freed
 // by a consumer goes to the consumer's free list, lists that grow too long hand a batch to a
-// small global stock, from which empty lists refill, so a producer thread and a consumer thread
+// bounded global stock, from which empty lists refill, so a producer thread and a consumer thread
 // on a steady stream allocate nothing.
 class NodeCache {
  public:
