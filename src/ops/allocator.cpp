@@ -69,8 +69,9 @@ class CachingAllocator {
           const std::size_t at = list.size() - 1 - i;
           if (ordered && !usable_by(list[at], stream_id)) continue;
           void* p = list[at].ptr;
+          // An emptied list stays in the map: the next free of this class then allocates
+          // neither a map node nor a vector buffer.
           list.erase(list.begin() + static_cast<std::ptrdiff_t>(at));
-          if (list.empty()) free_.erase(it);
           ++stats_.cache_hits;
           stats_.bytes_cached -= capacity;
           note_in_use(capacity);

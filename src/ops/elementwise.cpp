@@ -81,23 +81,35 @@ namespace {
 
 using detail::TensorAccess;
 
-// Where a kernel finds one operand: its storage (kept alive by the capture), first element and
-// strides broadcast to the iteration shape.
+// Where a kernel finds one operand: its memory, first element and strides broadcast to the
+// iteration shape. A raw pointer: the memory of an op's operands stays valid until its kernel has
+// run (ops::submit's rule), so kernels take no references.
 struct Arg {
-  std::shared_ptr<Storage> storage;
+  void* base = nullptr;
   std::int64_t offset = 0;
   Shape strides;
   bool dense = false;  // contiguous and of the iteration shape
 
   template <class T>
   T* ptr() const {
-    return static_cast<T*>(storage->data()) + offset;
+    return static_cast<T*>(base) + offset;
   }
 };
 
+// The memory of `t`'s storage, for a kernel (see Arg).
+void* data_of(const Tensor& t) {
+  return TensorAccess::storage(t)->data();
+}
+
+// The address of `t`'s first element (for a kernel, as Arg).
+const void* first_element(const Tensor& t) {
+  return static_cast<const char*>(data_of(t)) +
+         t.storage_offset() * static_cast<std::int64_t>(element_size(t.dtype()));
+}
+
 Arg arg(const Tensor& t, const Shape& shape) {
   Arg a;
-  a.storage = TensorAccess::storage(t);
+  a.base = data_of(t);
   a.offset = t.storage_offset();
   a.strides = broadcast_strides(t.shape(), t.strides(), shape);
   a.dense = t.is_contiguous() && t.shape() == shape;
@@ -151,7 +163,7 @@ Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
 // lowest address), with no strides.
 Arg dense_arg(const Tensor& t) {
   Arg a;
-  a.storage = TensorAccess::storage(t);
+  a.base = data_of(t);
   a.offset = t.storage_offset();
   a.dense = true;
   return a;
@@ -239,14 +251,12 @@ template <class Kernel>
 Tensor map_tensor(const char* name, const Tensor& a, DType out_dtype, Kernel kernel) {
   bool flat = false;
   Tensor out = elementwise_output(a.shape(), out_dtype, a.device(), {&a}, flat);
-  auto so = TensorAccess::storage(out);
+  void* o = data_of(out);
   // Flat: one dense run of numel elements (the output has a's layout).
   Arg in = flat ? flat_arg(a) : arg(a, a.shape());
   Shape shape = flat ? Shape{a.numel()} : a.shape();
   submit(name, a.device(), {&a}, {&out},
-         [so, in = std::move(in), shape = std::move(shape), kernel] {
-           kernel(so->data(), in, shape);
-         });
+         [o, in = std::move(in), shape = std::move(shape), kernel] { kernel(o, in, shape); });
   return out;
 }
 
@@ -288,21 +298,27 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
   Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
-  auto so = TensorAccess::storage(out);
-  // Flat: both operands dense (the contiguous kernel below), so neither strides nor the shape
-  // are captured.
+  void* o = data_of(out);
+  if (flat) {
+    // Both operands dense: three pointers and a count, small enough to travel inline in the
+    // queue node (no allocation for the kernel).
+    submit(name, a.device(), {&x, &y}, {&out},
+           [o, px = first_element(x), py = first_element(y), dtype, op, n = out.numel()] {
+             dispatch(dtype, [&](auto tag) {
+               using T = decltype(tag);
+               binary_contiguous<T>(op, static_cast<const T*>(px), static_cast<const T*>(py),
+                                    static_cast<T*>(o), n);
+             });
+           });
+    return out;
+  }
   submit(name, a.device(), {&x, &y}, {&out},
-         [so, ax = flat ? dense_arg(x) : arg(x, shape), ay = flat ? dense_arg(y) : arg(y, shape),
-          shape = flat ? Shape{} : shape, dtype, op, n = out.numel()] {
+         [o, ax = arg(x, shape), ay = arg(y, shape), shape, dtype, op] {
            dispatch(dtype, [&](auto tag) {
              using T = decltype(tag);
-             T* o = static_cast<T*>(so->data());
-             if (ax.dense && ay.dense) {
-               binary_contiguous<T>(op, ax.ptr<T>(), ay.ptr<T>(), o, n);
-               return;
-             }
              with_binary(op, [&](auto f) {
-               binary_strided(shape, o, ax.ptr<const T>(), ax, ay.ptr<const T>(), ay, f);
+               binary_strided(shape, static_cast<T*>(o), ax.ptr<const T>(), ax, ay.ptr<const T>(),
+                              ay, f);
              });
            });
          });
@@ -374,13 +390,14 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
   Tensor out = elementwise_output(shape, DType::Bool, a.device(), {&x, &y}, flat);
-  auto so = TensorAccess::storage(out);
+  void* out_data = data_of(out);
   submit(name, a.device(), {&x, &y}, {&out},
-         [so, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
-          shape = flat ? Shape{out.numel()} : shape, dtype, op] {
+         [out_data, ax = flat ? flat_arg(x) : arg(x, shape),
+          ay = flat ? flat_arg(y) : arg(y, shape), shape = flat ? Shape{out.numel()} : shape, dtype,
+          op] {
            dispatch_all(dtype, [&](auto tag) {
              using T = decltype(tag);
-             bool* o = static_cast<bool*>(so->data());
+             bool* o = static_cast<bool*>(out_data);
              const T* p = ax.ptr<const T>();
              const T* q = ay.ptr<const T>();
              switch (op) {
@@ -615,14 +632,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       ops::broadcast("where", ops::broadcast("where", cond.shape(), a.shape()), b.shape());
   const Tensor x = ops::as_dtype(a, dtype), y = ops::as_dtype(b, dtype);
   Tensor out = ops::new_tensor(shape, dtype, a.device());
-  auto so = detail::TensorAccess::storage(out);
+  void* out_data = ops::data_of(out);
   ops::submit(
       "where", a.device(), {&cond, &x, &y}, {&out},
-      [so, ac = ops::arg(cond, shape), ax = ops::arg(x, shape), ay = ops::arg(y, shape), shape,
-       dtype] {
+      [out_data, ac = ops::arg(cond, shape), ax = ops::arg(x, shape), ay = ops::arg(y, shape),
+       shape, dtype] {
         ops::dispatch_all(dtype, [&](auto tag) {
           using T = decltype(tag);
-          T* out_p = static_cast<T*>(so->data());
+          T* out_p = static_cast<T*>(out_data);
           const bool* c = ac.ptr<const bool>();
           const T* p = ax.ptr<const T>();
           const T* q = ay.ptr<const T>();

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/spin_mutex.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
@@ -38,8 +38,12 @@ class Storage {
   void* data() const noexcept { return data_; }
   std::size_t nbytes() const noexcept { return nbytes_; }
   Device device() const noexcept { return device_; }
+  // True for caching-allocator memory, which is freed in stream order: it stays valid for work
+  // queued before the last reference went away (allocator.hpp), so kernels may hold raw pointers.
+  bool stream_ordered() const noexcept { return capacity_ > 0; }
 
-  std::mutex mutex;
+  // Taken by every op that uses the storage (three per `a + b`): an inlined lock.
+  core::SpinMutex mutex;
   Access last_write;          // guarded by mutex; position null = no tracked write pending
   std::vector<Access> reads;  // guarded by mutex; one entry per stream, since last_write
 
@@ -88,11 +92,19 @@ Tensor new_tensor(Shape shape, DType dtype, Device device);
 
 // Enqueues `kernel` on the current stream of `device` under `label` (a literal), after making
 // that stream wait for the tracked writers of `reads` and the tracked writers and readers of
-// `writes` on other streams; then records the accesses. The kernel captures what it needs; the
-// storages of `reads` and `writes` are kept alive until it has run. Returns at once. Returns the
-// stream used.
+// `writes` on other streams; then records the accesses. Returns at once. Returns the stream used.
+// The memory of `reads` and `writes` stays valid until the kernel has run, so the kernel may
+// capture raw data pointers instead of references (a reference taken on the launching thread and
+// dropped on the worker moves the count's cache line between them, and leaves the free of the
+// last tensor to the worker): tracked accesses and the allocator's stream-ordered free cover it;
+// where they do not (tracking off, a stream capture, memory not from the allocator), submit keeps
+// references to the storages with the kernel.
 Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes, detail::Work kernel);
+
+// Test switch (tests/internal): off, submit never keeps references with a kernel, so the tests
+// can show what those references prevent. Set it only while no op is being submitted.
+void set_kernel_references_for_testing(bool on) noexcept;
 
 // Enqueues t.fill_(value) (tracked write).
 void enqueue_fill(Tensor& t, double value);

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <utility>
 
 #include "core/capture.hpp"
@@ -19,6 +20,9 @@ namespace {
 std::atomic<bool> g_tracking{true};
 // -1: follow g_tracking; 0/1: this thread's guard.
 thread_local signed char tls_tracking = -1;
+
+// Relaxed: a test switch (set_kernel_references_for_testing), set while no op is submitted.
+std::atomic<bool> g_kernel_references{true};
 
 // Read entries kept per storage before complete ones are pruned.
 constexpr std::size_t kPruneReadsAt = 4;
@@ -79,7 +83,7 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
       std::swap(uses[j], uses[j - 1]);
     }
   }
-  std::array<std::unique_lock<std::mutex>, kMax> locks;
+  std::array<std::unique_lock<core::SpinMutex>, kMax> locks;
   for (std::size_t i = 0; i < count; ++i) locks[i] = std::unique_lock(uses[i].storage->mutex);
 
   // The locks are held until the new accesses are recorded, so two threads submitting ops on the
@@ -144,12 +148,46 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   }
 }
 
+// Whether the memory of the storages an op uses could be freed and reused while its kernel is
+// queued if nothing but the tracker held it: untracked accesses are not in the free's list of
+// pending uses, a captured kernel runs at every replay of its graph, and wrapped memory
+// (from_blob) has a deleter that does not wait for streams.
+bool needs_references(bool tracking, std::initializer_list<const Tensor*> reads,
+                      std::initializer_list<const Tensor*> writes) {
+  if (!g_kernel_references.load(std::memory_order_relaxed)) return false;
+  if (!tracking || capture::active()) return true;
+  auto ordered = [](const Tensor* t) {
+    const auto& st = detail::TensorAccess::storage(*t);
+    return st != nullptr && st->stream_ordered();
+  };
+  return !std::all_of(reads.begin(), reads.end(), ordered) ||
+         !std::all_of(writes.begin(), writes.end(), ordered);
+}
+
+// `kernel` with references to the storages of `reads` and `writes`, released after it ran.
+detail::Work with_references(detail::Work kernel, std::initializer_list<const Tensor*> reads,
+                             std::initializer_list<const Tensor*> writes) {
+  std::vector<std::shared_ptr<Storage>> refs;
+  refs.reserve(reads.size() + writes.size());
+  for (const Tensor* t : reads) refs.push_back(detail::TensorAccess::storage(*t));
+  for (const Tensor* t : writes) refs.push_back(detail::TensorAccess::storage(*t));
+  return detail::Work([k = std::move(kernel), refs = std::move(refs)]() mutable { k(); });
+}
+
 }  // namespace
+
+void set_kernel_references_for_testing(bool on) noexcept {
+  g_kernel_references.store(on, std::memory_order_relaxed);
+}
 
 Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes, detail::Work kernel) {
   Stream s = current_stream(device);
-  if (!dependency_tracking()) {
+  const bool tracking = dependency_tracking();
+  if (needs_references(tracking, reads, writes)) {
+    kernel = with_references(std::move(kernel), reads, writes);
+  }
+  if (!tracking) {
     s.launch_work(std::move(kernel), label);
     return s;
   }
