@@ -60,7 +60,9 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
     Storage* storage;
     bool write;
   };
-  std::array<Use, kMax> uses{};
+  // Left uninitialised (only the first `count` entries are read): zero-filling these arrays was
+  // a visible part of a small op's host time.
+  std::array<Use, kMax> uses;
   std::size_t count = 0;
   auto add = [&](const Tensor* t, bool write) {
     Storage* st = detail::TensorAccess::storage(*t).get();
@@ -83,8 +85,15 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
       std::swap(uses[j], uses[j - 1]);
     }
   }
-  std::array<std::unique_lock<core::SpinMutex>, kMax> locks;
-  for (std::size_t i = 0; i < count; ++i) locks[i] = std::unique_lock(uses[i].storage->mutex);
+  // Unlocks the first `count` storages when the submission ends, however it ends.
+  struct Locks {
+    std::array<Use, kMax>& uses;
+    std::size_t count = 0;
+    ~Locks() {
+      for (std::size_t i = count; i > 0; --i) uses[i - 1].storage->mutex.unlock();
+    }
+  } locks{uses};
+  for (; locks.count < count; ++locks.count) uses[locks.count].storage->mutex.lock();
 
   // The locks are held until the new accesses are recorded, so two threads submitting ops on the
   // same storage see each other's accesses in the order the stream queues got them.
@@ -93,7 +102,7 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits below
   // become graph edges.
   const std::uint64_t sid = capture::tracking_id(si);
-  std::array<const impl::EventImpl*, 2 * kMax> blocked{};
+  std::array<const impl::EventImpl*, 2 * kMax> blocked;
   std::size_t num_blocked = 0;
   auto wait_for = [&](const std::shared_ptr<impl::EventImpl>& pos) {
     for (std::size_t i = 0; i < num_blocked; ++i) {
