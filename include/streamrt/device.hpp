@@ -56,6 +56,17 @@ STREAMRT_API void set_num_threads(int n);
 //! Never blocks; thread-safe.
 STREAMRT_API int num_threads();
 
+//! Sets how long an idle CPU worker polls for new work before it sleeps (0 to 1,000,000 us; the
+//! default is 50 us, or STREAMRT_WORKER_SPIN_US). Longer hands bursts of work over without a
+//! wake-up; shorter gives the cores back sooner to other threads and processes: set it low where
+//! processes share the cores (several MPI ranks per machine; streamrt::mpi does so itself when it
+//! finds the cores oversubscribed), as KMP_BLOCKTIME is for OpenMP. Polls under way follow the
+//! new value. Never blocks; thread-safe; throws Error for a value out of range.
+STREAMRT_API void set_worker_spin(std::chrono::microseconds spin);
+
+//! The poll time of set_worker_spin(). Never blocks; thread-safe.
+STREAMRT_API std::chrono::microseconds worker_spin();
+
 }  // namespace streamrt
 
 //! Hash of a device, so it can key unordered containers.

@@ -540,6 +540,23 @@ void bind_core(py::module_& m) {
       },
       "n"_a, "Sets the number of CPU worker threads shared by all streams.");
   m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
+  m.def(
+      "set_worker_spin",
+      [](double us) {
+        if (!(us >= 0 && us <= 1e6)) {
+          throw py::value_error("set_worker_spin(" + std::to_string(us) +
+                                "): the poll time must be from 0 to 1000000 microseconds");
+        }
+        set_worker_spin(std::chrono::microseconds(static_cast<std::int64_t>(us)));
+      },
+      "us"_a,
+      "Sets how long (microseconds) an idle CPU worker polls for work before it sleeps: shorter "
+      "gives the cores back sooner to other threads and processes (several MPI ranks per "
+      "machine), longer hands bursts of work over without a wake-up. Default 50, or "
+      "STREAMRT_WORKER_SPIN_US.");
+  m.def(
+      "get_worker_spin", [] { return static_cast<double>(worker_spin().count()); },
+      "How long (microseconds) an idle CPU worker polls before it sleeps.");
 
   py::class_<Event>(m, "Event",
                     "A marker recorded in a stream: poll it, wait for it, time it, reset it.")

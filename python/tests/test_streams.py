@@ -228,6 +228,26 @@ def test_set_num_threads_rejects_bad_counts():
     assert streamrt.get_num_threads() >= 1
 
 
+def test_worker_spin_set_read_back_and_bad_values():
+    saved = streamrt.get_worker_spin()
+    try:
+        for bad in (-1, 1_000_001, float("nan")):
+            with pytest.raises(ValueError, match="from 0 to 1000000"):
+                streamrt.set_worker_spin(bad)
+        assert streamrt.get_worker_spin() == saved
+        streamrt.set_worker_spin(0)
+        assert streamrt.get_worker_spin() == 0
+        s = streamrt.Stream()
+        hits = []
+        for i in range(20):
+            s.launch(lambda i=i: hits.append(i))
+        s.synchronize()
+        assert hits == list(range(20))
+    finally:
+        streamrt.set_worker_spin(saved)
+    assert streamrt.get_worker_spin() == saved
+
+
 def _python_thread_states():
     """How many Python thread states the interpreter holds (the C API's own list)."""
     import ctypes

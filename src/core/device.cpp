@@ -61,4 +61,10 @@ void set_num_threads(int n) { impl::backend(DeviceType::CPU).set_num_threads(n);
 
 int num_threads() { return impl::backend(DeviceType::CPU).num_threads(); }
 
+void set_worker_spin(std::chrono::microseconds spin) {
+  impl::backend(DeviceType::CPU).set_worker_spin(spin);
+}
+
+std::chrono::microseconds worker_spin() { return impl::backend(DeviceType::CPU).worker_spin(); }
+
 }  // namespace streamrt

@@ -61,6 +61,12 @@ void Backend::set_num_threads(int) {
 int Backend::num_threads() const {
   throw Error(std::string(to_string(type())) + " backend doesn't support num_threads()");
 }
+void Backend::set_worker_spin(std::chrono::microseconds) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_spin()");
+}
+std::chrono::microseconds Backend::worker_spin() const {
+  throw Error(std::string(to_string(type())) + " backend doesn't support worker_spin()");
+}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }

@@ -66,14 +66,32 @@ bool parse_host_run(const char* text) {
               "thread-affine work), 1 or unset to let a waiting host thread run ready items");
 }
 
+std::int64_t parse_worker_spin(const char* text) {
+  if (text == nullptr || *text == '\0') return kDefaultWorkerSpinUs;
+  char* end = nullptr;
+  errno = 0;
+  const long long us = std::strtoll(text, &end, 10);
+  const bool digits_only = *text >= '0' && *text <= '9' && *end == '\0';  // strtoll skips spaces
+  if (!digits_only || errno == ERANGE || us > kMaxWorkerSpinUs) {
+    throw Error(std::string("STREAMRT_WORKER_SPIN_US='") + text +
+                "' is not a poll time: set it to microseconds from 0 to " +
+                std::to_string(kMaxWorkerSpinUs) +
+                " (how long an idle worker polls before it sleeps; 0 sleeps at once), or unset "
+                "it for the default " +
+                std::to_string(kDefaultWorkerSpinUs));
+  }
+  return us;
+}
+
 }  // namespace
 
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
-                    const char* host_run) {
+                    const char* host_run, const char* worker_spin_us) {
   Config c;
   c.num_threads = parse_num_threads(num_threads, hardware_threads);
   c.schedule = parse_schedule(schedule);
   c.host_run = parse_host_run(host_run);
+  c.worker_spin_us = parse_worker_spin(worker_spin_us);
   return c;
 }
 
@@ -89,7 +107,8 @@ const Config& config() {
     try {
       return Parsed{
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
-                       hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN")),
+                       hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN"),
+                       std::getenv("STREAMRT_WORKER_SPIN_US")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE,
-// STREAMRT_HOST_RUN), read
+// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US), read
 // and validated once, in one place. The backend checks them before it hands out a stream, so a bad
 // value is an Error before anything can be queued.
 #include <cstdint>
@@ -20,16 +20,26 @@ struct Schedule {
   std::uint64_t seed = 0;
 };
 
+// How long an idle worker polls for work before it parks, by default. Waking a parked thread
+// costs several us (docs/performance.md, "Figures behind constants"), polling costs a core: 50 us
+// covers the gap between back-to-back launches without making an idle process busy (paid once
+// per burst). Where the cores are shared (several MPI ranks per machine), shorter is better.
+inline constexpr std::int64_t kDefaultWorkerSpinUs = 50;
+// The longest accepted poll (one second): past it a poll is a busy process, not a hand-over.
+inline constexpr std::int64_t kMaxWorkerSpinUs = 1'000'000;
+
 struct Config {
   int num_threads = 1;  // workers asked for: STREAMRT_NUM_THREADS, else the hardware threads
   Schedule schedule;
   bool host_run = true;  // STREAMRT_HOST_RUN: a waiting host thread may run its stream's items
+  // STREAMRT_WORKER_SPIN_US: an idle worker's poll before it parks, in microseconds.
+  std::int64_t worker_spin_us = kDefaultWorkerSpinUs;
 };
 
 // Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
 // value and the accepted values. Pure: reads no environment.
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
-                    const char* host_run = nullptr);
+                    const char* host_run = nullptr, const char* worker_spin_us = nullptr);
 
 // The process's settings, parsed from the environment on the first call. Throws the Error of a
 // bad value on every call. Thread-safe; never blocks after the first call.

@@ -63,6 +63,7 @@ CpuBackend::CpuBackend() {
   try {
     const Config& c = config();
     threads_.store(c.num_threads, std::memory_order_relaxed);
+    worker_spin_us_.store(c.worker_spin_us, std::memory_order_relaxed);
     schedule_ = c.schedule;
     // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
     // waiting host running items would take picks out of its hands.
@@ -87,7 +88,8 @@ WorkerPool& CpuBackend::pool() {
     check_config();
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
     p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
-                       schedule_);
+                       schedule_,
+                       std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed)));
     pool_.store(p, std::memory_order_release);
     // Once: a child of fork() builds a new pool (after_fork_in_child) but shares this handler.
     static const bool registered = (std::atexit(shutdown_at_exit), true);
@@ -273,6 +275,23 @@ void CpuBackend::set_num_threads(int n) {
 int CpuBackend::num_threads() const {
   check_config();
   return threads_.load(std::memory_order_relaxed);
+}
+
+void CpuBackend::set_worker_spin(std::chrono::microseconds spin) {
+  if (spin.count() < 0 || spin.count() > kMaxWorkerSpinUs) {
+    throw Error("set_worker_spin(" + std::to_string(spin.count()) +
+                " us): the poll time must be from 0 to " + std::to_string(kMaxWorkerSpinUs) +
+                " microseconds");
+  }
+  check_config();
+  std::lock_guard lock(pool_mutex_);
+  worker_spin_us_.store(spin.count(), std::memory_order_relaxed);
+  if (auto* p = pool_.load(std::memory_order_acquire)) p->set_spin(spin);
+}
+
+std::chrono::microseconds CpuBackend::worker_spin() const {
+  check_config();
+  return std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed));
 }
 
 void CpuBackend::set_tracing(bool on) noexcept {

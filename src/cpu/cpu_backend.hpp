@@ -67,6 +67,8 @@ class CpuBackend final : public impl::Backend {
   bool host_run(const impl::StreamImpl& stream) override;
   void set_num_threads(int n) override;
   int num_threads() const override;
+  void set_worker_spin(std::chrono::microseconds spin) override;
+  std::chrono::microseconds worker_spin() const override;
   void set_tracing(bool on) noexcept override;
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
   void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
@@ -91,6 +93,9 @@ class CpuBackend final : public impl::Backend {
   std::mutex pool_mutex_;
   std::atomic<WorkerPool*> pool_{nullptr};
   std::atomic<int> threads_{1};
+  // Microseconds an idle worker polls before it parks (set_worker_spin); the pool follows it.
+  // Relaxed: a setting, written under pool_mutex_ so that a pool being built gets the latest.
+  std::atomic<std::int64_t> worker_spin_us_{kDefaultWorkerSpinUs};
   std::atomic<std::uint64_t> next_id_{1};
   std::mutex streams_mutex_;
   std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_

@@ -14,10 +14,6 @@ namespace {
 
 thread_local int tls_worker_index = -1;
 
-// How long an idle worker keeps polling before it parks. Waking a parked thread costs several us
-// (docs/performance.md, "Figures behind constants"), polling costs a core: 50 us covers the gap
-// between back-to-back launches without making an idle process busy (paid once per burst).
-constexpr auto kWorkerSpin = std::chrono::microseconds(50);
 
 // splitmix64: a tiny, well-mixed generator; one step per random pick.
 std::uint64_t next_random(std::uint64_t& state) noexcept {
@@ -42,8 +38,9 @@ void random_pause(std::uint64_t& state) {
 
 }  // namespace
 
-WorkerPool::WorkerPool(int num_threads, Schedule schedule)
-    : schedule_(schedule),
+WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseconds spin)
+    : spin_ns_(spin.count()),
+      schedule_(schedule),
       random_(schedule.mode == Schedule::Mode::kRandom),
       rng_(schedule.seed) {
   resize(num_threads);
@@ -179,7 +176,8 @@ void WorkerPool::park_helper(const std::shared_ptr<Parker>& parker,
 std::shared_ptr<Task> WorkerPool::next_task(int index) {
   // Spin phase: poll the hint counter without taking the lock.
   spinning_.fetch_add(1, std::memory_order_relaxed);
-  const auto spin_until = Clock::now() + kWorkerSpin;
+  // The poll's length is read again at every clock check, so set_spin() reaches polls under way.
+  const auto spin_start = Clock::now();
   for (unsigned i = 1;; ++i) {
     if (should_exit(index)) break;
     if (ready_count_.load(std::memory_order_relaxed) > 0) {
@@ -197,8 +195,12 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
       if (t) return t;
     }
     // No sched_yield here: a poller that needs to give up its core does so by parking after
-    // kWorkerSpin (a futex sleep), and a hand-off to a polling worker then costs no system call.
-    if (i % 64 == 0 && Clock::now() >= spin_until) break;
+    // its spin (a futex sleep), and a hand-off to a polling worker then costs no system call.
+    if (i % 64 == 0 &&
+        Clock::now() - spin_start >=
+            std::chrono::nanoseconds(spin_ns_.load(std::memory_order_relaxed))) {
+      break;
+    }
     cpu_relax();
   }
   // Park phase. spinning_ is decremented under mutex_, and the queues are re-checked under it,

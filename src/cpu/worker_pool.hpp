@@ -42,7 +42,10 @@ class Task {
 
 class WorkerPool {
  public:
-  explicit WorkerPool(int num_threads, Schedule schedule = {});
+  // `spin`: how long an idle worker polls before it parks (set_spin).
+  explicit WorkerPool(int num_threads, Schedule schedule = {},
+                      std::chrono::nanoseconds spin =
+                          std::chrono::microseconds(kDefaultWorkerSpinUs));
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -91,6 +94,13 @@ class WorkerPool {
   // task within a poll, so a host thread competing for the same task only adds lock traffic.
   bool worker_polling() const noexcept { return spinning_.load(std::memory_order_relaxed) > 0; }
 
+  // How long an idle worker polls before it parks; polls under way see the new value within 64
+  // polls. Never blocks; thread-safe.
+  void set_spin(std::chrono::nanoseconds spin) noexcept {
+    // Relaxed: a setting read by each poll; publishes nothing else.
+    spin_ns_.store(spin.count(), std::memory_order_relaxed);
+  }
+
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle
   // worker, since only they know whether the task is what they wait for.
@@ -132,6 +142,7 @@ class WorkerPool {
   // Written under mutex_; read without it only for the snapshot park_helper re-checks under it.
   std::atomic<std::uint64_t> push_gen_{0};
   std::atomic<int> spinning_{0};
+  std::atomic<std::int64_t> spin_ns_;  // set_spin
 
   std::mutex resize_mutex_;
   std::atomic<int> target_{0};

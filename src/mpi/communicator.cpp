@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "engine.hpp"
+#include "shared_cores.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/mpi.hpp"
 #include "streamrt/ops.hpp"
@@ -303,6 +304,7 @@ Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<State>()) {
   MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(state_->comm, &state_->rank);
   MPI_Comm_size(state_->comm, &state_->size);
+  detail::fit_worker_spin_to_shared_cores(state_->comm);
 }
 
 int Communicator::rank() const noexcept { return state_->rank; }

@@ -78,5 +78,25 @@ TEST(Config, HostRunSwitch) {
   }
 }
 
+TEST(Config, WorkerSpin) {
+  EXPECT_EQ(parse_config(nullptr, nullptr, 8).worker_spin_us, kDefaultWorkerSpinUs);
+  EXPECT_EQ(parse_config(nullptr, nullptr, 8, nullptr, "").worker_spin_us, kDefaultWorkerSpinUs);
+  EXPECT_EQ(parse_config(nullptr, nullptr, 8, nullptr, "0").worker_spin_us, 0);
+  EXPECT_EQ(parse_config(nullptr, nullptr, 8, nullptr, "5").worker_spin_us, 5);
+  EXPECT_EQ(parse_config(nullptr, nullptr, 8, nullptr, "1000000").worker_spin_us, 1'000'000);
+  for (const char* bad : {"-1", "1000001", "5us", " 5", "fast", "99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    std::string msg = "<no error>";
+    try {
+      (void)parse_config(nullptr, nullptr, 8, nullptr, bad);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(std::string("STREAMRT_WORKER_SPIN_US='") + bad + "'"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("from 0 to 1000000"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace streamrt::cpu

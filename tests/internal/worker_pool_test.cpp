@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -70,6 +71,25 @@ TEST(WorkerPool, RunsTasksOnItsWorkers) {
   }
   ASSERT_TRUE(eventually([&] { return count.load() == 200; }));
   EXPECT_EQ(bad_thread.load(), 0);
+}
+
+// The poll before parking follows set_spin(), also in a poll under way: with a poll of a minute
+// the worker still polls well after its task (the default, 50 us, would have parked it), and
+// once the poll is set to 0 it parks.
+TEST(WorkerPool, IdleWorkersPollAsLongAsSetThenPark) {
+  WorkerPool pool(1, {}, std::chrono::minutes(1));
+  std::atomic<bool> ran{false};
+  push(pool, [&] { ran = true; });
+  ASSERT_TRUE(eventually([&] { return ran.load(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(pool.worker_polling()) << "the worker parked long before its poll of a minute ended";
+  pool.set_spin(std::chrono::nanoseconds(0));
+  EXPECT_TRUE(eventually([&] { return !pool.worker_polling(); }))
+      << "the worker kept polling after the poll was set to 0";
+  // A parked worker still takes new work (and then polls as now set).
+  ran = false;
+  push(pool, [&] { ran = true; });
+  EXPECT_TRUE(eventually([&] { return ran.load(); }));
 }
 
 TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {

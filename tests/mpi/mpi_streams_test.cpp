@@ -3,9 +3,12 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "mpi/shared_cores.hpp"
 #include "mpi_util.hpp"
 
 namespace {
@@ -293,6 +296,32 @@ TEST(Streams, ProgressThreadIsIdleWhenNothingIsInFlight) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_LT(cpu_ms() - before, 50.0);
   c.barrier().synchronize();
+}
+
+// Ranks that oversubscribe the machine's cores get short worker polls (a polling worker holds a
+// core another rank needs); a user's STREAMRT_WORKER_SPIN_US is kept. On the test machines
+// (2 cores, 2 or 4 ranks with their workers) the cores are oversubscribed.
+TEST(Streams, OversubscribedRanksGetShortWorkerPolls) {
+  using std::chrono::microseconds;
+  const char* env = std::getenv("STREAMRT_WORKER_SPIN_US");
+  if (env != nullptr && *env != '\0') GTEST_SKIP() << "STREAMRT_WORKER_SPIN_US is set";
+  const microseconds saved = streamrt::worker_spin();
+  streamrt::set_worker_spin(microseconds(50));
+  const bool shared = streamrt::mpi::detail::cores_oversubscribed(MPI_COMM_WORLD);
+  {
+    Communicator c;  // collective: every rank makes it
+    if (shared) {
+      EXPECT_EQ(streamrt::worker_spin(),
+                microseconds(streamrt::mpi::detail::kSharedCoresSpinUs));
+    } else {
+      EXPECT_EQ(streamrt::worker_spin(), microseconds(50));
+    }
+  }
+  // Never raised: a shorter poll set by the user stays.
+  streamrt::set_worker_spin(microseconds(1));
+  { Communicator c; }
+  EXPECT_EQ(streamrt::worker_spin(), microseconds(1));
+  streamrt::set_worker_spin(saved);
 }
 
 }  // namespace

@@ -121,6 +121,21 @@ int host_run() {
   }
 }
 
+// The worker poll as set by STREAMRT_WORKER_SPIN_US, and work still runs.
+int worker_spin() {
+  try {
+    std::printf("worker_spin=%lld\n", static_cast<long long>(streamrt::worker_spin().count()));
+    streamrt::Stream s;
+    s.launch([] {});
+    s.synchronize();
+    say("launched");
+    return 0;
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,6 +144,8 @@ int main(int argc, char** argv) {
   if (mode == "num-threads") return num_threads();
   if (mode == "launch") return launch_work();
   if (mode == "host-run") return host_run();
-  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch|host-run\n", argv[0]);
+  if (mode == "worker-spin") return worker_spin();
+  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch|host-run|worker-spin\n",
+               argv[0]);
   return 2;
 }

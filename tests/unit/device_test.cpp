@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
 
 #include "streamrt/streamrt.hpp"
 #include "test_util.hpp"
@@ -76,6 +77,32 @@ TEST(WorkerCount, SetNumThreadsChangesTheCountAndRejectsBadValues) {
   EXPECT_EQ(streamrt::num_threads(), saved);
 }
 
+TEST(WorkerSpin, SetAndReadBackAndBadValuesAreErrors) {
+  using std::chrono::microseconds;
+  const microseconds saved = streamrt::worker_spin();
+  EXPECT_GE(saved.count(), 0);
+  for (long bad : {-1L, 1'000'001L}) {
+    const std::string msg = error_of([&] { streamrt::set_worker_spin(microseconds(bad)); });
+    EXPECT_NE(msg.find("set_worker_spin(" + std::to_string(bad) + " us)"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("from 0 to 1000000"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(streamrt::worker_spin(), saved);
+  streamrt::set_worker_spin(microseconds(0));
+  EXPECT_EQ(streamrt::worker_spin(), microseconds(0));
+  // Work still runs with workers that park at once.
+  streamrt::Stream s;
+  std::atomic<int> n{0};
+  for (int i = 0; i < 100; ++i) {
+    s.launch([&] { n.fetch_add(1); });
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  s.synchronize();
+  EXPECT_EQ(n.load(), 100);
+  streamrt::set_worker_spin(saved);
+  EXPECT_EQ(streamrt::worker_spin(), saved);
+}
+
 TEST(WorkerCount, SetNumThreadsFromWorkIsAnError) {
   streamrt::Stream s;
   std::string msg;
@@ -107,6 +134,22 @@ TEST(WorkerCount, BadEnvironmentVariableIsAClearError) {
                              STREAMRT_TEST_CHILD + " launch");
     EXPECT_EQ(l.status, 3) << bad << ": " << l.output;
     EXPECT_NE(l.output.find("STREAMRT_NUM_THREADS"), std::string::npos) << l.output;
+  }
+}
+
+TEST(WorkerSpin, EnvironmentVariableSetsThePollAndBadValuesAreAClearError) {
+  const auto r = run_child(std::string("STREAMRT_WORKER_SPIN_US=7 timeout 120 ") +
+                           STREAMRT_TEST_CHILD + " worker-spin");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("worker_spin=7\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launched"), std::string::npos) << r.output;
+  for (const char* bad : {"-5", "fast", "2000000"}) {
+    const auto b = run_child(std::string("STREAMRT_WORKER_SPIN_US=") + bad + " timeout 120 " +
+                             STREAMRT_TEST_CHILD + " worker-spin");
+    EXPECT_EQ(b.status, 3) << bad << ": " << b.output;
+    EXPECT_NE(b.output.find(std::string("error: STREAMRT_WORKER_SPIN_US='") + bad + "'"),
+              std::string::npos)
+        << b.output;
   }
 }
 

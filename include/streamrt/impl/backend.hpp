@@ -180,6 +180,10 @@ class STREAMRT_API Backend {
   virtual void set_num_threads(int n);
   //! Host worker count (CPU only).
   virtual int num_threads() const;
+  //! How long an idle host worker polls for work before it sleeps (CPU only).
+  virtual void set_worker_spin(std::chrono::microseconds spin);
+  //! The poll time of set_worker_spin() (CPU only).
+  virtual std::chrono::microseconds worker_spin() const;
 
   //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
   //! backend registered while a profiler runs). While on, the backend reports every work item
