@@ -338,7 +338,7 @@ bool CpuStream::on_complete(std::uint64_t seq, std::function<void()> fn) {
   return add_continuation(std::move(c));
 }
 
-void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMutex>& lock,
                                 Deferred* defer) {
   // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
   // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.

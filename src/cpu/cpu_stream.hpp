@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "core/spin_mutex.hpp"
 #include "failures.hpp"
 #include "parker.hpp"
 #include "stream_queue.hpp"
@@ -170,7 +171,7 @@ class CpuStream final : public impl::StreamImpl,
   bool add_continuation(Continuation c);
   // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks and resumed
   // streams go to `defer` when given, else to the pool.
-  void complete_locked(std::uint64_t seq, std::unique_lock<std::mutex>& lock,
+  void complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMutex>& lock,
                        Deferred* defer = nullptr);
   void fire(std::vector<Continuation>& ready, Deferred* defer);
   // Posts what was held back, waking workers as usual.
@@ -201,7 +202,9 @@ class CpuStream final : public impl::StreamImpl,
   std::atomic<std::uint64_t> work_finished_{0};  // includes dropped items
   // Taken by the drainer around each entry (never while user work runs) and by the slow paths
   // (cancel, continuations, waits' registration, fork); never by launch.
-  mutable std::mutex mutex_;
+  // Taken twice per item by the drainer (around the item) and by hosts that synchronize, record
+  // or query: an inlined lock (core/spin_mutex.hpp) rather than two calls into libpthread.
+  mutable core::SpinMutex mutex_;
   Node* local_head_ = nullptr;  // guarded by mutex_: absorbed nodes in order, linked by `next`
   Node* local_tail_ = nullptr;  // guarded by mutex_
   std::uint64_t next_seq_ = 1;  // guarded by mutex_: the sequence number local_ expects next
