@@ -12,13 +12,20 @@
 namespace streamrt::cpu {
 namespace {
 
-int parse_num_threads(const char* text, int hardware_threads) {
-  if (text == nullptr || *text == '\0') return hardware_threads;
+// A decimal integer in [lo, hi], digits only (no sign, spaces or suffix), into `out`; false
+// otherwise.
+bool parse_decimal(const char* text, long long lo, long long hi, long long& out) {
   char* end = nullptr;
   errno = 0;
-  const long n = std::strtol(text, &end, 10);
-  const bool digits_only = *text >= '0' && *text <= '9' && *end == '\0';  // strtol skips spaces
-  if (!digits_only || errno == ERANGE || n < 1 || n > 4096) {
+  out = std::strtoll(text, &end, 10);
+  const bool digits_only = *text >= '0' && *text <= '9' && *end == '\0';  // strtoll skips spaces
+  return digits_only && errno != ERANGE && out >= lo && out <= hi;
+}
+
+int parse_num_threads(const char* text, int hardware_threads) {
+  if (text == nullptr || *text == '\0') return hardware_threads;
+  long long n = 0;
+  if (!parse_decimal(text, 1, 4096, n)) {
     throw Error(std::string("STREAMRT_NUM_THREADS='") + text +
                 "' is not a worker count: set it to an integer from 1 to 4096, or unset it to "
                 "use all " +
@@ -68,16 +75,13 @@ bool parse_host_run(const char* text) {
 
 std::int64_t parse_worker_spin(const char* text) {
   if (text == nullptr || *text == '\0') return kDefaultWorkerSpinUs;
-  char* end = nullptr;
-  errno = 0;
-  const long long us = std::strtoll(text, &end, 10);
-  const bool digits_only = *text >= '0' && *text <= '9' && *end == '\0';  // strtoll skips spaces
-  if (!digits_only || errno == ERANGE || us > kMaxWorkerSpinUs) {
+  long long us = 0;
+  if (!parse_decimal(text, 0, kMaxWorkerSpinUs, us)) {
     throw Error(std::string("STREAMRT_WORKER_SPIN_US='") + text +
                 "' is not a poll time: set it to microseconds from 0 to " +
                 std::to_string(kMaxWorkerSpinUs) +
-                " (how long an idle worker polls before it sleeps; 0 sleeps at once), or unset "
-                "it for the default " +
+                " (how long an idle worker polls before it sleeps; 0: after one short round), or "
+                "unset it for the default " +
                 std::to_string(kDefaultWorkerSpinUs));
   }
   return us;

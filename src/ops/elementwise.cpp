@@ -101,12 +101,6 @@ void* data_of(const Tensor& t) {
   return TensorAccess::storage(t)->data();
 }
 
-// The address of `t`'s first element (for a kernel, as Arg).
-const void* first_element(const Tensor& t) {
-  return static_cast<const char*>(data_of(t)) +
-         t.storage_offset() * static_cast<std::int64_t>(element_size(t.dtype()));
-}
-
 Arg arg(const Tensor& t, const Shape& shape) {
   Arg a;
   a.base = data_of(t);
@@ -300,16 +294,16 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
   void* o = data_of(out);
   if (flat) {
-    // Both operands dense: three pointers and a count, small enough to travel inline in the
-    // queue node (no allocation for the kernel).
-    submit(name, a.device(), {&x, &y}, {&out},
-           [o, px = first_element(x), py = first_element(y), dtype, op, n = out.numel()] {
-             dispatch(dtype, [&](auto tag) {
-               using T = decltype(tag);
-               binary_contiguous<T>(op, static_cast<const T*>(px), static_cast<const T*>(py),
-                                    static_cast<T*>(o), n);
-             });
-           });
+    // Both operands dense: the kernel captures three pointers and a count, no shape or strides.
+    const void* px = x.data_ptr_unsafe();
+    const void* py = y.data_ptr_unsafe();
+    submit(name, a.device(), {&x, &y}, {&out}, [o, px, py, dtype, op, n = out.numel()] {
+      dispatch(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        binary_contiguous<T>(op, static_cast<const T*>(px), static_cast<const T*>(py),
+                             static_cast<T*>(o), n);
+      });
+    });
     return out;
   }
   submit(name, a.device(), {&x, &y}, {&out},
