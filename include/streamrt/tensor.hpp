@@ -18,6 +18,7 @@
 
 #include "streamrt/device.hpp"
 #include "streamrt/export.hpp"
+#include "streamrt/shape.hpp"
 
 namespace streamrt {
 
@@ -57,11 +58,6 @@ inline constexpr DType kDTypeOf = [] {
   }
 }();
 
-//! A tensor shape: sizes of each dimension, outermost first. {} is a 0-dim (scalar) tensor.
-using Shape = std::vector<std::int64_t>;
-
-//! The most dimensions a tensor may have.
-inline constexpr int kMaxDims = 8;
 
 //! "[2, 3]" style text of a shape, for messages. Never blocks.
 STREAMRT_API std::string to_string(const Shape& shape);

@@ -7,9 +7,17 @@
 #include <string>
 #include <type_traits>
 
+#include <pybind11/stl.h>
+
 #include "bindings.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
+
+//! A Shape crosses to and from Python as a sequence of ints, as the std::vector it replaced (every
+//! binding file that binds a Shape includes this header, so all of them use this caster).
+template <>
+struct pybind11::detail::type_caster<streamrt::Shape>
+    : pybind11::detail::list_caster<streamrt::Shape, std::int64_t> {};
 
 namespace streamrt::python {
 

@@ -44,10 +44,11 @@ std::size_t parse_size(const std::string& text, const char* what);
 Block allocate_block(std::size_t nbytes, std::uint64_t stream_id);
 
 // Returns `block` to the cache. `owner` is the stream that allocated it; `busy_owner` is that
-// stream when it still had unfinished work at the free (null when idle): until it has none, other
-// streams do not get the block (everything submitted there so far is a conservative, lock-free
-// stand-in for "the work queued before the free", and costs no record at each free). `uses` are
-// unfinished tracked accesses on other streams. Never blocks; noexcept.
+// stream (null when it is known to be idle): until it has no unfinished work, other streams do
+// not get the block (everything submitted there so far is a conservative, lock-free stand-in for
+// "the work queued before the free", and costs no record at each free; it is asked only when
+// another stream wants the block). `uses` are unfinished tracked accesses on other streams.
+// Never blocks; noexcept.
 void free_block(Block block, std::uint64_t owner, std::shared_ptr<impl::StreamImpl> busy_owner,
                 std::vector<PendingUse> uses) noexcept;
 

@@ -140,11 +140,12 @@ bool dense_block(const Tensor& t) {
 Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
                           std::initializer_list<const Tensor*> inputs, bool& flat) {
   const Tensor& first = **inputs.begin();
-  flat = shape_numel(shape) > 0;
+  flat = true;
   for (const Tensor* t : inputs) {
     if (t->shape() != shape || t->strides() != first.strides()) flat = false;
   }
-  if (flat) flat = dense_block(first);
+  // Every input has `shape` here, so the first one's element count is the output's.
+  if (flat) flat = first.numel() > 0 && dense_block(first);
   if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, device);
   check_device(device);
   auto storage =

@@ -40,11 +40,13 @@ Storage::~Storage() {
       std::fputs("streamrt: a tensor's memory could not be freed in stream order; leaked\n", stderr);
       return;
     }
-    // The allocating stream, while it has unfinished work (tracked or not: raw pointers in
-    // launched work): the free is ordered there, as cudaFreeAsync orders it on its stream.
-    std::shared_ptr<impl::StreamImpl> busy;
-    if (!backend.query_stream(owner)) busy = std::move(alloc_stream_);
-    ops::free_block(ops::Block{data_, capacity_}, owner.id(), std::move(busy), std::move(uses));
+    // The allocating stream: the free is ordered there (raw pointers in launched work, tracked
+    // or not), as cudaFreeAsync orders it on its stream. Whether that stream is idle is asked
+    // only when another stream wants the block: asking here read the counter its worker writes
+    // after every item, a cache miss on each op's result.
+    const std::uint64_t owner_id = owner.id();
+    ops::free_block(ops::Block{data_, capacity_}, owner_id, std::move(alloc_stream_),
+                    std::move(uses));
     return;
   }
   if (deleter_) {

@@ -60,8 +60,10 @@ class Storage {
 
 // The library's access to Tensor internals.
 struct TensorAccess {
-  // A contiguous tensor at offset 0 of `storage`.
-  static Tensor make(std::shared_ptr<Storage> storage, Shape shape, DType dtype);
+  // A contiguous tensor at offset 0 of `storage`; `numel` is shape_numel(shape) (checked by the
+  // caller).
+  static Tensor make(std::shared_ptr<Storage> storage, Shape shape, std::int64_t numel,
+                     DType dtype);
   // A view: `strides` and `offset` in elements, within the storage (checked by the caller).
   static Tensor make_view(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
                           std::int64_t offset, DType dtype) {

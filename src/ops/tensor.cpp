@@ -142,9 +142,21 @@ std::uint64_t Generator::reserve(std::uint64_t n) noexcept {
 
 namespace detail {
 
-Tensor TensorAccess::make(std::shared_ptr<Storage> storage, Shape shape, DType dtype) {
-  Shape strides = ops::contiguous_strides(shape);
-  return make_view(std::move(storage), std::move(shape), std::move(strides), 0, dtype);
+Tensor TensorAccess::make(std::shared_ptr<Storage> storage, Shape shape, std::int64_t numel,
+                          DType dtype) {
+  Tensor t;
+  // Row-major strides written in place (contiguous_strides would build and copy a second Shape).
+  t.strides_.resize(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    t.strides_[i] = stride;
+    stride *= std::max<std::int64_t>(shape[i], 1);
+  }
+  t.numel_ = numel;
+  t.storage_ = std::move(storage);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
 }
 
 }  // namespace detail
@@ -208,6 +220,9 @@ void check_defined(const Tensor& t, const char* op) {
 }
 
 void check_device(const Device& device) {
+  // The CPU backend is made when the library loads and has device 0 (allocator.cpp): nothing to
+  // look up for the device nearly every tensor is on.
+  if (device == Device{}) return;
   if (device.type != DeviceType::CPU) {
     throw Error("tensors on " + device.str() +
                 " are not supported in this build: only CPU tensors (Device{} or "
@@ -220,7 +235,7 @@ Tensor new_tensor(Shape shape, DType dtype, Device device) {
   check_device(device);
   const std::int64_t n = shape_numel(shape);
   auto storage = Storage::allocate(static_cast<std::size_t>(n) * element_size(dtype), device);
-  return detail::TensorAccess::make(std::move(storage), std::move(shape), dtype);
+  return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
 namespace {
@@ -590,7 +605,7 @@ Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)
   }
   auto storage = std::make_shared<detail::Storage>(
       data, static_cast<std::size_t>(n) * element_size(dtype), device, std::move(deleter), false);
-  return detail::TensorAccess::make(std::move(storage), std::move(shape), dtype);
+  return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
 namespace {
