@@ -29,7 +29,19 @@ enum class DType : std::uint8_t { Float32 = 0, Float64 = 1, Int32 = 2, Int64 = 3
 STREAMRT_API std::string_view to_string(DType dtype) noexcept;
 
 //! Bytes per element of `dtype`. Never blocks.
-STREAMRT_API std::size_t element_size(DType dtype) noexcept;
+constexpr std::size_t element_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::Float32:
+    case DType::Int32:
+      return 4;
+    case DType::Bool:
+      return 1;
+    case DType::Float64:
+    case DType::Int64:
+      break;
+  }
+  return 8;
+}
 
 //! True for Float32 and Float64. Never blocks.
 constexpr bool is_floating(DType dtype) noexcept {

@@ -136,8 +136,9 @@ bool dense_block(const Tensor& t) {
 // The output of an element-wise op whose inputs all have `shape`. When they share strides that
 // form a dense block, the output takes those strides (torch keeps the layout too, so x.T + y.T
 // is a transposed result) and `flat` is set: the op runs over the flat memory, one dense run.
-// Otherwise the output is contiguous and the op walks the inputs' strides.
-Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
+// Otherwise the output is contiguous and the op walks the inputs' strides. Its memory is for work
+// on `stream` (the op's stream, looked up once per op).
+Tensor elementwise_output(const Shape& shape, DType dtype, const Stream& stream,
                           std::initializer_list<const Tensor*> inputs, bool& flat) {
   const Tensor& first = **inputs.begin();
   flat = true;
@@ -146,10 +147,10 @@ Tensor elementwise_output(const Shape& shape, DType dtype, Device device,
   }
   // Every input has `shape` here, so the first one's element count is the output's.
   if (flat) flat = first.numel() > 0 && dense_block(first);
-  if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, device);
-  check_device(device);
+  if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, stream);
+  check_device(stream.device());
   auto storage =
-      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * element_size(dtype), device);
+      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * element_size(dtype), stream);
   return TensorAccess::make_view(std::move(storage), shape, first.strides(), 0, dtype);
 }
 
@@ -245,12 +246,13 @@ void unary_strided(const Shape& shape, O* out, const T* x, const Arg& ax, F f) {
 template <class Kernel>
 Tensor map_tensor(const char* name, const Tensor& a, DType out_dtype, Kernel kernel) {
   bool flat = false;
-  Tensor out = elementwise_output(a.shape(), out_dtype, a.device(), {&a}, flat);
+  Stream s = current_stream(a.device());
+  Tensor out = elementwise_output(a.shape(), out_dtype, s, {&a}, flat);
   void* o = data_of(out);
   // Flat: one dense run of numel elements (the output has a's layout).
   Arg in = flat ? flat_arg(a) : arg(a, a.shape());
   Shape shape = flat ? Shape{a.numel()} : a.shape();
-  submit(name, a.device(), {&a}, {&out},
+  submit(s, name, {&a}, {&out},
          [o, in = std::move(in), shape = std::move(shape), kernel] { kernel(o, in, shape); });
   return out;
 }
@@ -292,13 +294,16 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Tensor& x = in_dtype(a, dtype, x_holder);
   const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
-  Tensor out = elementwise_output(shape, dtype, a.device(), {&x, &y}, flat);
+  // One lookup of the current stream for the output's memory and the kernel (each lookup is a
+  // handle copy: two atomic operations on the stream's reference count).
+  Stream s = current_stream(a.device());
+  Tensor out = elementwise_output(shape, dtype, s, {&x, &y}, flat);
   void* o = data_of(out);
   if (flat) {
     // Both operands dense: the kernel captures three pointers and a count, no shape or strides.
     const void* px = x.data_ptr_unsafe();
     const void* py = y.data_ptr_unsafe();
-    submit(name, a.device(), {&x, &y}, {&out}, [o, px, py, dtype, op, n = out.numel()] {
+    submit(s, name, {&x, &y}, {&out}, [o, px, py, dtype, op, n = out.numel()] {
       dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);
         binary_contiguous<T>(op, static_cast<const T*>(px), static_cast<const T*>(py),
@@ -307,7 +312,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     });
     return out;
   }
-  submit(name, a.device(), {&x, &y}, {&out},
+  submit(s, name, {&x, &y}, {&out},
          [o, ax = arg(x, shape), ay = arg(y, shape), shape, dtype, op] {
            dispatch(dtype, [&](auto tag) {
              using T = decltype(tag);
@@ -384,9 +389,10 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const Tensor& x = in_dtype(a, dtype, x_holder);
   const Tensor& y = in_dtype(b, dtype, y_holder);
   bool flat = false;
-  Tensor out = elementwise_output(shape, DType::Bool, a.device(), {&x, &y}, flat);
+  Stream s = current_stream(a.device());
+  Tensor out = elementwise_output(shape, DType::Bool, s, {&x, &y}, flat);
   void* out_data = data_of(out);
-  submit(name, a.device(), {&x, &y}, {&out},
+  submit(s, name, {&x, &y}, {&out},
          [out_data, ax = flat ? flat_arg(x) : arg(x, shape),
           ay = flat ? flat_arg(y) : arg(y, shape), shape = flat ? Shape{out.numel()} : shape, dtype,
           op] {

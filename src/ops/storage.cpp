@@ -62,7 +62,11 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
-  Stream stream = current_stream(device);
+  return allocate(nbytes, current_stream(device));
+}
+
+std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, const Stream& stream) {
+  const Device device = stream.device();
   const ops::Block block = ops::allocate_block(nbytes, stream.impl()->id());
   std::shared_ptr<Storage> st;
   try {

@@ -34,6 +34,9 @@ class Storage {
   // `nbytes` (64-byte aligned) from the stream-ordered caching allocator (allocator.hpp), for work
   // on the current stream of `device`; not zero-filled. Throws Error when memory runs out.
   static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device);
+  // As allocate(nbytes, stream.device()), for work on `stream` (an op that already looked up the
+  // current stream passes it instead of looking it up again).
+  static std::shared_ptr<Storage> allocate(std::size_t nbytes, const Stream& stream);
 
   void* data() const noexcept { return data_; }
   std::size_t nbytes() const noexcept { return nbytes_; }
@@ -91,6 +94,8 @@ void check_defined(const Tensor& t, const char* op);
 void check_device(const Device& device);
 // A new tensor with fresh storage (no work queued). Validates shape and device.
 Tensor new_tensor(Shape shape, DType dtype, Device device);
+// As new_tensor(shape, dtype, stream.device()), with memory for work on `stream`.
+Tensor new_tensor(Shape shape, DType dtype, const Stream& stream);
 
 // Enqueues `kernel` on the current stream of `device` under `label` (a literal), after making
 // that stream wait for the tracked writers of `reads` and the tracked writers and readers of
@@ -103,6 +108,9 @@ Tensor new_tensor(Shape shape, DType dtype, Device device);
 // references to the storages with the kernel.
 Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes, detail::Work kernel);
+// As submit, on `stream` (the current stream the caller already looked up).
+void submit(Stream& stream, const char* label, std::initializer_list<const Tensor*> reads,
+            std::initializer_list<const Tensor*> writes, detail::Work kernel);
 
 // Test switch (tests/internal): off, submit never keeps references with a kernel, so the tests
 // can show what those references prevent. Set it only while no op is being submitted.

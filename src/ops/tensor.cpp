@@ -36,20 +36,6 @@ std::string_view to_string(DType dtype) noexcept {
   return "unknown";
 }
 
-std::size_t element_size(DType dtype) noexcept {
-  switch (dtype) {
-    case DType::Float32:
-    case DType::Int32:
-      return 4;
-    case DType::Bool:
-      return 1;
-    case DType::Float64:
-    case DType::Int64:
-      break;
-  }
-  return 8;
-}
-
 DType promote_types(DType a, DType b) noexcept {
   if (a == b) return a;
   auto kind = [](DType d) { return d == DType::Bool ? 0 : is_floating(d) ? 2 : 1; };
@@ -238,6 +224,13 @@ Tensor new_tensor(Shape shape, DType dtype, Device device) {
   return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
+Tensor new_tensor(Shape shape, DType dtype, const Stream& stream) {
+  check_device(stream.device());
+  const std::int64_t n = shape_numel(shape);
+  auto storage = Storage::allocate(static_cast<std::size_t>(n) * element_size(dtype), stream);
+  return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
+}
+
 namespace {
 
 template <class D, class S>
@@ -354,7 +347,7 @@ std::size_t Tensor::nbytes() const noexcept {
 
 void* Tensor::host_data_unsafe(DType want) const {
   ops::check_defined(*this, "Tensor::data");
-  if (want != dtype_) {
+  if (want != dtype_) [[unlikely]] {
     throw Error("Tensor::data<T>(): T is " + std::string(to_string(want)) + " but the tensor " +
                 to_string(shape_) + " holds " + std::string(to_string(dtype_)) + "; use data<" +
                 (dtype_ == DType::Float32   ? "float"

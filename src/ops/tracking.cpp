@@ -192,13 +192,19 @@ void set_kernel_references_for_testing(bool on) noexcept {
 Stream submit(const char* label, Device device, std::initializer_list<const Tensor*> reads,
               std::initializer_list<const Tensor*> writes, detail::Work kernel) {
   Stream s = current_stream(device);
+  submit(s, label, reads, writes, std::move(kernel));
+  return s;
+}
+
+void submit(Stream& s, const char* label, std::initializer_list<const Tensor*> reads,
+            std::initializer_list<const Tensor*> writes, detail::Work kernel) {
   const bool tracking = dependency_tracking();
   if (needs_references(tracking, reads, writes)) {
     kernel = with_references(std::move(kernel), reads, writes);
   }
   if (!tracking) {
     s.launch_work(std::move(kernel), label);
-    return s;
+    return;
   }
   struct Ctx {
     detail::Work* kernel;
@@ -213,7 +219,6 @@ Stream submit(const char* label, Device device, std::initializer_list<const Tens
         si.backend().enqueue(si, std::move(*k->kernel), k->label);
       },
       &ctx);
-  return s;
 }
 
 std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write) {
