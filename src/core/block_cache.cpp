@@ -5,6 +5,7 @@
 // that grow too long hand a batch to a bounded global stock per size class, from which empty lists
 // refill: one mutex per kBatch blocks, and none while a thread's list has blocks.
 #include <array>
+#include <bit>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -20,11 +21,23 @@ constexpr int kClasses = 4;
 constexpr std::size_t class_bytes(int c) { return (std::size_t{64} << c) - 8; }
 static_assert(class_bytes(kClasses - 1) == kMaxCachedBlock);
 
-int class_of(std::size_t bytes) {
-  int c = 0;
-  while (c < kClasses - 1 && bytes > class_bytes(c)) ++c;
-  return c;
+// The smallest class whose blocks hold `bytes` (<= kMaxCachedBlock): class c holds up to
+// 64 * 2^c - 8 bytes. A bit count instead of a loop over the classes: this runs on every queued
+// item and every tensor.
+constexpr int class_of(std::size_t bytes) {
+  return static_cast<int>(std::bit_width((bytes + 7) >> 6));
 }
+// Checked against the definition for every size a block can have.
+constexpr bool classes_match() {
+  for (std::size_t b = 0; b <= kMaxCachedBlock; ++b) {
+    const int c = class_of(b);
+    if (c < 0 || c >= kClasses || b > class_bytes(c) || (c > 0 && b <= class_bytes(c - 1))) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(classes_match());
 
 // Blocks moved between a thread's list and the global stock at a time.
 constexpr int kBatch = 64;
@@ -124,11 +137,18 @@ void* new_block(int c) {
   return p;
 }
 
-}  // namespace
+Block* pop(Batch& list) noexcept {
+  Block* b = list.head;
+  list.head = b->next;
+  --list.count;
+  // The next block is usually cold (freed on another core): start fetching it for the next call.
+  if (list.head != nullptr) __builtin_prefetch(list.head, 1);
+  return b;
+}
 
-void* cached_alloc(std::size_t bytes) {
-  if (bytes > kMaxCachedBlock) return ::operator new(bytes);
-  const int c = class_of(bytes);
+// cached_alloc when the thread's list is empty or the thread is new or exiting. Out of line, so
+// that the common path saves no registers.
+[[gnu::noinline]] void* alloc_slow(int c) {
   ThreadLists* t = thread_lists();
   if (t == nullptr) return new_block(c);
   Batch& list = t->lists[c];
@@ -143,21 +163,11 @@ void* cached_alloc(std::size_t bytes) {
     }
     if (list.head == nullptr) return new_block(c);
   }
-  Block* b = list.head;
-  list.head = b->next;
-  --list.count;
-  // The next block is usually cold (freed on another core): start fetching it for the next call.
-  if (list.head != nullptr) __builtin_prefetch(list.head, 1);
-  return b;
+  return pop(list);
 }
 
-void cached_free(void* p, std::size_t bytes) noexcept {
-  if (p == nullptr) return;
-  if (bytes > kMaxCachedBlock) {
-    ::operator delete(p);
-    return;
-  }
-  const int c = class_of(bytes);
+// cached_free when the thread is new or exiting, or its list is long enough to give a batch away.
+[[gnu::noinline]] void free_slow(void* p, int c) noexcept {
   ThreadLists* t = thread_lists();
   if (t == nullptr) {
     std::free(p);
@@ -175,6 +185,38 @@ void cached_free(void* p, std::size_t bytes) noexcept {
   list.count -= kBatch;
   last->next = nullptr;
   give_back(c, b, kBatch);
+}
+
+}  // namespace
+
+void* cached_alloc(std::size_t bytes) {
+  if (bytes > kMaxCachedBlock) return ::operator new(bytes);
+  const int c = class_of(bytes);
+  ThreadLists& t = tls_lists;  // one address computation (a call in a shared library)
+  Batch& list = t.lists[c];
+  if (t.state != ThreadLists::kActive || list.head == nullptr) [[unlikely]] {
+    return alloc_slow(c);
+  }
+  return pop(list);
+}
+
+void cached_free(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  if (bytes > kMaxCachedBlock) {
+    ::operator delete(p);
+    return;
+  }
+  const int c = class_of(bytes);
+  ThreadLists& t = tls_lists;
+  Batch& list = t.lists[c];
+  if (t.state != ThreadLists::kActive || list.count + 1 >= 2 * kBatch) [[unlikely]] {
+    free_slow(p, c);
+    return;
+  }
+  auto* b = static_cast<Block*>(p);
+  b->next = list.head;
+  list.head = b;
+  ++list.count;
 }
 
 }  // namespace streamrt::detail
