@@ -45,8 +45,15 @@ Storage::~Storage() {
     // only when another stream wants the block: asking here read the counter its worker writes
     // after every item, a cache miss on each op's result.
     const std::uint64_t owner_id = owner.id();
-    ops::free_block(ops::Block{data_, capacity_}, owner_id, std::move(alloc_stream_),
-                    std::move(uses));
+    // The positions the free needs are in `uses`; the others (on the owner itself) hold the owner.
+    last_write.position.reset();
+    reads.clear();
+    std::shared_ptr<impl::StreamImpl> busy = std::move(alloc_stream_);
+    // A stream no one else holds gets no more work, and its counters are no longer written: asking
+    // whether it is done costs no cross-core miss. When it is, the block is free for any stream and
+    // the cache does not keep the dead stream alive.
+    if (busy.use_count() == 1 && backend.query_stream(*busy)) busy.reset();
+    ops::free_block(ops::Block{data_, capacity_}, owner_id, std::move(busy), std::move(uses));
     return;
   }
   if (deleter_) {

@@ -158,6 +158,36 @@ TEST_P(Allocator, SameStreamReusesAtOnceInStreamOrder) {
   for (std::int64_t i = 0; i < kN; ++i) ASSERT_EQ(f[i], 3.0f) << "at " << i;
 }
 
+// The last tensor of a stream whose handles are all gone: its free hands the block to any stream
+// and does not keep the dead stream alive in the cache (a free keeps the allocating stream only
+// while it may still have work).
+TEST(AllocatorStreams, AFreeDoesNotKeepADeadIdleStreamAlive) {
+  std::weak_ptr<impl::StreamImpl> dead;
+  Tensor t;
+  {
+    Stream a;
+    dead = a.impl();
+    StreamContext ctx(a);
+    t = full({kN}, 2.0);
+    a.synchronize();
+  }
+  // The worker may hold the stream a little longer after its last item (a lingering drain); once
+  // it lets go, only the tensor's storage holds it (as its allocating stream, and through the
+  // tracked position of the write that filled it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (dead.use_count() > 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(dead.use_count(), 2) << "something besides the storage still holds the stream";
+  t = Tensor();
+  EXPECT_TRUE(dead.expired()) << "the freed block keeps its dead stream alive";
+  Stream b;
+  StreamContext ctx(b);
+  const auto before = memory_stats();
+  Tensor u = empty({kN});  // another stream gets the block at once
+  EXPECT_EQ(memory_stats().cache_hits, before.cache_hits + 1);
+}
+
 // A tensor read by an op on another stream and dropped while that op waits: the op keeps the
 // memory until it has run, then the block returns and is reused; the reader saw the right data.
 TEST_P(Allocator, TensorDroppedWhileAnotherStreamReadsIt) {
