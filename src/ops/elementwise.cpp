@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -278,6 +279,53 @@ T ipow(T base, std::int64_t e) {
   return static_cast<T>(result);
 }
 
+// The dense binary kernel in the 24 bytes a queue node holds inline (src/cpu/stream_queue.hpp):
+// the operands as byte offsets from the output and a 32-bit count. The general capture (three
+// pointers and a count) is 40 bytes and goes to the heap: a second block per op, allocated by the
+// launching thread and freed by the worker, whose cache line then crosses cores on every op.
+struct SmallDenseBinary {
+  void* out;
+  std::int32_t dx;  // bytes from `out` to the first operand
+  std::int32_t dy;
+  std::uint32_t n;
+  DType dtype;
+  std::uint8_t op;
+
+  // The kernel when every figure fits its field; nullopt otherwise (the caller uses the general
+  // capture). Addresses are compared as integers: the operands are separate allocations.
+  static std::optional<SmallDenseBinary> make(BinaryOp op, DType dtype, void* out, const void* x,
+                                              const void* y, std::int64_t n) {
+    auto offset = [out](const void* p) {
+      return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p) -
+                                       reinterpret_cast<std::uintptr_t>(out));
+    };
+    const std::int64_t dx = offset(x), dy = offset(y);
+    constexpr auto kLo = std::numeric_limits<std::int32_t>::min();
+    constexpr auto kHi = std::numeric_limits<std::int32_t>::max();
+    if (dx < kLo || dx > kHi || dy < kLo || dy > kHi || n < 0 ||
+        n > std::numeric_limits<std::uint32_t>::max()) {
+      return std::nullopt;
+    }
+    return SmallDenseBinary{out, static_cast<std::int32_t>(dx), static_cast<std::int32_t>(dy),
+                            static_cast<std::uint32_t>(n), dtype, static_cast<std::uint8_t>(op)};
+  }
+
+  void operator()() const {
+    const auto base = reinterpret_cast<std::uintptr_t>(out);
+    const void* x = reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(
+                                                             static_cast<std::int64_t>(dx)));
+    const void* y = reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(
+                                                             static_cast<std::int64_t>(dy)));
+    dispatch(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      binary_contiguous<T>(static_cast<BinaryOp>(op), static_cast<const T*>(x),
+                           static_cast<const T*>(y), static_cast<T*>(out), n);
+    });
+  }
+};
+static_assert(sizeof(SmallDenseBinary) <= 24 && alignof(SmallDenseBinary) <= alignof(void*),
+              "the small dense kernel must fit a queue node's inline storage");
+
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -303,6 +351,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     // Both operands dense: the kernel captures three pointers and a count, no shape or strides.
     const void* px = x.data_ptr_unsafe();
     const void* py = y.data_ptr_unsafe();
+    if (auto small = SmallDenseBinary::make(op, dtype, o, px, py, out.numel())) {
+      submit(s, name, {&x, &y}, {&out}, *small);
+      return out;
+    }
     submit(s, name, {&x, &y}, {&out}, [o, px, py, dtype, op, n = out.numel()] {
       dispatch(dtype, [&](auto tag) {
         using T = decltype(tag);

@@ -199,6 +199,35 @@ TEST(OpsElementwise, IntegerEdgeCases) {
   EXPECT_EQ((big / big).data<std::int32_t>()[1], 1);  // the stream works again after reporting
 }
 
+// Dense binary ops take one of two kernels: a small one (operands as 32-bit offsets from the
+// output, so it fits a queue node) and the general one (operands more than 2 GiB away from the
+// output). Operands in the allocator's memory and in a static buffer (in the program's image,
+// typically far from a large block mapped by the allocator) give right results either way, as
+// do operands that are views at an offset.
+TEST(OpsElementwise, DenseBinaryRightWhereverTheOperandsAre) {
+  constexpr std::int64_t kN = std::int64_t{1} << 16;
+  static float far[kN];
+  for (std::int64_t i = 0; i < kN; ++i) far[i] = static_cast<float>(i % 97);
+  Tensor f = from_blob(far, {kN}, DType::Float32);
+  Tensor near = full({kN}, 0.5);
+  Tensor twice = full({2 * kN}, 0.25);
+  Tensor tail = twice.slice(0, kN, 2 * kN);  // a view at an offset
+  const Tensor results[] = {f + near, near - f, near * tail, tail + f, f / (near + 1.5)};
+  const float* r0 = results[0].data<float>();
+  const float* r1 = results[1].data<float>();
+  const float* r2 = results[2].data<float>();
+  const float* r3 = results[3].data<float>();
+  const float* r4 = results[4].data<float>();
+  for (std::int64_t i = 0; i < kN; ++i) {
+    const float v = static_cast<float>(i % 97);
+    ASSERT_EQ(r0[i], v + 0.5f) << i;
+    ASSERT_EQ(r1[i], 0.5f - v) << i;
+    ASSERT_EQ(r2[i], 0.125f) << i;
+    ASSERT_EQ(r3[i], 0.25f + v) << i;
+    ASSERT_EQ(r4[i], v / 2.0f) << i;
+  }
+}
+
 TEST(OpsElementwise, MismatchesNameBothShapes) {
   expect_error_containing([] { ones({2, 3}) + ones({3, 2}); }, {"add", "[2, 3]", "[3, 2]"});
   expect_error_containing([] { ones({4}, DType::Bool) * ones({4}, DType::Bool); },
