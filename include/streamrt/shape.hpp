@@ -50,6 +50,7 @@ class STREAMRT_API Shape {
   }
   //! The entries of `v` (implicit, as shapes were vectors). Never blocks.
   Shape(const std::vector<std::int64_t>& v) { assign(v.data(), v.data() + v.size()); }  // NOLINT
+  //! Copies and moves keep the entries (inline ones are copied, spilled ones moved). Never block.
   Shape(const Shape& other) { copy_from(other); }
   Shape(Shape&& other) noexcept { take(other); }
   Shape& operator=(const Shape& other) {
@@ -69,6 +70,8 @@ class STREAMRT_API Shape {
   //! The entries as a std::vector. Never blocks.
   operator std::vector<std::int64_t>() const { return {begin(), end()}; }  // NOLINT: implicit
 
+  //! std::vector's accessors; `data()` points into the object while size() <= kMaxDims. Never
+  //! block.
   size_type size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   std::int64_t* data() noexcept { return heap_ ? heap_.get() : inline_; }
@@ -90,6 +93,8 @@ class STREAMRT_API Shape {
   std::int64_t& back() noexcept { return data()[size_ - 1]; }
   const std::int64_t& back() const noexcept { return data()[size_ - 1]; }
 
+  //! std::vector's edits (iterators and references are invalidated as by std::vector's). Never
+  //! block.
   void clear() noexcept { size_ = 0; }
   void reserve(size_type n) { grow_to(n); }
   void push_back(std::int64_t v) {
@@ -144,7 +149,8 @@ class STREAMRT_API Shape {
     size_ = static_cast<std::uint32_t>(n);
   }
 
-  // A plain loop: std::equal calls memcmp, which costs more than these few entries.
+  //! Same entries in the same order. Never blocks. (A plain loop: std::equal calls memcmp, which
+  //! costs more than these few entries.)
   friend bool operator==(const Shape& a, const Shape& b) noexcept {
     return a.size_ == b.size_ && same_entries(a.data(), b.data(), a.size_);
   }
