@@ -12,6 +12,8 @@
 
 #include "streamrt/detail/block_cache.hpp"
 
+#include "core/prefetch.hpp"
+
 namespace streamrt::detail {
 namespace {
 
@@ -141,8 +143,9 @@ Block* pop(Batch& list) noexcept {
   Block* b = list.head;
   list.head = b->next;
   --list.count;
-  // The next block is usually cold (freed on another core): start fetching it for the next call.
-  if (list.head != nullptr) __builtin_prefetch(list.head, 1);
+  // The next block is usually cold (freed on another core) and its caller will write it: start
+  // fetching it, to own, for the next call.
+  if (list.head != nullptr) core::prefetch_for_write(list.head);
   return b;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
 #include "tracing.hpp"
 #include "streamrt/detail/block_cache.hpp"
@@ -226,9 +227,10 @@ void CpuStream::absorb_locked(std::size_t limit) {
 }
 
 Node* CpuStream::front_locked() {
-  // A bounded batch: the drainer reads each node again when it runs it, and a deep queue walked
-  // in one go would be out of cache by then (two misses per item instead of one).
-  if (local_head_ == nullptr) absorb_locked(kAbsorbBatch);
+  // One node at a time: nodes come from the producer's core, and walking a batch of them is a
+  // chain of misses, one after the other. Taken singly, the next node is fetched while the current
+  // item runs (the prefetch in drain_items).
+  if (local_head_ == nullptr) absorb_locked(1);
   return local_head_;
 }
 
@@ -515,6 +517,11 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
           work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                                std::memory_order_relaxed);  // written under mutex_ only
           break;
+        }
+        // The next node was written on its producer's core, and this drainer will read and then
+        // write it (clear, free): fetch it, to own, while this item runs.
+        if (Node* next = local_head_ != nullptr ? local_head_ : inbox_.peek()) {
+          core::prefetch_for_write(next);
         }
         lock.unlock();
         std::exception_ptr error;

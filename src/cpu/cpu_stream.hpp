@@ -161,9 +161,9 @@ class CpuStream final : public impl::StreamImpl,
   // transition. Returns the node's sequence number.
   std::uint64_t push(Node* n);
   // Consumer side (mutex_ held): moves linked nodes from the inbox to local_, in sequence order.
-  // At most `limit` in-order nodes are moved (the drainer's batches); the default moves all.
+  // At most `limit` in-order nodes are moved (the drainer takes one at a time); the default moves
+  // all.
   void absorb_locked(std::size_t limit = static_cast<std::size_t>(-1));
-  static constexpr std::size_t kAbsorbBatch = 64;
   // The next entry in sequence order, or null when it is not linked yet.
   Node* front_locked();
   void pop_front_locked();

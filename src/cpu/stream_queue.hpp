@@ -150,6 +150,10 @@ class MpscQueue {
     return nullptr;
   }
 
+  // The node the next pop() returns if it is linked already, or null. Consumer only; a hint (for
+  // a prefetch): it reads no node.
+  Node* peek() const noexcept { return tail_ == &stub_ ? nullptr : tail_; }
+
   // In a child of fork(): forget every node (they belong to the parent's work; leaked).
   void reset_in_fork_child() noexcept {
     stub_.next.store(nullptr, std::memory_order_relaxed);
