@@ -394,9 +394,17 @@ void CpuStream::resume(bool wake) {
   cpu_.pool().push(shared_from_this(), wake);
 }
 
-void CpuStream::run() noexcept { drain(0); }
+void CpuStream::run() noexcept {
+  // A loop, not a nested call: a chain of hand-offs (A resumes B, B resumes C...) keeps one frame.
+  std::shared_ptr<CpuStream> next;
+  drain(0, &next);
+  while (next) {
+    auto s = std::move(next);
+    s->drain(0, &next);
+  }
+}
 
-void CpuStream::drain(std::uint64_t stop_at) noexcept {
+void CpuStream::drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next) noexcept {
   Deferred deferred;
   Exit exit;
   {
@@ -407,8 +415,26 @@ void CpuStream::drain(std::uint64_t stop_at) noexcept {
   // Streams this drain resumed: when this worker goes straight back to the pool (nothing else to
   // run first), the first one is left for it, with no wake-up of another worker.
   bool take_first = exit == Exit::kIdle && deferred.callbacks.empty();
-  for (auto& s : deferred.resumes) {
-    s->resume(!take_first);
+  auto first = deferred.resumes.begin();
+  // A cross-stream hand-off: when nothing waits in the ready queue, the pool would hand the first
+  // resumed stream straight back to this worker; run() drains it next without the round trip
+  // (the pool's lock and counters are the lines an idle worker's poll keeps reading). The stream
+  // is owned already (a parked stream keeps pending_ > 0). Not under the random schedule, which
+  // makes every choice in the pool.
+  if (take_first && next != nullptr && first != deferred.resumes.end()) {
+    WorkerPool& pool = cpu_.pool();
+    if (!pool.randomized() && !pool.has_ready()) {
+      {
+        std::lock_guard lock((*first)->mutex_);
+        (*first)->blocked_ = false;
+      }
+      *next = std::move(*first);
+      ++first;
+      take_first = false;
+    }
+  }
+  for (; first != deferred.resumes.end(); ++first) {
+    (*first)->resume(!take_first);
     take_first = false;
   }
   // Completion callbacks of the last items, run by this worker now that it has left the stream

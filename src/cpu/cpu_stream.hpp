@@ -133,7 +133,9 @@ class CpuStream final : public impl::StreamImpl,
   // Task: drains the queue on a worker.
   void run() noexcept override;
   // Drains the queue; when stop_at != 0, yields (stays scheduled) once stop_at has completed.
-  void drain(std::uint64_t stop_at) noexcept;
+  // With `next` (a worker's own drain, from run()), a stream the drain resumed may be handed back
+  // there instead of going through the pool: the caller then drains it, owning it already.
+  void drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next = nullptr) noexcept;
   // Priorities run from 0 (least urgent) down to -(kNumLevels - 1) (most urgent); pool level 0 is
   // the most urgent, so priority p maps to level p + kNumLevels - 1.
   int level() const noexcept override { return priority() + (kNumLevels - 1); }

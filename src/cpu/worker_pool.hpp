@@ -87,6 +87,9 @@ class WorkerPool {
   // True when a task more urgent than `level` waits in the ready queue (a hint: relaxed loads).
   bool more_urgent_waiting(int level) const noexcept;
 
+  // True under STREAMRT_SCHEDULE=random: every scheduling choice goes through the ready queue.
+  bool randomized() const noexcept { return random_; }
+
   // True when a task waits in the ready queue (a hint: relaxed load).
   bool has_ready() const noexcept { return ready_count_.load(std::memory_order_relaxed) > 0; }
 

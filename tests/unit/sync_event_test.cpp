@@ -287,6 +287,33 @@ TEST_P(EventVersions, WaitStreamWaitsForWorkSubmittedSoFar) {
   EXPECT_EQ(seen, 5);
 }
 
+// Every stream of a long chain parks on the previous one's event before anything runs, so the
+// release is a cascade of hand-offs (a worker that finishes one stream goes straight on to the
+// next). Each item checks that it runs after all earlier ones; the chain is long enough that
+// hand-offs nested in one another, rather than one after the other, would overflow a worker's
+// stack.
+TEST_P(EventVersions, ALongChainOfCrossStreamWaitsRunsInOrder) {
+  constexpr int kStreams = 20'000;
+  std::vector<streamrt::Stream> streams(kStreams);
+  Gate g;
+  std::atomic<int> next{0};
+  std::atomic<int> out_of_order{0};
+  streams[0].launch([&] {
+    if (!g.wait()) fail_hard("the chain was never released");
+  });
+  for (int i = 0; i < kStreams; ++i) {
+    if (i > 0) streams[i].wait_event(streams[i - 1].record_event());
+    streams[i].launch([&next, &out_of_order, i] {
+      if (next.load(std::memory_order_relaxed) != i) out_of_order.fetch_add(1);
+      next.store(i + 1, std::memory_order_relaxed);  // ordered by the waits
+    });
+  }
+  g.open();
+  streams.back().synchronize();
+  EXPECT_EQ(next.load(), kStreams);
+  EXPECT_EQ(out_of_order.load(), 0);
+}
+
 TEST_P(EventVersions, BlockingEventsWaitTheSameWay) {
   streamrt::Stream s;
   Gate g;
