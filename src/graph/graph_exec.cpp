@@ -4,6 +4,7 @@
 #include <string>
 
 #include "exec_data.hpp"
+#include "streamrt/detail/escape.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/graph.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -16,15 +17,6 @@ std::string deps_text(const std::vector<std::uint32_t>& deps) {
   std::string out = "{";
   for (std::size_t i = 0; i < deps.size(); ++i) out += (i ? "," : "") + std::to_string(deps[i]);
   return out + "}";
-}
-
-std::string escaped(const char* text) {
-  std::string out;
-  for (const char* p = text; *p != '\0'; ++p) {
-    if (*p == '"' || *p == '\\') out += '\\';
-    out += *p;
-  }
-  return out;
 }
 
 }  // namespace
@@ -47,7 +39,9 @@ std::string Graph::to_dot() const {
   for (std::size_t i = 0; i < data_->nodes.size(); ++i) {
     const auto& node = data_->nodes[i];
     out << "  n" << i << " [label=\"" << i << ": "
-        << escaped(node.label != nullptr ? node.label : "launch") << "\\nstream " << node.stream_id
+        // DOT's quoted strings take the escapes of a JSON string (\", \\, \n).
+        << detail::json_escape(node.label != nullptr ? node.label : "launch") << "\\nstream "
+        << node.stream_id
         << "\"];\n";
     for (auto d : node.deps) out << "  n" << d << " -> n" << i << ";\n";
   }

@@ -73,6 +73,14 @@ TEST_P(GraphTest, CapturedWorkIsRecordedNotRunThenReplayed) {
   EXPECT_NE(dot.find("digraph"), std::string::npos);
   EXPECT_NE(dot.find("second"), std::string::npos);
   EXPECT_NE(dot.find("n0 -> n1"), std::string::npos);
+  // A label with a quote and a backslash stays inside its DOT string.
+  Graph quoted;
+  {
+    GraphCapture cap(s, quoted);
+    s.launch("say \"hi\" \\ bye", [] {});
+  }
+  const std::string quoted_dot = quoted.to_dot();
+  EXPECT_NE(quoted_dot.find("say \\\"hi\\\" \\\\ bye"), std::string::npos) << quoted_dot;
   GraphExec exec = g.instantiate();
   EXPECT_EQ(exec.num_nodes(), 2u);
   for (int i = 0; i < 3; ++i) exec.launch(s);
