@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -176,14 +177,16 @@ class STREAMRT_API Shape {
     return true;
   }
   // Inline entries are copied as the whole fixed array: a few vector moves, where copying only
-  // size() entries is a call to memmove.
+  // size() entries is a call to memmove. As bytes (memcpy), since entries past size() are
+  // indeterminate: the array is not zero-filled, because a new tensor holds two shapes and
+  // zero-filling them (a rep stos) was a visible part of a small op's host time.
   void copy_from(const Shape& other) {
     if (other.heap_) {
       assign(other.begin(), other.end());
       return;
     }
     heap_.reset();
-    std::copy(std::begin(other.inline_), std::end(other.inline_), std::begin(inline_));
+    std::memcpy(inline_, other.inline_, sizeof inline_);
     size_ = other.size_;
   }
   void take(Shape& other) noexcept {
@@ -192,7 +195,7 @@ class STREAMRT_API Shape {
       heap_cap_ = other.heap_cap_;
     } else {
       heap_.reset();
-      std::copy(std::begin(other.inline_), std::end(other.inline_), std::begin(inline_));
+      std::memcpy(inline_, other.inline_, sizeof inline_);
     }
     size_ = other.size_;
     other.size_ = 0;
@@ -201,7 +204,7 @@ class STREAMRT_API Shape {
   std::uint32_t size_ = 0;
   std::uint32_t heap_cap_ = 0;        // entries heap_ holds room for
   std::unique_ptr<std::int64_t[]> heap_;  // null while the entries fit inline
-  std::int64_t inline_[kMaxDims] = {};  // NOLINT: entries past size_ are zeros or stale
+  std::int64_t inline_[kMaxDims];  // NOLINT: entries past size_ are indeterminate (never read)
 };
 
 }  // namespace streamrt
