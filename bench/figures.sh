@@ -16,9 +16,11 @@ load() { echo "== $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc
 
 load "start"
 # Issue 10's cases and the peers beside them (every peer in the same run).
+# The bench prints one progress line per job on stderr ("[ k/n ...] case peer median"); its
+# tables go to OUT/*/table.md.
 "$BUILD/tools/streamrt/streamrt" bench --out "$OUT/runtime" --filter \
   '^(round_trip|enqueue/streams=(1|4)|record_poll|record_wait|handoff|callback|overlap|idle|granularity/item=(1|10)us/streams=(1|2|4|16)|many_streams/streams=(1|4096))/' \
-  | grep -E '^\[' | tee "$OUT/runtime.txt"
+  2>&1 | grep -E '^\[' | tee "$OUT/runtime.txt"
 "$BUILD/bench/streamrt_bench" --benchmark_filter=QueueMemory 2>&1 | grep -E 'QueueMemory|bytes' \
   | tee "$OUT/queue_memory.txt"
 load "after the runtime cases"
@@ -27,7 +29,7 @@ load "after the runtime cases"
 "$BUILD/bench/streamrt_ops_host_cost" | tee "$OUT/ops_host_cost.txt"
 load "after the ops cases"
 "$BUILD/tools/streamrt/streamrt" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
-  | grep -E '^\[' | tee "$OUT/matmul.txt"
+  2>&1 | grep -E '^\[' | tee "$OUT/matmul.txt"
 if [ -x "$BUILD/bench/streamrt_mpi_bench" ]; then
   load "after the matmul cases"
   # As root (CI, containers) Open MPI wants these; two ranks on a two-core machine oversubscribe.
