@@ -386,11 +386,13 @@ void CpuStream::flush(Deferred& deferred) {
   deferred.callbacks.clear();
 }
 
+void CpuStream::unblock() {
+  std::lock_guard lock(mutex_);
+  blocked_ = false;
+}
+
 void CpuStream::resume(bool wake) {
-  {
-    std::lock_guard lock(mutex_);
-    blocked_ = false;
-  }
+  unblock();
   cpu_.pool().push(shared_from_this(), wake);
 }
 
@@ -424,10 +426,7 @@ void CpuStream::drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next) n
   if (take_first && next != nullptr && first != deferred.resumes.end()) {
     WorkerPool& pool = cpu_.pool();
     if (!pool.randomized() && !pool.has_ready()) {
-      {
-        std::lock_guard lock((*first)->mutex_);
-        (*first)->blocked_ = false;
-      }
+      (*first)->unblock();
       *next = std::move(*first);
       ++first;
       take_first = false;

@@ -181,6 +181,8 @@ class CpuStream final : public impl::StreamImpl,
   // Makes a stream that was parked on a wait runnable again. wake=false: the caller, a worker
   // about to look for its next task, will take it itself.
   void resume(bool wake = true);
+  // The first half of resume(): the stream is runnable again (its caller then drains it).
+  void unblock();
 
   CpuBackend& cpu_;
   std::atomic<bool> host_run_;
