@@ -67,6 +67,20 @@ STREAMRT_API void set_worker_spin(std::chrono::microseconds spin);
 //! The poll time of set_worker_spin(). Never blocks; thread-safe.
 STREAMRT_API std::chrono::microseconds worker_spin();
 
+//! Runs the CPU workers, present and future, under Linux's SCHED_BATCH policy (true) or the
+//! default one (false; the default unless STREAMRT_WORKER_BATCH=1). A batch worker woken for new
+//! work does not preempt the thread running on its core: it waits until that thread sleeps or
+//! its time slice ends. Where processes share the cores (several MPI ranks per machine), the
+//! thread that launched the work usually waits for it next and then runs it itself (host-run
+//! items), so a worker that preempted it would only take a core another process needs;
+//! streamrt::mpi turns it on when it finds the cores oversubscribed. Leave it off otherwise: on
+//! a busy machine a woken worker then starts later. Blocks only briefly (a lock); thread-safe;
+//! throws Error when the OS refuses the change (nothing changes then).
+STREAMRT_API void set_worker_batch(bool batch);
+
+//! The setting of set_worker_batch(). Never blocks; thread-safe.
+STREAMRT_API bool worker_batch();
+
 }  // namespace streamrt
 
 //! Hash of a device, so it can key unordered containers.

@@ -557,6 +557,14 @@ void bind_core(py::module_& m) {
   m.def(
       "get_worker_spin", [] { return static_cast<double>(worker_spin().count()); },
       "How long (microseconds) an idle CPU worker polls before it sleeps.");
+  m.def(
+      "set_worker_batch", [](bool on) { set_worker_batch(on); }, "on"_a,
+      "Runs the CPU workers under Linux's SCHED_BATCH (True) or the default policy (False): a "
+      "batch worker woken for new work does not preempt the thread running on its core. For "
+      "processes sharing the cores (several MPI ranks per machine; streamrt.distributed turns it "
+      "on itself when it finds them oversubscribed). Default False, or STREAMRT_WORKER_BATCH=1.");
+  m.def("get_worker_batch", [] { return worker_batch(); },
+        "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
 
   py::class_<Event>(m, "Event",
                     "A marker recorded in a stream: poll it, wait for it, time it, reset it.")

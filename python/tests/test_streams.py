@@ -1,5 +1,6 @@
 """Streams: creation, identity, the current stream, contexts, launch order, cross-stream waits."""
 
+import os
 import threading
 
 import pytest
@@ -246,6 +247,30 @@ def test_worker_spin_set_read_back_and_bad_values():
     finally:
         streamrt.set_worker_spin(saved)
     assert streamrt.get_worker_spin() == saved
+
+
+def test_worker_batch_reaches_the_workers_and_reads_back():
+    saved = streamrt.get_worker_batch()
+
+    def policy_on_a_worker():
+        # The host waits on a threading.Event, not on the stream, so it runs no item itself.
+        seen = []
+        done = threading.Event()
+        s = streamrt.Stream()
+        s.launch(lambda: (seen.append(os.sched_getscheduler(0)), done.set()))
+        assert done.wait(RENDEZVOUS_S)
+        s.synchronize()
+        return seen[0]
+
+    try:
+        for on in (True, False, True):
+            streamrt.set_worker_batch(on)
+            assert streamrt.get_worker_batch() is on
+            assert policy_on_a_worker() == (os.SCHED_BATCH if on else os.SCHED_OTHER)
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER  # this (host) thread is unchanged
+    finally:
+        streamrt.set_worker_batch(saved)
+    assert streamrt.get_worker_batch() is saved
 
 
 def _python_thread_states():

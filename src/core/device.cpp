@@ -67,4 +67,8 @@ void set_worker_spin(std::chrono::microseconds spin) {
 
 std::chrono::microseconds worker_spin() { return impl::backend(DeviceType::CPU).worker_spin(); }
 
+void set_worker_batch(bool batch) { impl::backend(DeviceType::CPU).set_worker_batch(batch); }
+
+bool worker_batch() { return impl::backend(DeviceType::CPU).worker_batch(); }
+
 }  // namespace streamrt

@@ -67,6 +67,12 @@ void Backend::set_worker_spin(std::chrono::microseconds) {
 std::chrono::microseconds Backend::worker_spin() const {
   throw Error(std::string(to_string(type())) + " backend doesn't support worker_spin()");
 }
+void Backend::set_worker_batch(bool) {
+  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_batch()");
+}
+bool Backend::worker_batch() const {
+  throw Error(std::string(to_string(type())) + " backend doesn't support worker_batch()");
+}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }

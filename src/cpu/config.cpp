@@ -87,15 +87,25 @@ std::int64_t parse_worker_spin(const char* text) {
   return us;
 }
 
+bool parse_worker_batch(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "0") == 0) return false;
+  if (std::strcmp(text, "1") == 0) return true;
+  throw Error(std::string("STREAMRT_WORKER_BATCH='") + text +
+              "' is not a switch: use 1 to run the workers under SCHED_BATCH (a woken worker "
+              "does not preempt the running thread; for processes sharing cores), 0 or unset for "
+              "the default policy");
+}
+
 }  // namespace
 
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
-                    const char* host_run, const char* worker_spin_us) {
+                    const char* host_run, const char* worker_spin_us, const char* worker_batch) {
   Config c;
   c.num_threads = parse_num_threads(num_threads, hardware_threads);
   c.schedule = parse_schedule(schedule);
   c.host_run = parse_host_run(host_run);
   c.worker_spin_us = parse_worker_spin(worker_spin_us);
+  c.worker_batch = parse_worker_batch(worker_batch);
   return c;
 }
 
@@ -112,7 +122,7 @@ const Config& config() {
       return Parsed{
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
                        hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN"),
-                       std::getenv("STREAMRT_WORKER_SPIN_US")),
+                       std::getenv("STREAMRT_WORKER_SPIN_US"), std::getenv("STREAMRT_WORKER_BATCH")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

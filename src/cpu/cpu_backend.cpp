@@ -64,6 +64,7 @@ CpuBackend::CpuBackend() {
     const Config& c = config();
     threads_.store(c.num_threads, std::memory_order_relaxed);
     worker_spin_us_.store(c.worker_spin_us, std::memory_order_relaxed);
+    worker_batch_.store(c.worker_batch, std::memory_order_relaxed);
     schedule_ = c.schedule;
     // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
     // waiting host running items would take picks out of its hands.
@@ -89,7 +90,8 @@ WorkerPool& CpuBackend::pool() {
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
     p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
                        schedule_,
-                       std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed)));
+                       std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed)),
+                       worker_batch_.load(std::memory_order_relaxed));
     pool_.store(p, std::memory_order_release);
     // Once: a child of fork() builds a new pool (after_fork_in_child) but shares this handler.
     static const bool registered = (std::atexit(shutdown_at_exit), true);
@@ -292,6 +294,19 @@ void CpuBackend::set_worker_spin(std::chrono::microseconds spin) {
 std::chrono::microseconds CpuBackend::worker_spin() const {
   check_config();
   return std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed));
+}
+
+void CpuBackend::set_worker_batch(bool batch) {
+  check_config();
+  std::lock_guard lock(pool_mutex_);
+  // The pool first: if the OS refuses, neither the workers nor the setting change.
+  if (auto* p = pool_.load(std::memory_order_acquire)) p->set_batch(batch);
+  worker_batch_.store(batch, std::memory_order_relaxed);
+}
+
+bool CpuBackend::worker_batch() const {
+  check_config();
+  return worker_batch_.load(std::memory_order_relaxed);
 }
 
 void CpuBackend::set_tracing(bool on) noexcept {

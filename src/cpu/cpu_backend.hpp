@@ -69,6 +69,8 @@ class CpuBackend final : public impl::Backend {
   int num_threads() const override;
   void set_worker_spin(std::chrono::microseconds spin) override;
   std::chrono::microseconds worker_spin() const override;
+  void set_worker_batch(bool batch) override;
+  bool worker_batch() const override;
   void set_tracing(bool on) noexcept override;
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
   void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
@@ -96,6 +98,9 @@ class CpuBackend final : public impl::Backend {
   // Microseconds an idle worker polls before it parks (set_worker_spin); the pool follows it.
   // Relaxed: a setting, written under pool_mutex_ so that a pool being built gets the latest.
   std::atomic<std::int64_t> worker_spin_us_{kDefaultWorkerSpinUs};
+  // Workers under SCHED_BATCH (set_worker_batch). Written under pool_mutex_ (with the pool's own
+  // setting); relaxed reads: a setting, it publishes nothing else.
+  std::atomic<bool> worker_batch_{false};
   std::atomic<std::uint64_t> next_id_{1};
   std::mutex streams_mutex_;
   std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_

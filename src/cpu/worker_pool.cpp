@@ -38,8 +38,10 @@ void random_pause(std::uint64_t& state) {
 
 }  // namespace
 
-WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseconds spin)
+WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseconds spin,
+                       bool batch)
     : spin_ns_(spin.count()),
+      policy_(batch),
       schedule_(schedule),
       random_(schedule.mode == Schedule::Mode::kRandom),
       rng_(schedule.seed) {
@@ -235,11 +237,13 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
 
 void WorkerPool::worker_main(int index) {
   tls_worker_index = index;
+  policy_.join();
   std::uint64_t pause_state = schedule_.seed ^ (0x5851f42d4c957f2dULL * (index + 1));
   while (auto t = next_task(index)) {
     if (random_) random_pause(pause_state);
     t->run();
   }
+  policy_.leave();
 }
 
 void WorkerPool::resize(int num_threads) {

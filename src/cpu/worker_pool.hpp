@@ -17,6 +17,7 @@
 #include "clock.hpp"
 #include "config.hpp"
 #include "parker.hpp"
+#include "worker_policy.hpp"
 
 namespace streamrt::cpu {
 
@@ -42,10 +43,12 @@ class Task {
 
 class WorkerPool {
  public:
-  // `spin`: how long an idle worker polls before it parks (set_spin).
+  // `spin`: how long an idle worker polls before it parks (set_spin); `batch`: the workers run
+  // under SCHED_BATCH (set_batch).
   explicit WorkerPool(int num_threads, Schedule schedule = {},
                       std::chrono::nanoseconds spin =
-                          std::chrono::microseconds(kDefaultWorkerSpinUs));
+                          std::chrono::microseconds(kDefaultWorkerSpinUs),
+                      bool batch = false);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -104,6 +107,12 @@ class WorkerPool {
     spin_ns_.store(spin.count(), std::memory_order_relaxed);
   }
 
+  // Runs the workers, present and future, under SCHED_BATCH (true) or the default policy: a
+  // batch worker woken for a task does not preempt the thread running on its core. Throws Error
+  // when the OS refuses (nothing changes then). Thread-safe.
+  void set_batch(bool batch) { policy_.set_batch(batch); }
+  bool batch() const { return policy_.batch(); }
+
   // Sleeps a helping waiter until a task is pushed (after `generation`), it is unparked, or
   // `deadline`. Helpers are not idle workers: pushes wake them all, in addition to one idle
   // worker, since only they know whether the task is what they wait for.
@@ -146,6 +155,8 @@ class WorkerPool {
   std::atomic<std::uint64_t> push_gen_{0};
   std::atomic<int> spinning_{0};
   std::atomic<std::int64_t> spin_ns_;  // set_spin
+
+  WorkerPolicy policy_;  // before the threads that join it
 
   std::mutex resize_mutex_;
   std::atomic<int> target_{0};

@@ -304,7 +304,7 @@ Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<State>()) {
   MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(state_->comm, &state_->rank);
   MPI_Comm_size(state_->comm, &state_->size);
-  detail::fit_worker_spin_to_shared_cores(state_->comm);
+  detail::fit_workers_to_shared_cores(state_->comm);
 }
 
 int Communicator::rank() const noexcept { return state_->rank; }

@@ -28,16 +28,35 @@ bool cores_oversubscribed(MPI_Comm comm) {
   return (machine > 0 && local_ranks * threads > machine) || (own > 0 && threads > own);
 }
 
-void fit_worker_spin_to_shared_cores(MPI_Comm comm) noexcept {
+namespace {
+
+bool user_set(const char* name) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0';
+}
+
+}  // namespace
+
+void fit_workers_to_shared_cores(MPI_Comm comm) noexcept {
+  bool shared = false;
   try {
     // Every rank takes part in the split (collective), whatever it decides after.
-    const bool shared = cores_oversubscribed(comm);
-    const char* env = std::getenv("STREAMRT_WORKER_SPIN_US");
-    if (env != nullptr && *env != '\0') return;  // the user's setting
+    shared = cores_oversubscribed(comm);
+  } catch (...) {
+    return;  // could not tell: the workers stay as they are
+  }
+  if (!shared) return;
+  try {
     const auto spin = std::chrono::microseconds(kSharedCoresSpinUs);
-    if (shared && worker_spin() > spin) set_worker_spin(spin);
+    if (!user_set("STREAMRT_WORKER_SPIN_US") && worker_spin() > spin) set_worker_spin(spin);
   } catch (...) {
     // A bad runtime setting is reported by the first stream; the poll stays as it is.
+  }
+  try {
+    if (!user_set("STREAMRT_WORKER_BATCH")) set_worker_batch(true);
+  } catch (...) {
+    // The OS refused the policy (a sandbox), or a bad runtime setting that the first stream
+    // reports: the workers keep the default policy, which is slower here, never wrong.
   }
 }
 

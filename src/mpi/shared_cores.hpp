@@ -13,11 +13,14 @@ inline constexpr long kSharedCoresSpinUs = 5;
 // exceed the cores it may run on. Collective over `comm` (MPI_Comm_split_type).
 bool cores_oversubscribed(MPI_Comm comm);
 
-// Lowers the runtime's worker poll (set_worker_spin) to kSharedCoresSpinUs when the cores are
-// oversubscribed, unless STREAMRT_WORKER_SPIN_US sets it or it is already shorter: a worker
+// When the cores are oversubscribed, lowers the runtime's worker poll (set_worker_spin) to
+// kSharedCoresSpinUs, unless STREAMRT_WORKER_SPIN_US sets it or it is already shorter, and runs the
+// workers under SCHED_BATCH (set_worker_batch), unless STREAMRT_WORKER_BATCH sets it. A worker
 // polling 50 us after each item holds a core that another rank needs to make progress (a small
-// all_reduce then waits for its peer's time slice). Collective over `comm`. Never throws: the
-// poll is a tuning, and a failure to measure leaves it as it is.
-void fit_worker_spin_to_shared_cores(MPI_Comm comm) noexcept;
+// all_reduce then waits for its peer's time slice); a worker woken by the host's launch that
+// preempts the host on the same core stalls the host's enqueue and synchronize while the other
+// rank waits for both (docs/distributed.md, "Ranks sharing cores"). Collective over `comm`. Never
+// throws: both are tunings, and a failure leaves them as they are.
+void fit_workers_to_shared_cores(MPI_Comm comm) noexcept;
 
 }  // namespace streamrt::mpi::detail

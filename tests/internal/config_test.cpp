@@ -98,5 +98,24 @@ TEST(Config, WorkerSpin) {
   }
 }
 
+TEST(Config, WorkerBatchSwitch) {
+  EXPECT_FALSE(parse_config(nullptr, nullptr, 8).worker_batch);
+  EXPECT_FALSE(parse_config(nullptr, nullptr, 8, nullptr, nullptr, "").worker_batch);
+  EXPECT_FALSE(parse_config(nullptr, nullptr, 8, nullptr, nullptr, "0").worker_batch);
+  EXPECT_TRUE(parse_config(nullptr, nullptr, 8, nullptr, nullptr, "1").worker_batch);
+  for (const char* bad : {"yes", "2", " 1", "batch"}) {
+    SCOPED_TRACE(bad);
+    std::string msg = "<no error>";
+    try {
+      (void)parse_config(nullptr, nullptr, 8, nullptr, nullptr, bad);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(std::string("STREAMRT_WORKER_BATCH='") + bad + "'"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("use 1"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace streamrt::cpu

@@ -1,5 +1,6 @@
 // Communication as stream work: stream order with compute, parked streams that leave workers
 // free, cross-stream waits, dependency tracking, failures and host time-outs.
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <atomic>
@@ -322,6 +323,27 @@ TEST(Streams, OversubscribedRanksGetShortWorkerPolls) {
   { Communicator c; }
   EXPECT_EQ(streamrt::worker_spin(), microseconds(1));
   streamrt::set_worker_spin(saved);
+}
+
+// The woken worker that would preempt the host on a shared core runs under SCHED_BATCH instead
+// (docs/distributed.md, "Ranks sharing cores"); with cores to spare nothing changes.
+TEST(Streams, OversubscribedRanksRunWorkersUnderBatch) {
+  const char* env = std::getenv("STREAMRT_WORKER_BATCH");
+  if (env != nullptr && *env != '\0') GTEST_SKIP() << "STREAMRT_WORKER_BATCH is set";
+  const bool saved = streamrt::worker_batch();
+  streamrt::set_worker_batch(false);
+  const bool shared = streamrt::mpi::detail::cores_oversubscribed(MPI_COMM_WORLD);
+  {
+    Communicator c;  // collective: every rank makes it
+    EXPECT_EQ(streamrt::worker_batch(), shared);
+    streamrt::Stream s;
+    s.set_host_run(false);  // the item runs on a worker
+    int policy = -1;
+    s.launch([&] { policy = sched_getscheduler(0); });
+    s.synchronize();
+    EXPECT_EQ(policy, shared ? SCHED_BATCH : SCHED_OTHER);
+  }
+  streamrt::set_worker_batch(saved);
 }
 
 }  // namespace

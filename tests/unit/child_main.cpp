@@ -1,5 +1,7 @@
 // A child process for the conformance tests that need a fresh process: behaviour at process exit,
 // and the STREAMRT_NUM_THREADS environment variable. Prints what happened; the parent checks it.
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -132,6 +134,24 @@ int worker_spin() {
   return launch_work();
 }
 
+// The worker policy as set by STREAMRT_WORKER_BATCH, and the one an item runs under.
+int worker_batch() {
+  try {
+    const bool batch = streamrt::worker_batch();
+    streamrt::Stream s;
+    s.set_host_run(false);  // the item runs on a worker
+    int policy = -1;
+    s.launch([&] { policy = sched_getscheduler(0); });
+    s.synchronize();
+    std::printf("worker_batch=%d item_policy=%s\n", batch ? 1 : 0,
+                policy == SCHED_BATCH ? "batch" : policy == SCHED_OTHER ? "other" : "unknown");
+    return 0;
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,7 +161,9 @@ int main(int argc, char** argv) {
   if (mode == "launch") return launch_work();
   if (mode == "host-run") return host_run();
   if (mode == "worker-spin") return worker_spin();
-  std::fprintf(stderr, "usage: %s exit-pending|num-threads|launch|host-run|worker-spin\n",
+  if (mode == "worker-batch") return worker_batch();
+  std::fprintf(stderr,
+               "usage: %s exit-pending|num-threads|launch|host-run|worker-spin|worker-batch\n",
                argv[0]);
   return 2;
 }

@@ -184,6 +184,10 @@ class STREAMRT_API Backend {
   virtual void set_worker_spin(std::chrono::microseconds spin);
   //! The poll time of set_worker_spin() (CPU only).
   virtual std::chrono::microseconds worker_spin() const;
+  //! Runs the host workers under SCHED_BATCH or the default policy (CPU only).
+  virtual void set_worker_batch(bool batch);
+  //! The setting of set_worker_batch() (CPU only).
+  virtual bool worker_batch() const;
 
   //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
   //! backend registered while a profiler runs). While on, the backend reports every work item

@@ -1,0 +1,122 @@
+// Workers under SCHED_BATCH (set_worker_batch, STREAMRT_WORKER_BATCH): every worker, present and
+// started later, runs under the policy asked for, at 1, 2, 4 and 8 workers; the host thread keeps
+// its own; the environment variable sets it and a bad value is a clear error.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using streamrt_test::run_child;
+
+struct Seen {
+  std::vector<int> policies;
+  std::set<std::thread::id> threads;
+  bool all_arrived = false;
+};
+
+// The policy of `n` different workers: one item per stream, all held at a rendezvous, so that each
+// runs on its own worker (a worker holding one cannot take another). Host-run items are off on
+// these streams, so none runs on this thread.
+Seen worker_policies(int n) {
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  Seen seen;
+  std::vector<streamrt::Stream> streams;
+  for (int i = 0; i < n; ++i) {
+    streams.emplace_back();
+    streams.back().set_host_run(false);
+    streams.back().launch([&] {
+      std::unique_lock lock(m);
+      seen.policies.push_back(sched_getscheduler(0));
+      seen.threads.insert(std::this_thread::get_id());
+      ++arrived;
+      cv.notify_all();
+      // Generous: the machine may be busy. A missing worker shows as all_arrived == false.
+      cv.wait_for(lock, std::chrono::seconds(60), [&] { return arrived == n; });
+    });
+  }
+  for (auto& s : streams) s.synchronize();
+  seen.all_arrived = arrived == n;
+  return seen;
+}
+
+class WorkerBatch : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    saved_threads_ = streamrt::num_threads();
+    saved_batch_ = streamrt::worker_batch();
+  }
+  void TearDown() override {
+    streamrt::set_worker_batch(saved_batch_);
+    streamrt::set_num_threads(saved_threads_);
+  }
+  int saved_threads_ = 1;
+  bool saved_batch_ = false;
+};
+
+TEST_P(WorkerBatch, EveryWorkerRunsUnderThePolicyAskedFor) {
+  const int n = GetParam();
+  streamrt::set_num_threads(n);
+  const int host_policy = sched_getscheduler(0);
+  for (const bool batch : {true, false, true}) {
+    streamrt::set_worker_batch(batch);
+    EXPECT_EQ(streamrt::worker_batch(), batch);
+    const Seen seen = worker_policies(n);
+    ASSERT_TRUE(seen.all_arrived) << n << " items did not all run at once on " << n << " workers";
+    EXPECT_EQ(seen.threads.size(), static_cast<std::size_t>(n));
+    for (const int p : seen.policies) EXPECT_EQ(p, batch ? SCHED_BATCH : SCHED_OTHER) << batch;
+    EXPECT_EQ(sched_getscheduler(0), host_policy);  // the host thread is not a worker
+  }
+}
+
+TEST_P(WorkerBatch, WorkersStartedLaterTakeThePolicy) {
+  const int n = GetParam();
+  streamrt::set_num_threads(1);
+  streamrt::set_worker_batch(true);
+  streamrt::set_num_threads(n);
+  const Seen seen = worker_policies(n);
+  ASSERT_TRUE(seen.all_arrived);
+  for (const int p : seen.policies) EXPECT_EQ(p, SCHED_BATCH);
+  // And shrinking then growing again: no worker is left out, none keeps an old policy.
+  streamrt::set_num_threads(1);
+  streamrt::set_worker_batch(false);
+  streamrt::set_num_threads(n);
+  const Seen again = worker_policies(n);
+  ASSERT_TRUE(again.all_arrived);
+  for (const int p : again.policies) EXPECT_EQ(p, SCHED_OTHER);
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, WorkerBatch, ::testing::Values(1, 2, 4, 8));
+
+TEST(WorkerBatchEnvironment, VariableSetsThePolicyAndBadValuesAreAClearError) {
+  const auto on = run_child(std::string("STREAMRT_WORKER_BATCH=1 timeout 120 ") +
+                            STREAMRT_TEST_CHILD + " worker-batch");
+  EXPECT_EQ(on.status, 0) << on.output;
+  EXPECT_NE(on.output.find("worker_batch=1 item_policy=batch\n"), std::string::npos) << on.output;
+  const auto off = run_child(std::string("STREAMRT_WORKER_BATCH=0 timeout 120 ") +
+                             STREAMRT_TEST_CHILD + " worker-batch");
+  EXPECT_EQ(off.status, 0) << off.output;
+  EXPECT_NE(off.output.find("worker_batch=0 item_policy=other\n"), std::string::npos) << off.output;
+  for (const char* bad : {"yes", "2", "on"}) {
+    const auto b = run_child(std::string("STREAMRT_WORKER_BATCH=") + bad + " timeout 120 " +
+                             STREAMRT_TEST_CHILD + " worker-batch");
+    EXPECT_EQ(b.status, 3) << bad << ": " << b.output;
+    EXPECT_NE(b.output.find(std::string("error: STREAMRT_WORKER_BATCH='") + bad + "'"),
+              std::string::npos)
+        << b.output;
+  }
+}
+
+}  // namespace
