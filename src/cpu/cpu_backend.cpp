@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "tracing.hpp"
 
@@ -73,7 +74,8 @@ CpuBackend::CpuBackend() {
   } catch (const Error&) {
   }
   g_backend = this;
-  default_stream_ = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, 0}, 0, 0);
+  default_stream_ = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, *this,
+                                                    Device{DeviceType::CPU, 0}, 0, 0);
   // One backend per process (the registry keeps it for ever), so the handlers are installed once.
   pthread_atfork(prepare_fork_handler, parent_fork_handler, child_fork_handler);
 }
@@ -102,8 +104,9 @@ WorkerPool& CpuBackend::pool() {
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
   check_config();
-  auto s = std::make_shared<CpuStream>(*this, Device{DeviceType::CPU, index}, priority,
-                                       next_id_.fetch_add(1, std::memory_order_relaxed));
+  auto s = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, *this,
+                                           Device{DeviceType::CPU, index}, priority,
+                                           next_id_.fetch_add(1, std::memory_order_relaxed));
   std::lock_guard lock(streams_mutex_);
   if (streams_.size() >= prune_at_) {
     std::erase_if(streams_, [](const auto& w) { return w.expired(); });

@@ -613,7 +613,8 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
 std::shared_ptr<CpuEvent> CpuStream::new_user_position(CpuBackend& backend, Device device,
                                                        std::uint64_t id, EventOptions options) {
   // A private stream whose one position is never pushed: only complete_user() completes it.
-  auto s = std::make_shared<CpuStream>(backend, device, 0, id);
+  auto s = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, backend, device,
+                                           0, id);
   s->submitted_.store(1, std::memory_order_relaxed);  // published by the make_shared below
   s->user_position_only_ = true;
   return std::make_shared<CpuEvent>(std::move(s), 1, options, -1);

@@ -93,10 +93,6 @@ int checked_count(std::size_t count, const char* what) {
   return static_cast<int>(count);
 }
 
-std::string describe(std::size_t count, DType dtype) {
-  return std::to_string(count) + " x " + std::string(to_string(dtype));
-}
-
 // Starts the operations whose turn has come, in ticket order (under the communicator mutex, so no
 // later ticket can start in between), and returns them; `mine` is polled briefly here.
 void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::shared_ptr<Op> op,
@@ -106,11 +102,28 @@ void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::sha
   Op* mine = skipped ? nullptr : op.get();
   try {
     std::lock_guard lock(cs->mutex);
-    cs->arrived.emplace(ticket, skipped ? nullptr : op);
-    if (skipped) skipped_ops.push_back(std::move(op));
-    while (!cs->arrived.empty() && cs->arrived.begin()->first == cs->next_start) {
-      auto next = std::move(cs->arrived.begin()->second);
-      cs->arrived.erase(cs->arrived.begin());
+    // An operation whose turn has come (the usual case: one stream, or streams in step) is not
+    // filed: it goes first, then whatever had arrived for the tickets after it.
+    const bool its_turn = ticket == cs->next_start;
+    std::shared_ptr<Op> first;
+    if (skipped) {
+      if (!its_turn) cs->arrived.emplace(ticket, nullptr);
+      skipped_ops.push_back(std::move(op));
+    } else if (its_turn) {
+      first = op;  // copies: `op` keeps *mine alive for the out-of-memory path below
+    } else {
+      cs->arrived.emplace(ticket, op);
+    }
+    for (bool take_first = its_turn;; take_first = false) {
+      std::shared_ptr<Op> next;
+      if (take_first) {
+        next = std::move(first);  // null when skipped: it only takes its turn
+      } else if (!cs->arrived.empty() && cs->arrived.begin()->first == cs->next_start) {
+        next = std::move(cs->arrived.begin()->second);
+        cs->arrived.erase(cs->arrived.begin());
+      } else {
+        break;
+      }
       ++cs->next_start;
       if (!next) continue;
       if (!initialized()) {
@@ -260,10 +273,10 @@ Stream pick(const std::optional<Stream>& s, Device d = {}) {
   return s ? *s : current_stream(d);
 }
 
-std::shared_ptr<Op> new_op(const char* name, std::string describe) {
+std::shared_ptr<Op> new_op(const char* name, detail::Describe describe) {
   auto op = std::make_shared<Op>();
   op->name = name;
-  op->describe = std::move(describe);
+  op->describe = describe;
   return op;
 }
 
@@ -317,7 +330,8 @@ Event Communicator::all_reduce(const void* send, void* recv, std::size_t count, 
                                ReduceOp op, std::optional<Stream> stream) {
   check_avg(op, dtype, "all_reduce");
   const int n = checked_count(count, "all_reduce");
-  auto o = new_op("all_reduce", describe(count, dtype) + ", " + std::string(to_string(op)));
+  auto o =
+      new_op("all_reduce", detail::Describe::of(count, dtype, "", -1, std::nullopt, to_string(op)));
   const MPI_Comm c = state_->comm;
   const void* sb = send == recv ? MPI_IN_PLACE : send;
   set_collective(*o, count * element_size(dtype), [=](MPI_Request* r) {
@@ -332,7 +346,7 @@ Event Communicator::broadcast(void* buf, std::size_t count, DType dtype, int roo
                               std::optional<Stream> stream) {
   check_rank(root, size(), "broadcast", "root");
   const int n = checked_count(count, "broadcast");
-  auto o = new_op("broadcast", describe(count, dtype) + ", root " + std::to_string(root));
+  auto o = new_op("broadcast", detail::Describe::of(count, dtype, ", root ", root));
   const MPI_Comm c = state_->comm;
   set_collective(*o, count * element_size(dtype), [=](MPI_Request* r) {
     return r ? MPI_Ibcast(buf, n, mpi_type(dtype), root, c, r)
@@ -345,7 +359,7 @@ Event Communicator::all_gather(const void* send, void* recv, std::size_t count, 
                                std::optional<Stream> stream) {
   const int n = checked_count(count, "all_gather");
   checked_count(count * static_cast<std::size_t>(size()), "all_gather");
-  auto o = new_op("all_gather", describe(count, dtype) + " per rank");
+  auto o = new_op("all_gather", detail::Describe::of(count, dtype, " per rank"));
   const MPI_Comm c = state_->comm;
   set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
                  [=](MPI_Request* r) {
@@ -361,7 +375,7 @@ Event Communicator::reduce_scatter(const void* send, void* recv, std::size_t cou
   const int n = checked_count(count, "reduce_scatter");
   checked_count(count * static_cast<std::size_t>(size()), "reduce_scatter");
   auto o = new_op("reduce_scatter",
-                  describe(count, dtype) + " per rank, " + std::string(to_string(op)));
+                  detail::Describe::of(count, dtype, " per rank", -1, std::nullopt, to_string(op)));
   const MPI_Comm c = state_->comm;
   set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
                  [=](MPI_Request* r) {
@@ -376,7 +390,7 @@ Event Communicator::all_to_all(const void* send, void* recv, std::size_t count, 
                                std::optional<Stream> stream) {
   const int n = checked_count(count, "all_to_all");
   checked_count(count * static_cast<std::size_t>(size()), "all_to_all");
-  auto o = new_op("all_to_all", describe(count, dtype) + " per rank pair");
+  auto o = new_op("all_to_all", detail::Describe::of(count, dtype, " per rank pair"));
   const MPI_Comm c = state_->comm;
   set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
                  [=](MPI_Request* r) {
@@ -390,8 +404,7 @@ Event Communicator::send(const void* buf, std::size_t count, DType dtype, int ds
                          std::optional<Stream> stream) {
   check_rank(dst, size(), "send", "destination");
   const int n = checked_count(count, "send");
-  auto o = new_op("send", describe(count, dtype) + " to rank " + std::to_string(dst) + ", tag " +
-                              std::to_string(tag));
+  auto o = new_op("send", detail::Describe::of(count, dtype, " to rank ", dst, tag));
   const MPI_Comm c = state_->comm;
   o->start = [=](MPI_Request* r) { return MPI_Isend(buf, n, mpi_type(dtype), dst, tag, c, r); };
   return enqueue(state_, pick(stream), std::move(o), {}, {});
@@ -402,8 +415,7 @@ Event Communicator::recv(void* buf, std::size_t count, DType dtype, int src, int
   check_rank(src, size(), "recv", "source");
   const int n = checked_count(count, "recv");
   checked_count(count * element_size(dtype), "recv");
-  auto o = new_op("recv", describe(count, dtype) + " from rank " + std::to_string(src) +
-                              ", tag " + std::to_string(tag));
+  auto o = new_op("recv", detail::Describe::of(count, dtype, " from rank ", src, tag));
   o->recv_bytes = static_cast<int>(count * element_size(dtype));
   o->peer = src;
   const MPI_Comm c = state_->comm;
@@ -412,7 +424,7 @@ Event Communicator::recv(void* buf, std::size_t count, DType dtype, int src, int
 }
 
 Event Communicator::barrier(std::optional<Stream> stream) {
-  auto o = new_op("barrier", "no data");
+  auto o = new_op("barrier", detail::Describe::none());
   const MPI_Comm c = state_->comm;
   o->start = [=](MPI_Request* r) { return MPI_Ibarrier(c, r); };
   return enqueue(state_, pick(stream), std::move(o), {}, {});
@@ -430,8 +442,8 @@ Event Communicator::all_reduce(Tensor& t, ReduceOp op, std::optional<Stream> str
   check_tensor(t, "all_reduce");
   check_avg(op, t.dtype(), "all_reduce");
   const int n = checked_count(numel_of(t), "all_reduce");
-  auto o = new_op("all_reduce", describe(numel_of(t), t.dtype()) + ", " +
-                                    std::string(to_string(op)));
+  auto o = new_op("all_reduce", detail::Describe::of(numel_of(t), t.dtype(), "", -1, std::nullopt,
+                                                     to_string(op)));
   void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
@@ -449,7 +461,7 @@ Event Communicator::broadcast(Tensor& t, int root, std::optional<Stream> stream)
   check_tensor(t, "broadcast");
   check_rank(root, size(), "broadcast", "root");
   const int n = checked_count(numel_of(t), "broadcast");
-  auto o = new_op("broadcast", describe(numel_of(t), t.dtype()) + ", root " + std::to_string(root));
+  auto o = new_op("broadcast", detail::Describe::of(numel_of(t), t.dtype(), ", root ", root));
   void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
@@ -471,7 +483,7 @@ Event Communicator::all_gather(const Tensor& input, Tensor& output, std::optiona
   }
   const int n = checked_count(numel_of(input), "all_gather");
   checked_count(numel_of(output), "all_gather");
-  auto o = new_op("all_gather", describe(numel_of(input), input.dtype()) + " per rank");
+  auto o = new_op("all_gather", detail::Describe::of(numel_of(input), input.dtype(), " per rank"));
   const void* in = input.data_ptr_unsafe();
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
@@ -498,8 +510,9 @@ Event Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp
   }
   const int n = checked_count(numel_of(output), "reduce_scatter");
   checked_count(numel_of(input), "reduce_scatter");
-  auto o = new_op("reduce_scatter", describe(numel_of(output), output.dtype()) + " per rank, " +
-                                        std::string(to_string(op)));
+  auto o =
+      new_op("reduce_scatter", detail::Describe::of(numel_of(output), output.dtype(), " per rank",
+                                                    -1, std::nullopt, to_string(op)));
   const void* in = input.data_ptr_unsafe();
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
@@ -527,7 +540,7 @@ Event Communicator::all_to_all(const Tensor& input, Tensor& output, std::optiona
   const std::size_t per = numel_of(input) / static_cast<std::size_t>(size());
   const int n = checked_count(per, "all_to_all");
   checked_count(numel_of(input), "all_to_all");
-  auto o = new_op("all_to_all", describe(per, input.dtype()) + " per rank pair");
+  auto o = new_op("all_to_all", detail::Describe::of(per, input.dtype(), " per rank pair"));
   const void* in = input.data_ptr_unsafe();
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
@@ -546,8 +559,7 @@ Event Communicator::send(const Tensor& t, int dst, int tag, std::optional<Stream
   check_tensor(t, "send");
   check_rank(dst, size(), "send", "destination");
   const int n = checked_count(numel_of(t), "send");
-  auto o = new_op("send", describe(numel_of(t), t.dtype()) + " to rank " + std::to_string(dst) +
-                              ", tag " + std::to_string(tag));
+  auto o = new_op("send", detail::Describe::of(numel_of(t), t.dtype(), " to rank ", dst, tag));
   const void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
@@ -562,8 +574,7 @@ Event Communicator::recv(Tensor& t, int src, int tag, std::optional<Stream> stre
   check_rank(src, size(), "recv", "source");
   const int n = checked_count(numel_of(t), "recv");
   checked_count(t.nbytes(), "recv");
-  auto o = new_op("recv", describe(numel_of(t), t.dtype()) + " from rank " + std::to_string(src) +
-                              ", tag " + std::to_string(tag));
+  auto o = new_op("recv", detail::Describe::of(numel_of(t), t.dtype(), " from rank ", src, tag));
   o->recv_bytes = static_cast<int>(t.nbytes());
   o->peer = src;
   void* p = t.data_ptr_unsafe();

@@ -18,8 +18,17 @@ std::string mpi_error_string(int code) {
          std::to_string(cls) + ")";
 }
 
+std::string Describe::str() const {
+  if (no_data) return "no data";
+  std::string s = std::to_string(count) + " x " + std::string(to_string(dtype)) + how;
+  if (rank >= 0) s += std::to_string(rank);
+  if (tag) s += ", tag " + std::to_string(*tag);
+  if (!reduce.empty()) s += ", " + std::string(reduce);
+  return s;
+}
+
 std::string op_message(const Op& op, const std::string& what) {
-  return std::string("streamrt::mpi ") + op.name + " (" + op.describe + ") on rank " +
+  return std::string("streamrt::mpi ") + op.name + " (" + op.describe.str() + ") on rank " +
          std::to_string(op.rank) + " of " + std::to_string(op.size) + ": " + what;
 }
 

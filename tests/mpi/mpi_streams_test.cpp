@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "mpi/engine.hpp"
 #include "mpi/shared_cores.hpp"
 #include "mpi_util.hpp"
 
@@ -344,6 +345,24 @@ TEST(Streams, OversubscribedRanksRunWorkersUnderBatch) {
     EXPECT_EQ(policy, shared ? SCHED_BATCH : SCHED_OTHER);
   }
   streamrt::set_worker_batch(saved);
+}
+
+// Error messages name what the operation moves; the text is made only when a message is.
+TEST(Streams, DescriptionsOfOperationsReadAsBefore) {
+  using streamrt::DType;
+  using streamrt::mpi::detail::Describe;
+  EXPECT_EQ(Describe::of(1024, DType::Float32, "", -1, std::nullopt, "sum").str(),
+            "1024 x float32, sum");
+  EXPECT_EQ(Describe::of(8, DType::Float64, ", root ", 3).str(), "8 x float64, root 3");
+  EXPECT_EQ(Describe::of(4, DType::Int32, " per rank").str(), "4 x int32 per rank");
+  EXPECT_EQ(Describe::of(4, DType::Float32, " per rank", -1, std::nullopt, "max").str(),
+            "4 x float32 per rank, max");
+  EXPECT_EQ(Describe::of(2, DType::Int64, " per rank pair").str(), "2 x int64 per rank pair");
+  EXPECT_EQ(Describe::of(8, DType::Float32, " to rank ", 1, 31).str(),
+            "8 x float32 to rank 1, tag 31");
+  EXPECT_EQ(Describe::of(8, DType::Float32, " from rank ", 0, 7).str(),
+            "8 x float32 from rank 0, tag 7");
+  EXPECT_EQ(Describe::none().str(), "no data");
 }
 
 }  // namespace

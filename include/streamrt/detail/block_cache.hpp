@@ -5,6 +5,8 @@
 //! the stable API.
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <new>
 
 #include "streamrt/export.hpp"
@@ -21,7 +23,10 @@ STREAMRT_API void* cached_alloc(std::size_t bytes);
 //! Gives back a block from cached_alloc(bytes) (any thread may free it). Thread-safe.
 STREAMRT_API void cached_free(void* p, std::size_t bytes) noexcept;
 
-//! A standard allocator over cached_alloc, for std::allocate_shared.
+//! A standard allocator over cached_alloc, for std::allocate_shared. Over-aligned types (a
+//! CpuStream's cache-line sections) take a block alignof(T) larger and are aligned inside it, the
+//! offset kept just before the object: `operator new(size, align_val_t)` goes to posix_memalign,
+//! which cuts an aligned chunk out of a larger one on every call, many times the cost.
 template <class T>
 struct CachedAllocator {
   using value_type = T;
@@ -29,15 +34,27 @@ struct CachedAllocator {
   template <class U>
   CachedAllocator(const CachedAllocator<U>&) noexcept {}  // NOLINT: converting, as std::allocator
   T* allocate(std::size_t n) {
+    if (n > (static_cast<std::size_t>(-1) - alignof(T)) / sizeof(T)) throw std::bad_alloc();
     if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{alignof(T)}));
+      static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= sizeof(std::size_t),
+                    "the offset is kept in the gap before the object");
+      auto* raw = static_cast<unsigned char*>(cached_alloc(n * sizeof(T) + alignof(T)));
+      // raw is aligned to the default alignment, so the object starts between that many and
+      // alignof(T) bytes past it: the gap always holds the offset.
+      const auto addr = reinterpret_cast<std::uintptr_t>(raw);
+      const std::size_t offset = alignof(T) - addr % alignof(T);
+      std::memcpy(raw + offset - sizeof offset, &offset, sizeof offset);
+      return reinterpret_cast<T*>(raw + offset);
     } else {
       return static_cast<T*>(cached_alloc(n * sizeof(T)));
     }
   }
   void deallocate(T* p, std::size_t n) noexcept {
     if constexpr (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__) {
-      ::operator delete(p, std::align_val_t{alignof(T)});
+      auto* object = reinterpret_cast<unsigned char*>(p);
+      std::size_t offset = 0;
+      std::memcpy(&offset, object - sizeof offset, sizeof offset);
+      cached_free(object - offset, n * sizeof(T) + alignof(T));
     } else {
       cached_free(p, n * sizeof(T));
     }
