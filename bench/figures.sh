@@ -37,6 +37,8 @@ if [ -x "$BUILD/bench/streamrt_mpi_bench" ]; then
   export OMPI_MCA_rmaps_base_oversubscribe=1
   mpirun -np 2 "$BUILD/bench/streamrt_mpi_bench" | tee "$OUT/mpi.txt"
   mpirun -np 2 -x STREAMRT_NUM_THREADS=1 "$BUILD/bench/streamrt_mpi_bench" | tee "$OUT/mpi_1worker.txt"
+  # The same with the workers under the default policy (streamrt::mpi sets SCHED_BATCH here).
+  mpirun -np 2 -x STREAMRT_WORKER_BATCH=0 "$BUILD/bench/streamrt_mpi_bench" | tee "$OUT/mpi_nobatch.txt"
   mpirun -np 2 "$BUILD/examples/example_distributed_mlp" --steps 20 --hidden 512 --out 256 \
     --trace-dir "$OUT" | tee "$OUT/demo.txt"
 fi
