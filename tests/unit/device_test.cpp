@@ -11,6 +11,7 @@
 
 namespace {
 
+using streamrt_test::expect_bad_setting;
 using streamrt_test::run_child;
 
 std::string error_of(const std::function<void()>& call) {
@@ -123,12 +124,8 @@ TEST(WorkerCount, EnvironmentVariableSetsTheCount) {
 
 TEST(WorkerCount, BadEnvironmentVariableIsAClearError) {
   for (const char* bad : {"zero", "0", "-2", "4x"}) {
-    const auto r = run_child(std::string("STREAMRT_NUM_THREADS=") + bad + " timeout 120 " +
-                             STREAMRT_TEST_CHILD + " num-threads");
-    EXPECT_EQ(r.status, 3) << bad << ": " << r.output;
-    EXPECT_NE(r.output.find(std::string("error: STREAMRT_NUM_THREADS='") + bad + "'"),
-              std::string::npos)
-        << r.output;
+    expect_bad_setting("STREAMRT_NUM_THREADS", bad,
+                       std::string(STREAMRT_TEST_CHILD) + " num-threads");
     // Launching work reports it too, instead of running without workers.
     const auto l = run_child(std::string("STREAMRT_NUM_THREADS=") + bad + " timeout 120 " +
                              STREAMRT_TEST_CHILD + " launch");
@@ -144,12 +141,8 @@ TEST(WorkerSpin, EnvironmentVariableSetsThePollAndBadValuesAreAClearError) {
   EXPECT_NE(r.output.find("worker_spin=7\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("launched"), std::string::npos) << r.output;
   for (const char* bad : {"-5", "fast", "2000000"}) {
-    const auto b = run_child(std::string("STREAMRT_WORKER_SPIN_US=") + bad + " timeout 120 " +
-                             STREAMRT_TEST_CHILD + " worker-spin");
-    EXPECT_EQ(b.status, 3) << bad << ": " << b.output;
-    EXPECT_NE(b.output.find(std::string("error: STREAMRT_WORKER_SPIN_US='") + bad + "'"),
-              std::string::npos)
-        << b.output;
+    expect_bad_setting("STREAMRT_WORKER_SPIN_US", bad,
+                       std::string(STREAMRT_TEST_CHILD) + " worker-spin");
   }
 }
 

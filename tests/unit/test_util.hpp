@@ -208,4 +208,14 @@ inline ChildResult run_child(const std::string& command) {
   return r;
 }
 
+// Runs `child_command` (a test child that prints "error: <what>" and exits 3 when the runtime
+// throws Error) with `variable`=`bad`, and checks that the Error names the variable and the value.
+inline void expect_bad_setting(const std::string& variable, const std::string& bad,
+                               const std::string& child_command) {
+  const auto r = run_child(variable + "=" + bad + " timeout 120 " + child_command);
+  EXPECT_EQ(r.status, 3) << variable << "=" << bad << ": " << r.output;
+  EXPECT_NE(r.output.find("error: " + variable + "='" + bad + "'"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace streamrt_test

@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
@@ -18,12 +16,14 @@
 
 namespace {
 
+using streamrt_test::expect_bad_setting;
+using streamrt_test::Rendezvous;
 using streamrt_test::run_child;
 
 struct Seen {
   std::vector<int> policies;
   std::set<std::thread::id> threads;
-  bool all_arrived = false;
+  bool all_arrived = true;
 };
 
 // The policy of `n` different workers: one item per stream, all held at a rendezvous, so that each
@@ -31,51 +31,44 @@ struct Seen {
 // these streams, so none runs on this thread.
 Seen worker_policies(int n) {
   std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  bool gave_up = false;  // guarded by m
   Seen seen;
+  Rendezvous all(n);
   std::vector<streamrt::Stream> streams;
   for (int i = 0; i < n; ++i) {
     streams.emplace_back();
     streams.back().set_host_run(false);
     streams.back().launch([&] {
-      std::unique_lock lock(m);
-      seen.policies.push_back(sched_getscheduler(0));
-      seen.threads.insert(std::this_thread::get_id());
-      ++arrived;
-      cv.notify_all();
-      // Generous: the machine may be busy. A missing worker shows as all_arrived == false, and
-      // the first item to give up releases the others at once.
-      if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return arrived == n || gave_up; })) {
-        gave_up = true;
-        cv.notify_all();
+      {
+        std::lock_guard lock(m);
+        seen.policies.push_back(sched_getscheduler(0));
+        seen.threads.insert(std::this_thread::get_id());
       }
+      const bool met = all.arrive_and_wait();  // a missing worker shows as all_arrived == false
+      std::lock_guard lock(m);
+      seen.all_arrived = seen.all_arrived && met;
     });
   }
   for (auto& s : streams) s.synchronize();
-  seen.all_arrived = arrived == n;
   return seen;
 }
 
-class WorkerBatch : public ::testing::TestWithParam<int> {
+// The worker count of the parameter (streamrt_test::WorkersTest); the batch setting is restored.
+class WorkerBatch : public streamrt_test::WorkersTest {
  protected:
   void SetUp() override {
-    saved_threads_ = streamrt::num_threads();
     saved_batch_ = streamrt::worker_batch();
+    WorkersTest::SetUp();
   }
   void TearDown() override {
     streamrt::set_worker_batch(saved_batch_);
-    streamrt::set_num_threads(saved_threads_);
+    WorkersTest::TearDown();
   }
-  int saved_threads_ = 1;
   bool saved_batch_ = false;
 };
 
 TEST_P(WorkerBatch, EveryWorkerRunsUnderThePolicyAskedFor) {
-  const int n = GetParam();
+  const int n = workers();
   if (n > 1) STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
-  streamrt::set_num_threads(n);
   const int host_policy = sched_getscheduler(0);
   for (const bool batch : {true, false, true}) {
     streamrt::set_worker_batch(batch);
@@ -89,42 +82,32 @@ TEST_P(WorkerBatch, EveryWorkerRunsUnderThePolicyAskedFor) {
 }
 
 TEST_P(WorkerBatch, WorkersStartedLaterTakeThePolicy) {
-  const int n = GetParam();
+  const int n = workers();
   if (n > 1) STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
-  streamrt::set_num_threads(1);
-  streamrt::set_worker_batch(true);
-  streamrt::set_num_threads(n);
-  const Seen seen = worker_policies(n);
-  ASSERT_TRUE(seen.all_arrived);
-  for (const int p : seen.policies) EXPECT_EQ(p, SCHED_BATCH);
-  // And shrinking then growing again: no worker is left out, none keeps an old policy.
-  streamrt::set_num_threads(1);
-  streamrt::set_worker_batch(false);
-  streamrt::set_num_threads(n);
-  const Seen again = worker_policies(n);
-  ASSERT_TRUE(again.all_arrived);
-  for (const int p : again.policies) EXPECT_EQ(p, SCHED_OTHER);
+  // Grown from one worker, then shrunk and grown again under the other policy: no worker is left
+  // out, none keeps an old policy.
+  for (const bool batch : {true, false}) {
+    streamrt::set_num_threads(1);
+    streamrt::set_worker_batch(batch);
+    streamrt::set_num_threads(n);
+    const Seen seen = worker_policies(n);
+    ASSERT_TRUE(seen.all_arrived);
+    for (const int p : seen.policies) EXPECT_EQ(p, batch ? SCHED_BATCH : SCHED_OTHER) << batch;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, WorkerBatch, ::testing::Values(1, 2, 4, 8));
 
 TEST(WorkerBatchEnvironment, VariableSetsThePolicyAndBadValuesAreAClearError) {
-  const auto on = run_child(std::string("STREAMRT_WORKER_BATCH=1 timeout 120 ") +
-                            STREAMRT_TEST_CHILD + " worker-batch");
+  const std::string child = std::string(STREAMRT_TEST_CHILD) + " worker-batch";
+  const auto on = run_child("STREAMRT_WORKER_BATCH=1 timeout 120 " + child);
   EXPECT_EQ(on.status, 0) << on.output;
   EXPECT_NE(on.output.find("worker_batch=1 item_policy=batch\n"), std::string::npos) << on.output;
-  const auto off = run_child(std::string("STREAMRT_WORKER_BATCH=0 timeout 120 ") +
-                             STREAMRT_TEST_CHILD + " worker-batch");
+  const auto off = run_child("STREAMRT_WORKER_BATCH=0 timeout 120 " + child);
   EXPECT_EQ(off.status, 0) << off.output;
   EXPECT_NE(off.output.find("worker_batch=0 item_policy=other\n"), std::string::npos) << off.output;
-  for (const char* bad : {"yes", "2", "on"}) {
-    const auto b = run_child(std::string("STREAMRT_WORKER_BATCH=") + bad + " timeout 120 " +
-                             STREAMRT_TEST_CHILD + " worker-batch");
-    EXPECT_EQ(b.status, 3) << bad << ": " << b.output;
-    EXPECT_NE(b.output.find(std::string("error: STREAMRT_WORKER_BATCH='") + bad + "'"),
-              std::string::npos)
-        << b.output;
-  }
+  for (const char* bad : {"yes", "2", "on"})
+    expect_bad_setting("STREAMRT_WORKER_BATCH", bad, child);
 }
 
 }  // namespace
