@@ -330,8 +330,7 @@ Event Communicator::all_reduce(const void* send, void* recv, std::size_t count, 
                                ReduceOp op, std::optional<Stream> stream) {
   check_avg(op, dtype, "all_reduce");
   const int n = checked_count(count, "all_reduce");
-  auto o =
-      new_op("all_reduce", detail::Describe::of(count, dtype, "", -1, std::nullopt, to_string(op)));
+  auto o = new_op("all_reduce", detail::Describe::reduction(count, dtype, "", to_string(op)));
   const MPI_Comm c = state_->comm;
   const void* sb = send == recv ? MPI_IN_PLACE : send;
   set_collective(*o, count * element_size(dtype), [=](MPI_Request* r) {
@@ -375,7 +374,7 @@ Event Communicator::reduce_scatter(const void* send, void* recv, std::size_t cou
   const int n = checked_count(count, "reduce_scatter");
   checked_count(count * static_cast<std::size_t>(size()), "reduce_scatter");
   auto o = new_op("reduce_scatter",
-                  detail::Describe::of(count, dtype, " per rank", -1, std::nullopt, to_string(op)));
+                  detail::Describe::reduction(count, dtype, " per rank", to_string(op)));
   const MPI_Comm c = state_->comm;
   set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
                  [=](MPI_Request* r) {
@@ -442,8 +441,8 @@ Event Communicator::all_reduce(Tensor& t, ReduceOp op, std::optional<Stream> str
   check_tensor(t, "all_reduce");
   check_avg(op, t.dtype(), "all_reduce");
   const int n = checked_count(numel_of(t), "all_reduce");
-  auto o = new_op("all_reduce", detail::Describe::of(numel_of(t), t.dtype(), "", -1, std::nullopt,
-                                                     to_string(op)));
+  auto o =
+      new_op("all_reduce", detail::Describe::reduction(numel_of(t), t.dtype(), "", to_string(op)));
   void* p = t.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;
   const DType dt = t.dtype();
@@ -510,9 +509,8 @@ Event Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp
   }
   const int n = checked_count(numel_of(output), "reduce_scatter");
   checked_count(numel_of(input), "reduce_scatter");
-  auto o =
-      new_op("reduce_scatter", detail::Describe::of(numel_of(output), output.dtype(), " per rank",
-                                                    -1, std::nullopt, to_string(op)));
+  auto o = new_op("reduce_scatter", detail::Describe::reduction(numel_of(output), output.dtype(),
+                                                                " per rank", to_string(op)));
   const void* in = input.data_ptr_unsafe();
   void* out = output.data_ptr_unsafe();
   const MPI_Comm c = state_->comm;

@@ -44,6 +44,11 @@ struct Describe {
     d.reduce = reduce;
     return d;
   }
+  // A reduction: "count x dtype<how>, <op>".
+  static Describe reduction(std::size_t count, DType dtype, const char* how,
+                            std::string_view op) {
+    return of(count, dtype, how, -1, std::nullopt, op);
+  }
   static Describe none() {
     Describe d;
     d.no_data = true;

@@ -351,11 +351,10 @@ TEST(Streams, OversubscribedRanksRunWorkersUnderBatch) {
 TEST(Streams, DescriptionsOfOperationsReadAsBefore) {
   using streamrt::DType;
   using streamrt::mpi::detail::Describe;
-  EXPECT_EQ(Describe::of(1024, DType::Float32, "", -1, std::nullopt, "sum").str(),
-            "1024 x float32, sum");
+  EXPECT_EQ(Describe::reduction(1024, DType::Float32, "", "sum").str(), "1024 x float32, sum");
   EXPECT_EQ(Describe::of(8, DType::Float64, ", root ", 3).str(), "8 x float64, root 3");
   EXPECT_EQ(Describe::of(4, DType::Int32, " per rank").str(), "4 x int32 per rank");
-  EXPECT_EQ(Describe::of(4, DType::Float32, " per rank", -1, std::nullopt, "max").str(),
+  EXPECT_EQ(Describe::reduction(4, DType::Float32, " per rank", "max").str(),
             "4 x float32 per rank, max");
   EXPECT_EQ(Describe::of(2, DType::Int64, " per rank pair").str(), "2 x int64 per rank pair");
   EXPECT_EQ(Describe::of(8, DType::Float32, " to rank ", 1, 31).str(),
