@@ -45,11 +45,14 @@ struct STREAMRT_API Device {
 STREAMRT_API void synchronize(Device device = {});
 
 //! As synchronize(device), but gives up after `timeout` and returns false (nothing changes then:
-//! no failure is reported). Thread-safe; the same errors as synchronize().
+//! no failure is reported). Any time-out is valid: one past what the clock counts
+//! (nanoseconds::max()) waits as long as it can, a negative one polls. Thread-safe; the same
+//! errors as synchronize().
 STREAMRT_API bool synchronize_for(std::chrono::nanoseconds timeout, Device device = {});
 
-//! Sets the number of CPU worker threads (n >= 1). Blocks until the pool has been resized;
-//! queued work is kept. Thread-safe; throws Error when called from a worker thread or with n < 1.
+//! Sets the number of CPU worker threads (1 to 4096). Blocks until the pool has been resized;
+//! queued work is kept. Thread-safe; throws Error when called from a worker thread, with n out of
+//! range, or when the OS refuses a new thread (the pool then keeps its old size).
 STREAMRT_API void set_num_threads(int n);
 
 //! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency.

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -85,6 +86,14 @@ STREAMRT_API Shape contiguous_strides(const Shape& shape);
 //! Product of the sizes (1 for {}). Throws Error for negative sizes, more than kMaxDims
 //! dimensions or an element count that overflows. Never blocks.
 STREAMRT_API std::int64_t shape_numel(const Shape& shape);
+
+//! The most bytes one tensor may span: byte offsets within it must fit a signed 64-bit integer.
+inline constexpr std::int64_t kMaxTensorBytes = std::numeric_limits<std::int64_t>::max();
+
+//! Bytes of a compact tensor of `shape` and `dtype` (shape_numel(shape) * element_size(dtype)).
+//! Throws Error as shape_numel does, or when the bytes exceed kMaxTensorBytes, naming the shape
+//! and the limit. Never blocks.
+STREAMRT_API std::size_t shape_nbytes(const Shape& shape, DType dtype);
 
 namespace detail {
 class Storage;

@@ -7,6 +7,7 @@
 
 #include "capture.hpp"
 #include "cpu_relax.hpp"
+#include "deadline.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
@@ -264,7 +265,7 @@ std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event
 bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positions,
                     std::optional<std::chrono::nanoseconds> timeout) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
+  const auto deadline = timeout ? detail::deadline_after(*timeout) : Clock::time_point::max();
   // First wait for all without reporting failures, so "changes nothing on time-out" holds, and
   // the failure reported (and so cleared, rule 10) is only the first in argument order.
   for (const auto& p : positions) {

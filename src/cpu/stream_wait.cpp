@@ -5,6 +5,7 @@
 
 #include "cpu_backend.hpp"
 #include "cpu_stream.hpp"
+#include "core/deadline.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
@@ -116,8 +117,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
                 ": the stream cannot finish while its own work waits for it (deadlock). Record an "
                 "event and wait on it from another thread, or let the work return first");
   }
-  std::optional<Clock::time_point> deadline;
-  if (timeout) deadline = Clock::now() + *timeout;
+  const auto deadline = detail::deadline_after(timeout);
   // Fast path: everything submitted has finished and no failure waits to be reported. Acquire on
   // completed_ makes the work's effects visible here, and the failure flag set before it.
   const auto end = submitted_.load(std::memory_order_acquire);

@@ -155,8 +155,7 @@ Tensor elementwise_output(const Shape& shape, DType dtype, const Stream& stream,
   if (flat) flat = first.numel() > 0 && dense_block(first);
   if (!flat || first.is_contiguous()) return new_tensor(shape, dtype, stream);
   check_device(stream.device());
-  auto storage =
-      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * element_size(dtype), stream);
+  auto storage = Storage::allocate(shape_nbytes(shape, dtype), stream);
   return TensorAccess::make_view(std::move(storage), shape, first.strides(), 0, dtype);
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/deadline.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
 #include "random.hpp"
@@ -98,6 +99,17 @@ std::int64_t shape_numel(const Shape& shape) {
     n *= d;
   }
   return n;
+}
+
+std::size_t shape_nbytes(const Shape& shape, DType dtype) {
+  const std::int64_t n = shape_numel(shape);
+  const auto esize = static_cast<std::int64_t>(element_size(dtype));
+  if (n > kMaxTensorBytes / esize) {
+    throw Error("shape " + to_string(shape) + " of " + std::string(to_string(dtype)) + " needs " +
+                std::to_string(n) + " x " + std::to_string(esize) + " bytes, more than the " +
+                std::to_string(kMaxTensorBytes) + " a tensor can address (2^63 - 1)");
+  }
+  return static_cast<std::size_t>(n * esize);
 }
 
 // ---- Generator -------------------------------------------------------------------------------
@@ -219,15 +231,17 @@ void check_device(const Device& device) {
 
 Tensor new_tensor(Shape shape, DType dtype, Device device) {
   check_device(device);
+  const std::size_t nbytes = shape_nbytes(shape, dtype);
   const std::int64_t n = shape_numel(shape);
-  auto storage = Storage::allocate(static_cast<std::size_t>(n) * element_size(dtype), device);
+  auto storage = Storage::allocate(nbytes, device);
   return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
 Tensor new_tensor(Shape shape, DType dtype, const Stream& stream) {
   check_device(stream.device());
+  const std::size_t nbytes = shape_nbytes(shape, dtype);
   const std::int64_t n = shape_numel(shape);
-  auto storage = Storage::allocate(static_cast<std::size_t>(n) * element_size(dtype), stream);
+  auto storage = Storage::allocate(nbytes, stream);
   return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
@@ -393,7 +407,7 @@ bool Tensor::ready() const {
 
 bool Tensor::wait_for(std::chrono::nanoseconds timeout, bool for_write) const {
   ops::check_defined(*this, "Tensor::wait_for");
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = detail::deadline_after(timeout);
   for (const auto& pos : ops::pending_accesses(*storage_, for_write)) {
     const auto left = std::max(deadline - std::chrono::steady_clock::now(),
                                std::chrono::steady_clock::duration::zero());
@@ -588,6 +602,7 @@ Tensor randn(Shape shape, Generator& gen, DType dtype, Device device) {
 Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter,
                  Device device) {
   ops::check_device(device);
+  const std::size_t nbytes = shape_nbytes(shape, dtype);
   const std::int64_t n = shape_numel(shape);
   if (data == nullptr && n > 0) {
     throw Error("from_blob: data is null for a tensor of shape " + to_string(shape));
@@ -596,8 +611,8 @@ Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)
     throw Error("from_blob: data is not aligned for " + std::string(to_string(dtype)) + " (needs " +
                 std::to_string(element_size(dtype)) + "-byte alignment)");
   }
-  auto storage = std::make_shared<detail::Storage>(
-      data, static_cast<std::size_t>(n) * element_size(dtype), device, std::move(deleter), false);
+  auto storage =
+      std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter), false);
   return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
