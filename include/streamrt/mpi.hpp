@@ -86,9 +86,10 @@ class Communicator {
   //! rank i. Same numel and dtype, numel divisible by size(). Returns at once.
   Event all_to_all(const Tensor& input, Tensor& output,
                    std::optional<Stream> stream = std::nullopt);
-  //! Sends `t` to rank `dst` with `tag`. Returns at once.
+  //! Sends `t` to rank `dst` with `tag` (0 to MPI_TAG_UB; Error otherwise). Returns at once.
   Event send(const Tensor& t, int dst, int tag = 0, std::optional<Stream> stream = std::nullopt);
-  //! Receives into `t` from rank `src` with `tag`; the message must have exactly t.nbytes().
+  //! Receives into `t` from rank `src` with `tag` (0 to MPI_TAG_UB); the message must have
+  //! exactly t.nbytes().
   //! Returns at once.
   Event recv(Tensor& t, int src, int tag = 0, std::optional<Stream> stream = std::nullopt);
   //! Completes when every rank has reached it in its stream. Returns at once.

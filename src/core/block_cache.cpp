@@ -13,6 +13,7 @@
 #include "streamrt/detail/block_cache.hpp"
 
 #include "core/prefetch.hpp"
+#include "core/thread_exit.hpp"
 
 namespace streamrt::detail {
 namespace {
@@ -107,28 +108,31 @@ struct ThreadLists {
 };
 constinit thread_local ThreadLists tls_lists{};
 
-// Registered on a thread's first cached block; its destructor hands the lists to the stock.
-struct ExitFlush {
-  ~ExitFlush() {
-    ThreadLists& t = tls_lists;
-    t.state = ThreadLists::kGone;
-    for (int c = 0; c < kClasses; ++c) {
-      Batch& l = t.lists[c];
-      if (l.head != nullptr) give_back(c, l.head, l.count);
-      l = Batch{};
-    }
+// A thread-exit hook (core/thread_exit.hpp, registered on a thread's first cached block): hands
+// the lists to the stock. Not a thread_local destructor: registering one allocates, and glibc
+// ends the process when that fails.
+void flush_at_exit(void*) {
+  ThreadLists& t = tls_lists;
+  t.state = ThreadLists::kGone;
+  for (int c = 0; c < kClasses; ++c) {
+    Batch& l = t.lists[c];
+    if (l.head != nullptr) give_back(c, l.head, l.count);
+    l = Batch{};
   }
-};
+}
 
-// The calling thread's lists, or null once it is exiting.
+// The calling thread's lists, or null once it is exiting (or when no exit hook was left for it:
+// its blocks then go straight to and from malloc).
 ThreadLists* thread_lists() {
   ThreadLists& t = tls_lists;
   if (t.state == ThreadLists::kActive) [[likely]] {
     return &t;
   }
   if (t.state == ThreadLists::kGone) return nullptr;
-  thread_local ExitFlush flush;  // constructed (and its destructor registered) once per thread
-  (void)flush;
+  if (!core::at_thread_exit(flush_at_exit, nullptr)) {
+    t.state = ThreadLists::kGone;
+    return nullptr;
+  }
   t.state = ThreadLists::kActive;
   return &t;
 }

@@ -1,9 +1,11 @@
 // Device-agnostic Stream handle, the thread-local current stream and StreamContext.
+#include <new>
 #include <string>
 #include <vector>
 
 #include "capture.hpp"
 #include "graph_data.hpp"
+#include "thread_exit.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/graph.hpp"
@@ -14,32 +16,52 @@
 namespace streamrt {
 namespace {
 
-// One entry per device this thread has set a stream for; a handful at most, so a vector.
-struct CurrentStreams {
-  std::vector<std::shared_ptr<impl::StreamImpl>> streams;
+// The most devices one thread may have set a current stream for.
+constexpr int kMaxCurrentStreams = 16;
 
-  std::shared_ptr<impl::StreamImpl>* find(const Device& d) {
-    for (auto& s : streams) {
-      if (s->device() == d) return &s;
+using StreamRef = std::shared_ptr<impl::StreamImpl>;
+
+// One entry per device this thread has set a stream for. The entries live in the thread's
+// static TLS, so that making one allocates nothing: a stream's drain sets its stream current on
+// whatever thread runs it, a host thread's first wait included, and cannot fail there. Raw
+// storage keeps the thread_local trivially destructible (a thread_local destructor registers
+// itself on first use, which allocates, and glibc ends the process when that fails); a
+// thread-exit hook (core/thread_exit.hpp) releases the entries.
+struct CurrentStreams {
+  alignas(StreamRef) unsigned char slots[kMaxCurrentStreams][sizeof(StreamRef)];
+  int count;
+  bool hooked;  // registering the exit hook was tried
+
+  StreamRef& at(int i) noexcept { return *std::launder(reinterpret_cast<StreamRef*>(slots[i])); }
+  StreamRef* find(const Device& d) noexcept {
+    for (int i = 0; i < count; ++i) {
+      if (at(i)->device() == d) return &at(i);
     }
     return nullptr;
   }
 };
+constinit thread_local CurrentStreams tls_current{};
 
-// Thread-local destructors run before atexit handlers; work that runs during exit (pending work
-// finished by the CPU backend) then gets a fresh, empty table instead of a destroyed one.
-CurrentStreams& current_streams() {
-  thread_local bool destroyed = false;  // trivially destructible: readable during exit
-  struct Holder {
-    CurrentStreams streams;
-    ~Holder() { destroyed = true; }
-  };
-  if (destroyed) {
-    thread_local CurrentStreams* late = new CurrentStreams;  // leaked: the thread is exiting
-    return *late;
+void release_current_streams(void*) {
+  CurrentStreams& t = tls_current;
+  while (t.count > 0) t.at(--t.count).~StreamRef();
+  t.hooked = false;
+}
+
+// Adds `s` for its device (none there yet). Throws Error past kMaxCurrentStreams devices.
+void add_current_stream(const StreamRef& s) {
+  CurrentStreams& t = tls_current;
+  if (t.count == kMaxCurrentStreams) {
+    throw Error("a thread may set a current stream for at most " +
+                std::to_string(kMaxCurrentStreams) + " devices; " + s->device().str() +
+                " would be one more");
   }
-  thread_local Holder holder;
-  return holder.streams;
+  if (!t.hooked) {
+    core::at_thread_exit(release_current_streams, nullptr);  // none left: the entries leak
+    t.hooked = true;
+  }
+  ::new (t.slots[t.count]) StreamRef(s);
+  ++t.count;
 }
 
 }  // namespace
@@ -158,7 +180,7 @@ std::string Stream::str() const {
 }
 
 Stream current_stream(Device device) {
-  if (auto* s = current_streams().find(device)) return Stream(*s);
+  if (auto* s = tls_current.find(device)) return Stream(*s);
   return Stream::default_stream(device);
 }
 
@@ -167,14 +189,14 @@ void set_current_stream(const Stream& s) { impl::exchange_current_stream(s); }
 Stream default_stream(Device device) { return Stream::default_stream(device); }
 
 Stream impl::exchange_current_stream(const Stream& s) {
-  auto& tls = current_streams();
-  if (auto* slot = tls.find(s.device())) {
+  if (auto* slot = tls_current.find(s.device())) {
     Stream previous(*slot);
     *slot = s.impl();
     return previous;
   }
-  tls.streams.push_back(s.impl());
-  return Stream::default_stream(s.device());
+  Stream previous = Stream::default_stream(s.device());
+  add_current_stream(s.impl());
+  return previous;
 }
 
 StreamContext::StreamContext(const Stream& s) : previous_(impl::exchange_current_stream(s)) {}

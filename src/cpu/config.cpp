@@ -25,10 +25,10 @@ bool parse_decimal(const char* text, long long lo, long long hi, long long& out)
 int parse_num_threads(const char* text, int hardware_threads) {
   if (text == nullptr || *text == '\0') return hardware_threads;
   long long n = 0;
-  if (!parse_decimal(text, 1, 4096, n)) {
+  if (!parse_decimal(text, 1, kMaxNumThreads, n)) {
     throw Error(std::string("STREAMRT_NUM_THREADS='") + text +
-                "' is not a worker count: set it to an integer from 1 to 4096, or unset it to "
-                "use all " +
+                "' is not a worker count: set it to an integer from 1 to " +
+                std::to_string(kMaxNumThreads) + ", or unset it to use all " +
                 std::to_string(hardware_threads) + " hardware threads");
   }
   return static_cast<int>(n);

@@ -28,6 +28,11 @@ inline constexpr std::int64_t kDefaultWorkerSpinUs = 50;
 // The longest accepted poll (one second): past it a poll is a busy process, not a hand-over.
 inline constexpr std::int64_t kMaxWorkerSpinUs = 1'000'000;
 
+// The most workers a pool may have (STREAMRT_NUM_THREADS, set_num_threads): far past any
+// machine's cores, and low enough that asking for it fails with a clear error rather than by
+// exhausting the process's threads.
+inline constexpr int kMaxNumThreads = 4096;
+
 struct Config {
   int num_threads = 1;  // workers asked for: STREAMRT_NUM_THREADS, else the hardware threads
   Schedule schedule;

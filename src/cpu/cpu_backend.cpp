@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "core/deadline.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "tracing.hpp"
@@ -32,9 +33,21 @@ int effective_threads(const Schedule& s, int n) {
 
 void shutdown_at_exit() { g_backend->shutdown(); }
 
-void prepare_fork_handler() { g_backend->prepare_fork(); }
-void parent_fork_handler() { g_backend->after_fork_in_parent(); }
-void child_fork_handler() { g_backend->after_fork_in_child(); }
+// The layers' handlers (impl::add_fork_handlers) run inside ours: their locks are taken after the
+// streams' (the runtime's clean-up may take theirs under a stream lock) and are usable again in the
+// child before the parent's work is dropped there.
+void prepare_fork_handler() {
+  g_backend->prepare_fork();
+  impl::run_fork_prepare();
+}
+void parent_fork_handler() {
+  impl::run_fork_parent();
+  g_backend->after_fork_in_parent();
+}
+void child_fork_handler() {
+  impl::run_fork_child();
+  g_backend->after_fork_in_child();
+}
 
 }  // namespace
 
@@ -181,8 +194,7 @@ bool CpuBackend::wait_event(const impl::EventImpl& position,
                 ", for a record that comes later on that same stream: it would wait for itself "
                 "forever (deadlock). Wait from another thread or another stream");
   }
-  std::optional<Clock::time_point> deadline;
-  if (timeout) deadline = Clock::now() + *timeout;
+  const auto deadline = detail::deadline_after(timeout);
   return e.stream->wait_complete(e.seq, deadline, e.options().blocking);
 }
 
@@ -237,8 +249,7 @@ bool CpuBackend::synchronize_device(int, std::optional<std::chrono::nanoseconds>
   std::vector<std::uint64_t> targets;
   targets.reserve(streams.size());
   for (const auto& s : streams) targets.push_back(s->submitted());
-  std::optional<Clock::time_point> deadline;
-  if (timeout) deadline = Clock::now() + *timeout;
+  const auto deadline = detail::deadline_after(timeout);
   for (std::size_t i = 0; i < streams.size(); ++i) {
     // Timed out: nothing reported yet, so nothing changed.
     if (!streams[i]->wait_complete(targets[i], deadline, false)) return false;
@@ -264,8 +275,9 @@ bool CpuBackend::host_run(const impl::StreamImpl& stream) {
 }
 
 void CpuBackend::set_num_threads(int n) {
-  if (n < 1) {
-    throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be at least 1");
+  if (n < 1 || n > kMaxNumThreads) {
+    throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be from 1 to " +
+                std::to_string(kMaxNumThreads));
   }
   if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
     throw Error("set_num_threads() called from a worker thread (from stream work or a callback, "
@@ -273,8 +285,9 @@ void CpuBackend::set_num_threads(int n) {
   }
   check_config();
   std::lock_guard lock(pool_mutex_);
-  threads_.store(n, std::memory_order_relaxed);
+  // Resized first: a count the OS refuses (resize throws) leaves the setting as it was.
   if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(effective_threads(schedule_, n));
+  threads_.store(n, std::memory_order_relaxed);
 }
 
 int CpuBackend::num_threads() const {

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
@@ -345,44 +346,60 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMu
   // Release: whoever reads seq with acquire (query, waits, other streams' runners) sees the
   // effects of the work up to seq. Stored under mutex_, so add_continuation cannot miss it.
   completed_.store(seq, std::memory_order_release);
-  if (continuations_.empty() || continuations_.front().seq > seq) return;
-  std::vector<Continuation> ready;
+  // One at a time, taken out of the heap in place: firing needs no list, so a drain that runs
+  // out of memory still wakes everyone waiting (the drain cannot throw).
   while (!continuations_.empty() && continuations_.front().seq <= seq) {
-    std::pop_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});
-    ready.push_back(std::move(continuations_.back()));
-    continuations_.pop_back();
+    {
+      std::pop_heap(continuations_.begin(), continuations_.end(), ContinuationLater{});
+      Continuation c = std::move(continuations_.back());
+      continuations_.pop_back();
+      lock.unlock();  // continuations take other streams' locks and the pool's
+      fire(c, defer);
+    }  // what `c` still holds goes before the lock is taken again
+    lock.lock();
   }
-  lock.unlock();  // continuations take other streams' locks and the pool's
-  fire(ready, defer);
-  lock.lock();
 }
 
-void CpuStream::fire(std::vector<Continuation>& ready, Deferred* defer) {
-  for (auto& c : ready) {
-    if (c.parker) {
-      c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
-    } else if (c.resume) {
+void CpuStream::fire(Continuation& c, Deferred* defer) {
+  if (c.parker) {
+    c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
+  } else if (c.resume) {
+    // The slot first, then a move that cannot throw.
+    try {
       if (defer != nullptr) {
-        defer->resumes.push_back(std::move(c.resume));
-      } else {
-        c.resume->resume();
+        defer->resumes.emplace_back() = std::move(c.resume);
+        return;
       }
-    } else if (c.callback) {
-      if (defer != nullptr) {
-        defer->callbacks.push_back(std::move(c.callback));
-      } else {
-        cpu_.pool().push(std::make_shared<FunctionTask>(std::move(c.callback), level()));
-      }
+    } catch (const std::bad_alloc&) {
+      // No room to defer it: resume it now, which is correct, only less direct.
     }
+    c.resume->resume();
+  } else if (c.callback) {
+    try {
+      if (defer != nullptr) {
+        defer->callbacks.emplace_back() = std::move(c.callback);
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+    }
+    start_callback(c.callback);
+  }
+}
+
+void CpuStream::start_callback(std::function<void()>& cb) noexcept {
+  try {
+    cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
+  } catch (...) {
+    // Out of memory for the task (cb is untouched then): late is better than lost, so the
+    // callback runs here, on the thread that completed the position.
+    FunctionTask(std::move(cb), level()).run();
   }
 }
 
 void CpuStream::flush(Deferred& deferred) {
   for (auto& s : deferred.resumes) s->resume();
   deferred.resumes.clear();
-  for (auto& cb : deferred.callbacks) {
-    cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
-  }
+  for (auto& cb : deferred.callbacks) start_callback(cb);
   deferred.callbacks.clear();
 }
 
@@ -525,7 +542,18 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       Continuation c;
       c.seq = target->seq;
       c.resume = shared_from_this();
-      if (target->stream->add_continuation(std::move(c))) return Exit::kBlocked;
+      bool parked = false;
+      try {
+        parked = target->stream->add_continuation(std::move(c));
+      } catch (const std::bad_alloc&) {
+        // No memory to park on the target: look again later from the back of the ready queue,
+        // a poll that lasts only while memory is exhausted.
+        unblock();
+        sched_yield();
+        cpu_.pool().push(shared_from_this());
+        return Exit::kRequeue;
+      }
+      if (parked) return Exit::kBlocked;
       lock.lock();
       blocked_ = false;
       continue;
@@ -559,18 +587,25 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
         lock.lock();
         work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                              std::memory_order_relaxed);  // written under mutex_ only
-        if (error) failures_.fail(std::make_shared<ErrorRecord>(error, str()), e->seq());
+        if (error) record_failure(std::move(error), nullptr, e->seq());
         break;
       }
       case Kind::kDropped:
-        failures_.reach_dropped(e->seq());
+        try {
+          failures_.reach_dropped(e->seq());
+        } catch (...) {
+          report_unrecorded(std::make_exception_ptr(Cancelled("work was dropped by cancel()")));
+        }
         break;
       case Kind::kMark:
         failures_.reach_mark(e->seq());
         break;
       case Kind::kWait:
         if (!failures_.active()) {
-          if (auto f = e->event->stream->failure_at(e->event->seq)) failures_.fail(f, e->seq());
+          if (auto f = e->event->stream->failure_at(e->event->seq)) {
+            std::exception_ptr error = f->error;
+            record_failure(std::move(error), std::move(f), e->seq());
+          }
         }
         break;
       case Kind::kStamp:
@@ -607,6 +642,16 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
       cpu_.pool().push(shared_from_this());
       return Exit::kRequeue;
     }
+  }
+}
+
+void CpuStream::record_failure(std::exception_ptr error, std::shared_ptr<ErrorRecord> record,
+                               std::uint64_t seq) noexcept {
+  try {
+    if (!record) record = std::make_shared<ErrorRecord>(error, str());
+    failures_.fail(std::move(record), seq);  // allocates before it changes anything
+  } catch (...) {
+    report_unrecorded(error);
   }
 }
 

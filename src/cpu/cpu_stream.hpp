@@ -175,9 +175,15 @@ class CpuStream final : public impl::StreamImpl,
   // streams go to `defer` when given, else to the pool.
   void complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMutex>& lock,
                        Deferred* defer = nullptr);
-  void fire(std::vector<Continuation>& ready, Deferred* defer);
+  void fire(Continuation& c, Deferred* defer);
   // Posts what was held back, waking workers as usual.
   void flush(Deferred& deferred);
+  // Runs completion callback `cb` as its own pool task (here, when there is no memory for one).
+  void start_callback(std::function<void()>& cb) noexcept;
+  // Makes `error` (with `record` when it is inherited from another stream) the active failure
+  // from `seq` on (stream lock). Out of memory for its record, it is reported on stderr instead.
+  void record_failure(std::exception_ptr error, std::shared_ptr<ErrorRecord> record,
+                      std::uint64_t seq) noexcept;
   // Makes a stream that was parked on a wait runnable again. wake=false: the caller, a worker
   // about to look for its next task, will take it itself.
   void resume(bool wake = true);

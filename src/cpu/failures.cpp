@@ -1,6 +1,7 @@
 // Failure spans, the active failure and cancel ranges of a CPU stream (failures.hpp).
 #include "failures.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -31,6 +32,22 @@ bool is_cancellation(const std::exception_ptr& e) {
   }
 }
 
+void report_unrecorded(const std::exception_ptr& error) noexcept {
+  // No allocation here: memory has just run out. The failure cannot reach a wait, so it is
+  // printed rather than lost without a word (docs/reliability.md, "Out of memory").
+  std::fputs("streamrt: out of memory recording a failure of stream work; the failure cannot be "
+             "raised to a wait and is printed here instead: ",
+             stderr);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    std::fputs(e.what(), stderr);
+  } catch (...) {
+    std::fputs("an exception not derived from std::exception", stderr);
+  }
+  std::fputc('\n', stderr);
+}
+
 void ErrorRecord::rethrow() {
   observed.store(true, std::memory_order_relaxed);
   // Relaxed: the flag only picks the wording; the error itself is immutable.
@@ -57,6 +74,7 @@ ErrorRecord::~ErrorRecord() {
 }
 
 void FailureLedger::fail(std::shared_ptr<ErrorRecord> error, std::uint64_t seq) {
+  reserve_span();
   if (cancel_mark_ != 0) {
     // A failure inside a cancelled range (a wait that inherits one) takes over from here on: it
     // must be reported, a cancellation need not be.
@@ -85,6 +103,7 @@ void FailureLedger::reach_dropped(std::uint64_t seq) {
   // Events recorded from here to the cancel's mark complete with Cancelled, unless a failure
   // already covers them (that one must still be reported).
   if (!active_ && cancel_mark_ == 0) {
+    reserve_span();
     open_span(cancels_.front().error, seq);
     cancel_mark_ = cancels_.front().mark;
   }
@@ -106,6 +125,11 @@ std::shared_ptr<ErrorRecord> FailureLedger::at(std::uint64_t seq) const {
     if (it->to <= seq) break;  // spans are ordered and disjoint
   }
   return nullptr;
+}
+
+void FailureLedger::reserve_span() {
+  std::lock_guard lock(mutex_);
+  if (spans_.size() == spans_.capacity()) spans_.reserve(std::max<std::size_t>(4, 2 * spans_.size()));
 }
 
 void FailureLedger::open_span(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {

@@ -37,6 +37,10 @@ bool is_cancellation(const std::exception_ptr& e);
 // Text of an exception for messages: what() for std::exception, a placeholder otherwise.
 std::string describe(const std::exception_ptr& e);
 
+// A failure that could not be recorded (no memory for its record), printed on stderr without
+// allocating.
+void report_unrecorded(const std::exception_ptr& error) noexcept;
+
 // The failure state of one stream.
 //
 // Spans [from, to) say which positions a failure covers: a record at such a position completes
@@ -50,7 +54,8 @@ std::string describe(const std::exception_ptr& e);
 class FailureLedger {
  public:
   // An item at `seq` threw, or a wait at `seq` inherited `error`: it becomes the active failure
-  // and covers `seq` onwards. A cancel span open at that point ends at `seq`. Stream lock.
+  // and covers `seq` onwards. A cancel span open at that point ends at `seq`. Stream lock. Out
+  // of memory it throws bad_alloc before changing anything.
   void fail(std::shared_ptr<ErrorRecord> error, std::uint64_t seq);
   // The failure a synchronize would report now, or null. Stream lock.
   const std::shared_ptr<ErrorRecord>& active() const noexcept { return active_; }
@@ -87,6 +92,8 @@ class FailureLedger {
                            std::shared_ptr<ErrorRecord> cancelled);
 
  private:
+  // Room for one more span, so that open_span cannot fail. May throw bad_alloc.
+  void reserve_span();
   void open_span(std::shared_ptr<ErrorRecord> error, std::uint64_t from);
   void close_span(std::uint64_t to);
 

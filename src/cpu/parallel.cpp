@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 
 #include "clock.hpp"
 #include "cpu_backend.hpp"
@@ -127,7 +128,15 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
   state->fn = &f;
   state->caller = this_thread_parker();
   const std::int64_t helpers = std::min<std::int64_t>(state->num_chunks, workers) - 1;
-  for (std::int64_t i = 0; i < helpers; ++i) p.push(std::make_shared<ChunkTask>(state));
+  for (std::int64_t i = 0; i < helpers; ++i) {
+    // Out of memory for a helper's task: fewer helpers. The caller claims the chunks left itself,
+    // and returns only once every chunk is done, so a queued helper never outlives `f`.
+    try {
+      p.push(std::make_shared<ChunkTask>(state));
+    } catch (const std::bad_alloc&) {
+      break;
+    }
+  }
   state->work();
   // Join: every chunk is claimed now; wait for those running on other threads.
   const auto spin_until = Clock::now() + kJoinSpin;

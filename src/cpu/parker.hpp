@@ -84,30 +84,26 @@ class Parker {
 };
 
 // This thread's parker. Shared so that a continuation registered by a wait that has since timed
-// out can still unpark it safely after the thread has gone. Thread-local destructors run before
-// atexit handlers, so a wait during exit (finishing pending work) gets a fresh parker.
+// out can still unpark it safely after the thread has gone. Held through a trivially
+// destructible pointer and released by a thread-exit hook (core/thread_exit.hpp), so that a
+// thread's first wait registers no C++ thread_local destructor (which glibc cannot survive
+// failing to allocate).
 namespace parker_detail {
-inline thread_local bool destroyed = false;  // trivially destructible: readable during exit
-struct Holder {
-  std::shared_ptr<Parker> parker = std::make_shared<Parker>();
-  ~Holder() { destroyed = true; }
-};
-inline thread_local Holder holder;
+inline constinit thread_local std::shared_ptr<Parker>* tls_parker = nullptr;
+// Makes the thread's parker (a new one per call if no exit hook is left). Throws bad_alloc.
+std::shared_ptr<Parker> new_thread_parker();
 }  // namespace parker_detail
 
 inline std::shared_ptr<Parker> this_thread_parker() {
-  if (parker_detail::destroyed) return std::make_shared<Parker>();
-  return parker_detail::holder.parker;
+  if (auto* p = parker_detail::tls_parker) [[likely]] {
+    return *p;
+  }
+  return parker_detail::new_thread_parker();
 }
 
 // In a child of fork(): a continuation of the parent may still name this thread's parker and unpark
 // it at a random later point. Gives the thread a new parker; the old one is leaked on purpose.
-inline void renew_this_thread_parker() {
-  if (parker_detail::destroyed) return;
-  static auto* const abandoned = new std::vector<std::shared_ptr<Parker>>;  // stays reachable
-  abandoned->push_back(std::move(parker_detail::holder.parker));
-  parker_detail::holder.parker = std::make_shared<Parker>();
-}
+void renew_this_thread_parker();
 
 using core::cpu_relax;
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
 namespace {
@@ -38,6 +39,45 @@ void random_pause(std::uint64_t& state) {
 
 }  // namespace
 
+void ReadyList::push_back(std::shared_ptr<Task> task) noexcept {
+  Task* t = task.get();
+  t->ready_next_ = nullptr;
+  t->ready_owner_ = std::move(task);
+  if (tail_ != nullptr) {
+    tail_->ready_next_ = t;
+  } else {
+    head_ = t;
+  }
+  tail_ = t;
+  ++size_;
+}
+
+std::shared_ptr<Task> ReadyList::unlink(Task* prev, Task* t) noexcept {
+  (prev != nullptr ? prev->ready_next_ : head_) = t->ready_next_;
+  if (tail_ == t) tail_ = prev;
+  t->ready_next_ = nullptr;
+  --size_;
+  return std::move(t->ready_owner_);
+}
+
+std::shared_ptr<Task> ReadyList::take(std::size_t skip) noexcept {
+  Task* prev = nullptr;
+  Task* t = head_;
+  for (; t != nullptr && skip > 0; --skip) {
+    prev = t;
+    t = t->ready_next_;
+  }
+  return t != nullptr ? unlink(prev, t) : nullptr;
+}
+
+std::shared_ptr<Task> ReadyList::take(const Task* task) noexcept {
+  Task* prev = nullptr;
+  for (Task* t = head_; t != nullptr; prev = t, t = t->ready_next_) {
+    if (t == task) return unlink(prev, t);
+  }
+  return nullptr;
+}
+
 WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseconds spin,
                        bool batch)
     : spin_ns_(spin.count()),
@@ -58,9 +98,8 @@ std::shared_ptr<Task> WorkerPool::pop_locked() {
     auto& q = ready_[level];
     if (!q.empty()) {
       // kRandom: any ready task of the most urgent level may go first (priorities still hold).
-      if (random_ && q.size() > 1) std::swap(q.front(), q[next_random(rng_) % q.size()]);
-      auto t = std::move(q.front());
-      q.pop_front();
+      const std::size_t skip = random_ && q.size() > 1 ? next_random(rng_) % q.size() : 0;
+      auto t = q.take(skip);
       // Relaxed: the counters are hints; the queues themselves are read under mutex_.
       level_count_[level].fetch_sub(1, std::memory_order_relaxed);
       ready_count_.fetch_sub(1, std::memory_order_relaxed);
@@ -81,11 +120,9 @@ std::shared_ptr<Parker> WorkerPool::wake_one_locked() {
   return p;
 }
 
-void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
+void WorkerPool::push(std::shared_ptr<Task> task, bool wake) noexcept {
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
   std::shared_ptr<Parker> idle;
-  // Filled only when helpers wait (rare): the common push allocates nothing.
-  std::vector<std::shared_ptr<Parker>> helpers;
   {
     std::unique_lock lock(mutex_);
     // Checked under mutex_: shutdown() sets it under mutex_ before its last drain, so a task is
@@ -100,11 +137,11 @@ void WorkerPool::push(std::shared_ptr<Task> task, bool wake) {
     ready_count_.fetch_add(1, std::memory_order_relaxed);
     push_gen_.fetch_add(1, std::memory_order_relaxed);
     if (wake) idle = wake_one_locked();
-    // Waiting workers look for what they wait for; they stay registered until they wake.
-    if (!helpers_.empty()) helpers = helpers_;
+    // Waiting workers look for what they wait for; they stay registered until they wake. Woken
+    // under the lock (rare: only while helpers wait), so that a push copies no list.
+    for (auto& p : helpers_) p->unpark();
   }
   if (idle) idle->unpark();
-  for (auto& p : helpers) p->unpark();
 }
 
 bool WorkerPool::should_yield(int level, TimeSlice& slice) const noexcept {
@@ -146,11 +183,8 @@ std::shared_ptr<Task> WorkerPool::try_take(const Task* task) {
   if (ready_count_.load(std::memory_order_relaxed) == 0) return nullptr;
   const int level = std::clamp(task->level(), 0, kNumLevels - 1);
   std::lock_guard lock(mutex_);
-  auto& q = ready_[level];
-  const auto it = std::find_if(q.begin(), q.end(), [&](const auto& t) { return t.get() == task; });
-  if (it == q.end()) return nullptr;
-  auto t = std::move(*it);
-  q.erase(it);
+  auto t = ready_[level].take(task);
+  if (!t) return nullptr;
   level_count_[level].fetch_sub(1, std::memory_order_relaxed);
   ready_count_.fetch_sub(1, std::memory_order_relaxed);
   return t;
@@ -249,11 +283,11 @@ void WorkerPool::worker_main(int index) {
 void WorkerPool::resize(int num_threads) {
   std::lock_guard resize_lock(resize_mutex_);
   const int old = static_cast<int>(threads_.size());
-  target_.store(num_threads, std::memory_order_release);
   if (num_threads > old) {
-    for (int i = old; i < num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+    grow(old, num_threads);
     return;
   }
+  target_.store(num_threads, std::memory_order_release);
   std::vector<std::shared_ptr<Parker>> to_wake;
   {
     std::lock_guard lock(mutex_);
@@ -264,6 +298,32 @@ void WorkerPool::resize(int num_threads) {
   threads_.resize(num_threads);
   // Surviving workers may have been parked by the wake-all above (helpers re-register); tasks that
   // are queued now are still found by them, as the removed workers only exit between tasks.
+}
+
+void WorkerPool::grow(int old, int num_threads) {
+  // Release: a new worker that reads its index below target_ sees the pool built.
+  target_.store(num_threads, std::memory_order_release);
+  try {
+    threads_.reserve(static_cast<std::size_t>(num_threads));
+    for (int i = old; i < num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+  } catch (const std::exception& e) {
+    const int started = static_cast<int>(threads_.size());
+    shrink_after_failure(old);
+    throw Error("cannot start " + std::to_string(num_threads) + " CPU workers: the OS refused " +
+                "worker " + std::to_string(started + 1) + " (" + e.what() + "); the pool keeps " +
+                std::to_string(old) + ". Ask for fewer (set_num_threads / STREAMRT_NUM_THREADS) " +
+                "or raise the process's thread and memory limits");
+  }
+}
+
+void WorkerPool::shrink_after_failure(int old) noexcept {
+  target_.store(old, std::memory_order_release);
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& p : idle_) p->unpark();  // the new workers may have parked already: let them see
+  }
+  for (std::size_t i = static_cast<std::size_t>(old); i < threads_.size(); ++i) threads_[i].join();
+  threads_.resize(static_cast<std::size_t>(old));
 }
 
 void WorkerPool::shutdown() {

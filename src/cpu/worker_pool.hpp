@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -31,7 +30,10 @@ inline constexpr auto kTimeSlice = std::chrono::microseconds(100);
 // lower = more urgent) map to levels in CpuStream::level().
 inline constexpr int kNumLevels = 4;
 
-// Something a worker runs: a stream drain or a one-off callback.
+// Something a worker runs: a stream drain or a one-off callback. A task is in the ready queue at
+// most once at a time.
+class ReadyList;
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -39,6 +41,32 @@ class Task {
   virtual void run() noexcept = 0;
   // 0 = most urgent.
   virtual int level() const noexcept = 0;
+
+ private:
+  friend class ReadyList;
+  // The ready queue links its tasks through these, so queueing allocates nothing: a stream that
+  // has published a node must be able to schedule itself even when memory is exhausted.
+  Task* ready_next_ = nullptr;          // guarded by the pool's mutex_
+  std::shared_ptr<Task> ready_owner_;   // the queue's reference while queued; guarded likewise
+};
+
+// A FIFO of tasks linked through Task::ready_next_. Not thread-safe (the pool's mutex_ guards it).
+class ReadyList {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  std::size_t size() const noexcept { return size_; }
+  // Appends `task`, which must not be queued. Never allocates, never throws.
+  void push_back(std::shared_ptr<Task> task) noexcept;
+  // Removes and returns the task `skip` places from the front (0: the front); null when empty.
+  std::shared_ptr<Task> take(std::size_t skip = 0) noexcept;
+  // Removes and returns `task` if it is queued here, else null.
+  std::shared_ptr<Task> take(const Task* task) noexcept;
+
+ private:
+  std::shared_ptr<Task> unlink(Task* prev, Task* t) noexcept;
+  Task* head_ = nullptr;
+  Task* tail_ = nullptr;
+  std::size_t size_ = 0;
 };
 
 class WorkerPool {
@@ -53,10 +81,11 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // Makes `task` runnable. Never blocks on running work. After shutdown() runs it inline.
+  // Makes `task` runnable. Never blocks on running work, never allocates, never throws (a stream
+  // schedules itself with it after publishing work). After shutdown() runs it inline.
   // wake=false: the caller is a worker that will look for its next task right away, so no idle
   // worker is woken for this one (helpers still are).
-  void push(std::shared_ptr<Task> task, bool wake = true);
+  void push(std::shared_ptr<Task> task, bool wake = true) noexcept;
 
   // Removes `task` from the ready queue if it is there, for the caller to run now (directed
   // help-while-waiting). Null when it is not queued (running elsewhere, blocked or idle).
@@ -120,7 +149,9 @@ class WorkerPool {
                    std::optional<std::chrono::steady_clock::time_point> deadline,
                    std::uint64_t generation);
 
-  // Resizes; blocks until removed workers have finished their current task and exited.
+  // Resizes; blocks until removed workers have finished their current task and exited. All or
+  // nothing: when the OS refuses a thread, the workers this call started exit again and Error
+  // (naming the count, the limit reached and the OS's reason) is thrown with the old size kept.
   void resize(int num_threads);
   int size() const noexcept { return target_.load(std::memory_order_relaxed); }
 
@@ -134,6 +165,9 @@ class WorkerPool {
 
  private:
   void worker_main(int index);
+  // resize() upwards; on failure stops what it started (shrink_after_failure) and throws.
+  void grow(int old, int num_threads);
+  void shrink_after_failure(int old) noexcept;
   std::shared_ptr<Task> pop_locked();
   std::shared_ptr<Task> next_task(int index);
   // Takes one idle worker to wake for a queued task (null when one is spinning or none is idle);
@@ -144,7 +178,7 @@ class WorkerPool {
   }
 
   mutable std::mutex mutex_;
-  std::array<std::deque<std::shared_ptr<Task>>, kNumLevels> ready_;  // guarded by mutex_
+  std::array<ReadyList, kNumLevels> ready_;  // guarded by mutex_
   // Mirrors of the ready queue sizes for lock-free peeking. Writers hold mutex_; readers may see a
   // stale value, which only delays a yield or a spin exit: the authoritative check is under mutex_.
   std::atomic<int> ready_count_{0};

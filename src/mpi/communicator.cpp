@@ -295,6 +295,20 @@ void check_rank(int r, int size, const char* what, const char* role) {
   }
 }
 
+// MPI's tags run from 0 to the MPI_TAG_UB attribute (at least 32767); MPI_ANY_TAG is for
+// receives in MPI, but streamrt matches messages in order and takes none.
+void check_tag(int tag, MPI_Comm comm, const char* what) {
+  int* ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &found);
+  const int limit = found != 0 && ub != nullptr ? *ub : 32767;
+  if (tag < 0 || tag > limit) {
+    throw Error(std::string("streamrt::mpi ") + what + ": tag " + std::to_string(tag) +
+                " is out of range; MPI tags run from 0 to " + std::to_string(limit) +
+                " (MPI_TAG_UB)");
+  }
+}
+
 void check_tensor(const Tensor& t, const char* what) {
   if (!t.defined()) throw Error(std::string("streamrt::mpi ") + what + ": the tensor is undefined");
   if (t.device().type != DeviceType::CPU) {
@@ -402,6 +416,7 @@ Event Communicator::all_to_all(const void* send, void* recv, std::size_t count, 
 Event Communicator::send(const void* buf, std::size_t count, DType dtype, int dst, int tag,
                          std::optional<Stream> stream) {
   check_rank(dst, size(), "send", "destination");
+  check_tag(tag, state_->comm, "send");
   const int n = checked_count(count, "send");
   auto o = new_op("send", detail::Describe::of(count, dtype, " to rank ", dst, tag));
   const MPI_Comm c = state_->comm;
@@ -412,6 +427,7 @@ Event Communicator::send(const void* buf, std::size_t count, DType dtype, int ds
 Event Communicator::recv(void* buf, std::size_t count, DType dtype, int src, int tag,
                          std::optional<Stream> stream) {
   check_rank(src, size(), "recv", "source");
+  check_tag(tag, state_->comm, "recv");
   const int n = checked_count(count, "recv");
   checked_count(count * element_size(dtype), "recv");
   auto o = new_op("recv", detail::Describe::of(count, dtype, " from rank ", src, tag));
@@ -556,6 +572,7 @@ Event Communicator::all_to_all(const Tensor& input, Tensor& output, std::optiona
 Event Communicator::send(const Tensor& t, int dst, int tag, std::optional<Stream> stream) {
   check_tensor(t, "send");
   check_rank(dst, size(), "send", "destination");
+  check_tag(tag, state_->comm, "send");
   const int n = checked_count(numel_of(t), "send");
   auto o = new_op("send", detail::Describe::of(numel_of(t), t.dtype(), " to rank ", dst, tag));
   const void* p = t.data_ptr_unsafe();
@@ -570,6 +587,7 @@ Event Communicator::send(const Tensor& t, int dst, int tag, std::optional<Stream
 Event Communicator::recv(Tensor& t, int src, int tag, std::optional<Stream> stream) {
   check_tensor(t, "recv");
   check_rank(src, size(), "recv", "source");
+  check_tag(tag, state_->comm, "recv");
   const int n = checked_count(numel_of(t), "recv");
   checked_count(t.nbytes(), "recv");
   auto o = new_op("recv", detail::Describe::of(numel_of(t), t.dtype(), " from rank ", src, tag));

@@ -1,5 +1,6 @@
 // MPI start-up and shut-down for streamrt::mpi: MPI_THREAD_MULTIPLE, whether or not the program
 // initialised MPI itself, and a hook that stops the progress thread inside MPI_Finalize.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -7,6 +8,7 @@
 
 #include "engine.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/device.hpp"
 #include "streamrt/mpi.hpp"
 #include "streamrt/stream.hpp"
 
@@ -39,7 +41,52 @@ int on_finalize(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
-void finalize_at_exit() { finalize(); }
+// How long exit waits for queued work (STREAMRT_EXIT_TIMEOUT, seconds; default 60 s: a rank
+// has no terminal for Ctrl-C). A bad value is reported and the default used: exit is no place
+// to throw.
+std::chrono::nanoseconds exit_timeout() {
+  constexpr double kDefaultSeconds = 60;
+  double seconds = kDefaultSeconds;
+  if (const char* text = std::getenv("STREAMRT_EXIT_TIMEOUT"); text != nullptr && *text != 0) {
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (*end == 0 && v >= 0 && v < 9.2e9) {
+      seconds = v;
+    } else {
+      std::fprintf(stderr,
+                   "streamrt::mpi: STREAMRT_EXIT_TIMEOUT='%s' is not a number of seconds from 0 "
+                   "to 9.2e9; waiting the default %g s at exit\n",
+                   text, kDefaultSeconds);
+    }
+  }
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(seconds));
+}
+
+void finalize_at_exit() {
+  // Communication that cannot complete (a collective the other ranks never entered, or entered
+  // with other counts) would hold exit for ever, here and in MPI_Finalize: wait a bounded time,
+  // then end the whole job, saying what was left.
+  if (initialized()) {
+    bool done = false;
+    try {
+      done = streamrt::synchronize_for(exit_timeout());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "streamrt::mpi: at exit, stream work failed: %s\n", e.what());
+      done = true;  // reported; what is left is finished
+    }
+    if (!done) {
+      std::fprintf(stderr,
+                   "streamrt::mpi: at exit, stream work is still queued or running after the exit "
+                   "time-out (%zu MPI operations in flight): aborting the job (MPI_Abort). Set "
+                   "STREAMRT_EXIT_TIMEOUT (seconds) to wait longer\n",
+                   detail::Engine::get().in_flight());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 124);
+    }
+  }
+  finalize();
+}
 
 }  // namespace
 
