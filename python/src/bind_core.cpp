@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,16 +32,34 @@ std::string type_name(py::handle obj) {
   return module + "." + name;
 }
 
+std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
+                     std::int64_t hi, PyObject* range_error) {
+  if (PyIndex_Check(obj.ptr()) == 0 || PyBool_Check(obj.ptr()) != 0) {
+    throw py::type_error(std::string(what) + ": " + name + " must be an integer, got " +
+                         type_name(obj));
+  }
+  const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!v) throw py::error_already_set();
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (n == -1 && PyErr_Occurred() != nullptr) throw py::error_already_set();
+  if (overflow != 0 || n < lo || n > hi) {
+    const std::string text = py::str(v);
+    PyErr_SetString(range_error, (std::string(what) + ": " + name + "=" + text +
+                                  " is out of range; it must be from " + std::to_string(lo) +
+                                  " to " + std::to_string(hi))
+                                     .c_str());
+    throw py::error_already_set();
+  }
+  return n;
+}
+
 Device to_device(py::handle obj, const char* what) {
   if (obj.is_none()) return Device{};
   if (py::isinstance<Device>(obj)) return obj.cast<Device>();
   if (py::isinstance<py::int_>(obj) && !py::isinstance<py::bool_>(obj)) {
     // An index, as torch accepts (torch.cuda.synchronize(0)): a CPU device here.
-    const long index = obj.cast<long>();
-    if (index < 0) {
-      throw py::value_error(std::string(what) + ": device index must be >= 0, got " +
-                            std::to_string(index));
-    }
+    const auto index = int_arg(obj, what, "device index", 0, std::numeric_limits<int>::max());
     return Device{DeviceType::CPU, static_cast<int>(index)};
   }
   if (py::isinstance<py::str>(obj)) {
@@ -58,6 +77,9 @@ Device to_device(py::handle obj, const char* what) {
 }
 
 namespace {
+
+// Short enough that Ctrl-C feels immediate, long enough that a long wait costs nothing.
+constexpr std::chrono::nanoseconds kWaitSlice = std::chrono::milliseconds(50);
 
 // Streams made current by `with stream:` / `with StreamContext(...)` on this thread, so that exits
 // restore them in order. nullopt entries are StreamContext(None) scopes.
@@ -97,6 +119,9 @@ std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
     throw py::value_error(std::string(what) + ": " + name + " must be a finite number >= 0, got " +
                           std::to_string(seconds));
   }
+  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
+  constexpr double kMaxSeconds = 9.2e9;
+  if (seconds >= kMaxSeconds) return std::chrono::nanoseconds::max();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(seconds));
 }
@@ -110,13 +135,7 @@ py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor w
     wait();
     return py::none();
   }
-  const auto t = to_timeout(timeout, what);
-  bool done = false;
-  {
-    py::gil_scoped_release release;
-    done = wait_for(t);
-  }
-  return py::bool_(done);
+  return py::bool_(wait_interruptibly_for(wait_for, to_timeout(timeout, what)));
 }
 
 // The thread ident of Python's main thread, the only one that runs signal handlers.
@@ -320,9 +339,31 @@ struct PyStreamContext {
 
 }  // namespace
 
+bool wait_interruptibly_for(const std::function<bool(std::chrono::nanoseconds)>& try_wait,
+                            std::chrono::nanoseconds timeout) {
+  if (!on_main_thread()) {
+    py::gil_scoped_release release;
+    return try_wait(timeout);
+  }
+  // Each slice that times out changes nothing (the waits promise it), so slices add up to one
+  // wait of `timeout` that Ctrl-C can end. Time left is timeout minus time waited: no deadline
+  // sum that a huge time-out could overflow.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (;;) {
+    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
+    if (waited >= timeout) return try_wait(std::chrono::nanoseconds::zero());
+    bool done = false;
+    {
+      py::gil_scoped_release release;
+      done = try_wait(std::min<std::chrono::nanoseconds>(timeout - waited, kWaitSlice));
+    }
+    if (done) return true;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
 void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try_wait) {
-  // Short enough that Ctrl-C feels immediate, long enough that a long wait costs nothing.
-  constexpr auto kSlice = std::chrono::milliseconds(50);
   if (!on_main_thread()) {
     py::gil_scoped_release release;
     while (!try_wait(std::chrono::hours(1))) {
@@ -333,7 +374,7 @@ void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try
     bool done = false;
     {
       py::gil_scoped_release release;
-      done = try_wait(kSlice);
+      done = try_wait(kWaitSlice);
     }
     if (done) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
@@ -345,11 +386,11 @@ void bind_core(py::module_& m) {
   py::class_<Device>(m, "Device",
                      "A device: type ('cpu' or 'cuda') and index. streamrt.Device('cpu:0').")
       .def(py::init([](py::object spec) { return to_device(spec, "Device"); }), "device"_a)
-      .def(py::init([](const std::string& type, int index) {
-             if (index < 0)
-               throw py::value_error("Device: index must be >= 0, got " + std::to_string(index));
+      .def(py::init([](const std::string& type, py::object index_arg) {
+             const auto index =
+                 int_arg(index_arg, "Device", "index", 0, std::numeric_limits<int>::max());
              Device d = to_device(py::str(type), "Device");
-             d.index = index;
+             d.index = static_cast<int>(index);
              return d;
            }),
            "type"_a, "index"_a)
@@ -441,6 +482,7 @@ void bind_core(py::module_& m) {
             if (!PyCallable_Check(fn.ptr())) {
               throw py::type_error("Stream.launch: fn must be callable, got " + type_name(fn));
             }
+            refuse_python_work_at_exit("Stream.launch");
             const char* label = callable_label(fn);
             PyWork work{SafeObject(std::move(fn)),
                         SafeObject(std::move(args)),
@@ -530,13 +572,12 @@ void bind_core(py::module_& m) {
       "finished; re-raises the first failure found.");
   m.def(
       "set_num_threads",
-      [](int n) {
-        if (n < 1) {
-          throw py::value_error("set_num_threads(" + std::to_string(n) +
-                                "): the worker count must be at least 1");
-        }
+      [](py::object n_arg) {
+        // The library's own limit; named here so that the message says it.
+        constexpr std::int64_t kMaxThreads = 4096;
+        const auto n = int_arg(n_arg, "set_num_threads", "n", 1, kMaxThreads);
         py::gil_scoped_release release;  // workers finishing Python work need the GIL
-        set_num_threads(n);
+        set_num_threads(static_cast<int>(n));
       },
       "n"_a, "Sets the number of CPU worker threads shared by all streams.");
   m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
@@ -673,6 +714,7 @@ void bind_core(py::module_& m) {
               throw py::type_error("Event.add_done_callback: fn must be callable, got " +
                                    type_name(fn));
             }
+            refuse_python_work_at_exit("Event.add_done_callback");
             const bool with_error = takes_error_argument(fn);
             const Event& e = self.cast<const Event&>();
             auto cb = std::make_shared<DoneCallback>(DoneCallback{

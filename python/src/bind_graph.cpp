@@ -3,7 +3,9 @@
 #include <pybind11/pybind11.h>
 
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
 #include "streamrt/error.hpp"
@@ -32,11 +34,41 @@ Stream stream_or_current(const py::object& stream, const char* what) {
   return stream.cast<Stream>();
 }
 
+struct PyGraph;
+
+// Graphs capturing now, so that exit can end captures left open (a synchronize at exit would
+// otherwise be refused for ever). Guarded by the GIL.
+std::set<PyGraph*>& open_captures() {
+  static auto* s = new std::set<PyGraph*>;  // leaked: read by the exit handler
+  return *s;
+}
+
 // A graph plus its exec, captured once and replayed many times (as torch.cuda.CUDAGraph).
 struct PyGraph {
   Graph graph;
   std::optional<GraphExec> exec;
   std::optional<Stream> capturing;  // the stream of a capture in progress
+
+  PyGraph() = default;
+  PyGraph(const PyGraph&) = delete;
+  PyGraph& operator=(const PyGraph&) = delete;
+  // A graph dropped while it captures ends the capture, discarding it: nothing else could.
+  ~PyGraph() { abandon_capture(); }
+
+  // Ends a capture in progress without instantiating it; false when there was none.
+  bool abandon_capture() noexcept {
+    if (!capturing) return false;
+    open_captures().erase(this);
+    Stream s = *capturing;
+    capturing.reset();
+    try {
+      s.end_capture();
+    } catch (const std::exception&) {
+      // An invalidated or unjoined capture ends all the same; there is nothing to keep.
+    }
+    graph.clear();
+    return true;
+  }
 
   void capture_begin(const py::object& stream, const std::string& mode) {
     const CaptureMode m = to_mode(mode);
@@ -45,7 +77,13 @@ struct PyGraph {
       throw Error("Graph.capture_begin: this graph was captured already; call reset() first");
     }
     Stream s = stream_or_current(stream, "Graph.capture_begin(stream=...)");
-    s.begin_capture(graph, m);
+    open_captures().insert(this);  // first: out of memory here leaves nothing begun
+    try {
+      s.begin_capture(graph, m);
+    } catch (...) {
+      open_captures().erase(this);
+      throw;
+    }
     capturing = s;
   }
 
@@ -53,6 +91,7 @@ struct PyGraph {
     if (!capturing) throw Error("Graph.capture_end: this graph is not capturing");
     Stream s = *capturing;
     capturing.reset();
+    open_captures().erase(this);
     graph = s.end_capture();
     exec = graph.instantiate();
   }
@@ -103,6 +142,24 @@ void bind_graph(py::module_& m) {
   auto stream = py::reinterpret_borrow<py::class_<Stream>>(m.attr("Stream"));
   stream.def("is_capturing", &Stream::is_capturing,
              "True while the stream captures (began a capture or joined one).");
+
+  m.def(
+      "_end_open_captures",
+      [] {
+        std::vector<PyGraph*> open(open_captures().begin(), open_captures().end());
+        for (PyGraph* g : open) {
+          const std::string where = g->capturing->str();
+          const auto nodes = g->graph.num_nodes();
+          g->abandon_capture();
+          py::module_::import("sys").attr("stderr").attr("write")(
+              "streamrt: at exit, a capture begun with Graph.capture_begin() on " + where +
+              " was never ended (Graph.capture_end()); its " + std::to_string(nodes) +
+              " captured nodes are discarded\n");
+        }
+        return open.size();
+      },
+      "Exit: ends every capture begun with Graph.capture_begin() and never ended, discarding it "
+      "with a note on stderr; returns how many.");
 
   m.def(
       "is_current_stream_capturing", [] { return current_stream().is_capturing(); },

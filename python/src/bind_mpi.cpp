@@ -4,8 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <climits>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "streamrt/mpi.hpp"
 
@@ -27,6 +29,26 @@ std::uintptr_t handle_of(MPI_Comm c) { return (std::uintptr_t)c; }  // NOLINT
 
 using OptStream = std::optional<Stream>;
 
+// An int argument that C++ takes as int: any Python int is accepted here, and one that does not
+// fit an int becomes one that the communicator refuses by range, naming the limits, instead of
+// pybind11's "incompatible function arguments".
+int to_int(py::handle obj, const char* what, const char* name) {
+  if (PyIndex_Check(obj.ptr()) == 0 || PyBool_Check(obj.ptr()) != 0) {
+    throw py::type_error(std::string(what) + ": " + name + " must be an integer, got " +
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  }
+  int overflow = 0;
+  const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!v) throw py::error_already_set();
+  const long long n = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+  if (overflow != 0 || n < INT_MIN || n > INT_MAX) {
+    throw py::value_error(std::string(what) + ": " + name + "=" + std::string(py::str(v)) +
+                          " is out of range (an MPI rank or tag is an int from 0 to " +
+                          std::to_string(INT_MAX) + ")");
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_streamrt_mpi, m) {
@@ -45,6 +67,14 @@ PYBIND11_MODULE(_streamrt_mpi, m) {
         "the level). Blocks: collective the first time.");
   m.def("initialized", &streamrt::mpi::initialized, "True while MPI is initialised.");
   m.def("in_flight", &Communicator::in_flight, "Operations in flight in MPI now.");
+  m.def(
+      "abort",
+      [](int code) {
+        if (streamrt::mpi::initialized()) MPI_Abort(MPI_COMM_WORLD, code);
+      },
+      "code"_a,
+      "Ends every rank of the job with `code` (MPI_Abort), when MPI is initialised: what exit "
+      "does when it gives up waiting for queued communication.");
 
   py::class_<Communicator>(m, "Communicator",
                            "A duplicate of an MPI communicator whose operations run on streams.")
@@ -68,7 +98,9 @@ PYBIND11_MODULE(_streamrt_mpi, m) {
           "tensor"_a, "op"_a = ReduceOp::Sum, "stream"_a = py::none())
       .def(
           "broadcast",
-          [](Communicator& c, Tensor& t, int root, OptStream s) { return c.broadcast(t, root, s); },
+          [](Communicator& c, Tensor& t, py::object root, OptStream s) {
+            return c.broadcast(t, to_int(root, "broadcast", "src"), s);
+          },
           "tensor"_a, "root"_a, "stream"_a = py::none())
       .def(
           "all_gather",
@@ -90,14 +122,14 @@ PYBIND11_MODULE(_streamrt_mpi, m) {
           "output"_a, "input"_a, "stream"_a = py::none())
       .def(
           "send",
-          [](Communicator& c, const Tensor& t, int dst, int tag, OptStream s) {
-            return c.send(t, dst, tag, s);
+          [](Communicator& c, const Tensor& t, py::object dst, py::object tag, OptStream s) {
+            return c.send(t, to_int(dst, "send", "dst"), to_int(tag, "send", "tag"), s);
           },
           "tensor"_a, "dst"_a, "tag"_a = 0, "stream"_a = py::none())
       .def(
           "recv",
-          [](Communicator& c, Tensor& t, int src, int tag, OptStream s) {
-            return c.recv(t, src, tag, s);
+          [](Communicator& c, Tensor& t, py::object src, py::object tag, OptStream s) {
+            return c.recv(t, to_int(src, "recv", "src"), to_int(tag, "recv", "tag"), s);
           },
           "tensor"_a, "src"_a, "tag"_a = 0, "stream"_a = py::none())
       .def(

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -44,10 +45,9 @@ std::pair<Tensor, Tensor> operand_pair(py::handle a, py::handle b, const char* w
 }
 
 int to_dim(py::handle d, const char* what) {
-  if (PyIndex_Check(d.ptr()) == 0) {
-    throw py::type_error(std::string(what) + ": dim must be an integer, got " + type_name(d));
-  }
-  return d.cast<int>();
+  // Any int: a far-out one is then refused by the op, naming the tensor's range.
+  return static_cast<int>(int_arg(d, what, "dim", std::numeric_limits<int>::min(),
+                                  std::numeric_limits<int>::max(), PyExc_IndexError));
 }
 
 std::vector<int> dims_from_args(const py::args& args, const char* what) {
@@ -212,7 +212,9 @@ Tensor get_item(const Tensor& t, py::handle index) {
       out = index_op([&] { return out.slice(d, start, stop, step); });
       ++d;
     } else {
-      const auto i = h.cast<std::int64_t>();
+      const auto i = int_arg(h, "Tensor.__getitem__", "index",
+                             std::numeric_limits<std::int64_t>::min(),
+                             std::numeric_limits<std::int64_t>::max(), PyExc_IndexError);
       out = index_op([&] { return out.select(d, i); });
     }
   }
@@ -485,7 +487,8 @@ void bind_ops(py::module_& m) {
          "The view with the dimensions reversed (a matrix's transpose); no copy.")
       .def(
           "transpose",
-          [](const Tensor& t, int d0, int d1) {
+          [](const Tensor& t, py::object dim0, py::object dim1) {
+            const int d0 = to_dim(dim0, "transpose"), d1 = to_dim(dim1, "transpose");
             return run_op("transpose", [&] { return t.transpose(d0, d1); });
           },
           "dim0"_a, "dim1"_a, "A view with two dimensions swapped; no copy.")
@@ -498,22 +501,31 @@ void bind_ops(py::module_& m) {
           "A view with the dimensions reordered; no copy.")
       .def(
           "unsqueeze",
-          [](const Tensor& t, int d) {
+          [](const Tensor& t, py::object dim) {
+            const int d = to_dim(dim, "unsqueeze");
             return run_op("unsqueeze", [&] { return t.unsqueeze(d); });
           },
           "dim"_a, "A view with a size-1 dimension inserted at `dim`.")
       .def(
           "squeeze",
-          [](const Tensor& t, int d) { return run_op("squeeze", [&] { return t.squeeze(d); }); },
+          [](const Tensor& t, py::object dim) {
+            const int d = to_dim(dim, "squeeze");
+            return run_op("squeeze", [&] { return t.squeeze(d); });
+          },
           "dim"_a, "A view without size-1 dimension `dim`.")
       .def(
           "expand",
           [](const Tensor& t, py::args sizes) {
             Shape s;
+            // -1 keeps a size; anything else below is refused by expand, naming it.
+            const auto size_of = [](py::handle h) {
+              return int_arg(h, "expand", "size", std::numeric_limits<std::int64_t>::min(),
+                             std::numeric_limits<std::int64_t>::max());
+            };
             if (sizes.size() == 1 && PyIndex_Check(sizes[0].ptr()) == 0) {
-              for (py::handle h : sizes[0]) s.push_back(h.cast<std::int64_t>());
+              for (py::handle h : sizes[0]) s.push_back(size_of(h));
             } else {
-              for (py::handle h : sizes) s.push_back(h.cast<std::int64_t>());
+              for (py::handle h : sizes) s.push_back(size_of(h));
             }
             return run_op("expand", [&] { return t.expand(s); });
           },
@@ -599,6 +611,7 @@ void bind_ops(py::module_& m) {
                             " elements is ambiguous; use streamrt.equal, .max() or .min()");
     }
     Tensor b = run_op("__bool__", [&] { return ne(t, 0.0); });
+    wait_tensor(b, false);  // interruptibly
     py::gil_scoped_release release;
     return b.item<bool>();
   });
@@ -610,7 +623,8 @@ void bind_ops(py::module_& m) {
   // ---- softmax, cat, stack, view functions
   for (bool log : {false, true}) {
     const char* name = log ? "log_softmax" : "softmax";
-    auto fn = [name, log](py::object a, int dim) {
+    auto fn = [name, log](py::object a, py::object dim_arg) {
+      const int dim = to_dim(dim_arg, name);
       Tensor x = tensor_operand(a, name);
       return run_op(name, [&] { return log ? log_softmax(x, dim) : softmax(x, dim); });
     };
@@ -620,21 +634,24 @@ void bind_ops(py::module_& m) {
   }
   m.def(
       "cat",
-      [](py::object tensors, int dim) {
+      [](py::object tensors, py::object dim_arg) {
+        const int dim = to_dim(dim_arg, "cat");
         auto ts = tensor_list(tensors, "cat");
         return run_op("cat", [&] { return cat(ts, dim); });
       },
-      "tensors"_a, "dim"_a = 0, "The tensors joined along `dim` (dtypes promote).");
+      "tensors"_a, "dim"_a = py::int_(0), "The tensors joined along `dim` (dtypes promote).");
   m.def(
       "stack",
-      [](py::object tensors, int dim) {
+      [](py::object tensors, py::object dim_arg) {
+        const int dim = to_dim(dim_arg, "stack");
         auto ts = tensor_list(tensors, "stack");
         return run_op("stack", [&] { return stack(ts, dim); });
       },
-      "tensors"_a, "dim"_a = 0, "The tensors (equal shapes) stacked along a new dimension.");
+      "tensors"_a, "dim"_a = py::int_(0), "The tensors (equal shapes) stacked along a new dimension.");
   m.def(
       "transpose",
-      [](py::object a, int d0, int d1) {
+      [](py::object a, py::object dim0, py::object dim1) {
+        const int d0 = to_dim(dim0, "transpose"), d1 = to_dim(dim1, "transpose");
         Tensor x = tensor_operand(a, "transpose");
         return run_op("transpose", [&] { return x.transpose(d0, d1); });
       },
@@ -650,7 +667,8 @@ void bind_ops(py::module_& m) {
       "input"_a, "dims"_a, "A view with the dimensions reordered.");
   m.def(
       "unsqueeze",
-      [](py::object a, int d) {
+      [](py::object a, py::object dim) {
+        const int d = to_dim(dim, "unsqueeze");
         Tensor x = tensor_operand(a, "unsqueeze");
         return run_op("unsqueeze", [&] { return x.unsqueeze(d); });
       },

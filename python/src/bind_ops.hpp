@@ -82,6 +82,14 @@ Tensor launch_op(const char* what, F&& f) {
 }
 //! A dtype from a streamrt or numpy dtype-like. TypeError otherwise. Requires the GIL.
 DType dtype_arg(py::handle obj, const char* what);
+//! Waits (GIL released, Ctrl-C raising KeyboardInterrupt in the main thread) for the queued work
+//! that writes `t` (and reads it, when `writable`); a failure is left for the access that
+//! follows. Requires the GIL.
+void wait_tensor(const Tensor& t, bool writable);
+//! Waits as wait_tensor for everything queued so far on the current stream, without reporting a
+//! failure: a blocking call that queues its own work there (allclose, equal) then waits only for
+//! that. Requires the GIL.
+void wait_current_stream();
 //! A shape as a Python tuple. Requires the GIL.
 py::tuple shape_to_tuple(const Shape& shape);
 //! Runs an enqueueing op with the GIL released; its Errors become ValueError naming `what`.

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "dlpack.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/event.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/profiler.hpp"
 #include "streamrt/stream.hpp"
@@ -137,22 +139,6 @@ py::dtype numpy_dtype(DType d) {
   throw Error("unknown dtype");
 }
 
-std::string buffer_format(DType d) {
-  switch (d) {
-    case DType::Float32:
-      return py::format_descriptor<float>::format();
-    case DType::Float64:
-      return py::format_descriptor<double>::format();
-    case DType::Int32:
-      return py::format_descriptor<std::int32_t>::format();
-    case DType::Int64:
-      return py::format_descriptor<std::int64_t>::format();
-    case DType::Bool:
-      return py::format_descriptor<bool>::format();
-  }
-  throw Error("unknown dtype");
-}
-
 // ---------------------------------------------------------------------------------------------
 // Sizes: randn(2, 3), randn((2, 3)), randn([2, 3]), zeros(()) for a scalar.
 
@@ -160,13 +146,7 @@ std::int64_t to_size(py::handle item, const char* what) {
   if (PyIndex_Check(item.ptr()) == 0) {
     throw py::type_error(std::string(what) + ": sizes must be integers, got " + type_name(item));
   }
-  const auto v = py::reinterpret_steal<py::object>(PyNumber_Index(item.ptr()));
-  if (!v) throw py::error_already_set();
-  const auto n = v.cast<std::int64_t>();
-  if (n < 0) {
-    throw py::value_error(std::string(what) + ": sizes must be >= 0, got " + std::to_string(n));
-  }
-  return n;
+  return int_arg(item, what, "size", 0, std::numeric_limits<std::int64_t>::max());
 }
 
 Shape to_shape(py::handle seq, const char* what) {
@@ -183,6 +163,12 @@ Shape to_shape(py::handle seq, const char* what) {
                           " dimensions, got " + std::to_string(shape.size()));
   }
   return shape;
+}
+
+// A size of reshape: -1 (inferred) or >= 0; reshape itself refuses other negatives, naming them.
+std::int64_t reshape_size(py::handle h) {
+  return int_arg(h, "reshape", "size", std::numeric_limits<std::int64_t>::min(),
+                 std::numeric_limits<std::int64_t>::max());
 }
 
 Shape sizes_from_args(const py::args& args, const char* what) {
@@ -205,12 +191,6 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
 // ---------------------------------------------------------------------------------------------
 // Host access, with the GIL released while the pending work finishes (it may need the GIL).
 
-// Waits (GIL released, Ctrl-C raising KeyboardInterrupt in the main thread) for the queued work
-// that writes `t` (and reads it, when `writable`); a failure is left for the access that follows.
-void wait_tensor(const Tensor& t, bool writable) {
-  if (t.ready() && !writable) return;
-  wait_interruptibly([&](std::chrono::nanoseconds slice) { return t.wait_for(slice, writable); });
-}
 
 void* host_pointer(const Tensor& t, bool writable) {
   wait_tensor(t, writable);
@@ -750,6 +730,7 @@ py::object item_of(const Tensor& t) {
     case DType::Bool: {
       bool v;
       {
+        wait_tensor(t, false);
         py::gil_scoped_release release;
         v = t.item<bool>();
       }
@@ -774,6 +755,22 @@ std::string tensor_repr(const Tensor& t) {
 // ---------------------------------------------------------------------------------------------
 // Random numbers: seed=, generator=, else the default generator (as torch's).
 
+// A seed: an integer from 0 to 2**64 - 1 (TypeError or ValueError naming `what` otherwise).
+std::uint64_t to_seed(py::handle seed, const char* what) {
+  if (PyIndex_Check(seed.ptr()) == 0 || PyBool_Check(seed.ptr()) != 0) {
+    throw py::type_error(std::string(what) + ": seed must be an integer, got " + type_name(seed));
+  }
+  const auto s = py::reinterpret_steal<py::object>(PyNumber_Index(seed.ptr()));
+  if (!s) throw py::error_already_set();
+  const unsigned long long v = PyLong_AsUnsignedLongLong(s.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    throw py::value_error(std::string(what) + ": seed=" + std::string(py::str(s)) +
+                          " is out of range; it must be from 0 to 18446744073709551615 (2**64 - 1)");
+  }
+  return v;
+}
+
 Generator& default_generator() {
   static auto* g = new Generator(0);  // leaked: shared with Python, used until exit
   return *g;
@@ -789,15 +786,12 @@ Tensor random_tensor(bool normal, const py::args& size, py::object dtype, py::ob
     throw py::value_error(std::string(what) + ": pass seed= or generator=, not both");
   }
   if (!seed.is_none()) {
-    if (PyIndex_Check(seed.ptr()) == 0) {
-      throw py::type_error(std::string(what) + ": seed must be an integer, got " + type_name(seed));
-    }
-    const auto s = py::reinterpret_steal<py::int_>(PyNumber_Index(seed.ptr()));
-    if (PyObject_RichCompareBool(s.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
-      throw py::value_error(std::string(what) + ": seed must be >= 0");
-    }
-    const auto v = static_cast<std::uint64_t>(PyLong_AsUnsignedLongLongMask(s.ptr()));
+    const std::uint64_t v = to_seed(seed, what);
     return enqueue(what, [&] { return normal ? randn(shape, v, d, dev) : rand(shape, v, d, dev); });
+  }
+  if (!generator.is_none() && !py::isinstance<Generator>(generator)) {
+    throw py::type_error(std::string(what) + ": generator must be a streamrt.Generator, got " +
+                         type_name(generator));
   }
   Generator g = generator.is_none() ? default_generator() : generator.cast<Generator>();
   return enqueue(what, [&] { return normal ? randn(shape, g, d, dev) : rand(shape, g, d, dev); });
@@ -814,6 +808,18 @@ struct PyTrackingScope {
 };
 
 }  // namespace
+
+void wait_tensor(const Tensor& t, bool writable) {
+  if (t.ready() && !writable) return;
+  wait_interruptibly([&](std::chrono::nanoseconds slice) { return t.wait_for(slice, writable); });
+}
+
+void wait_current_stream() {
+  Stream s = current_stream();
+  if (s.query()) return;
+  const Event end = s.record_event();
+  wait_interruptibly([&](std::chrono::nanoseconds slice) { return end.wait_for(slice); });
+}
 
 Tensor tensor_operand(py::handle obj, const char* what) {
   return operand(obj, what);
@@ -926,19 +932,14 @@ void bind_tensor(py::module_& m) {
   py::class_<Generator>(m, "Generator",
                         "Random numbers for rand/randn: a seed and an offset into a counter-based "
                         "sequence; copies share the offset.")
-      .def(py::init([](py::int_ seed) {
-             if (PyObject_RichCompareBool(seed.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
-               throw py::value_error("Generator: seed must be >= 0");
-             }
-             return Generator(PyLong_AsUnsignedLongLongMask(seed.ptr()));
-           }),
+      .def(py::init([](py::object seed) { return Generator(to_seed(seed, "Generator")); }),
            "seed"_a = 0)
       .def_property_readonly("seed", &Generator::seed)
       .def_property_readonly("offset", &Generator::offset)
       .def(
           "manual_seed",
-          [](py::object self, std::uint64_t seed) {
-            self.cast<Generator&>().manual_seed(seed);
+          [](py::object self, py::object seed) {
+            self.cast<Generator&>().manual_seed(to_seed(seed, "Generator.manual_seed"));
             return self;
           },
           "seed"_a, "Restarts the sequence of `seed`; returns the generator.")
@@ -948,7 +949,9 @@ void bind_tensor(py::module_& m) {
       });
   m.attr("default_generator") = py::cast(default_generator());
   m.def(
-      "manual_seed", [](std::uint64_t seed) { default_generator().manual_seed(seed); }, "seed"_a,
+      "manual_seed",
+      [](py::object seed) { default_generator().manual_seed(to_seed(seed, "manual_seed")); },
+      "seed"_a,
       "Seeds the default generator used by rand/randn without seed= or generator=.");
 
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(),
@@ -995,19 +998,25 @@ void bind_tensor(py::module_& m) {
             return arr;
           },
           "dtype"_a = py::none(), "copy"_a = py::none())
-      .def_buffer([](Tensor& t) {
-        void* p = host_pointer(t, true);
-        std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-        return py::buffer_info(p, static_cast<py::ssize_t>(t.element_size()),
-                               buffer_format(t.dtype()), t.dim(), shape, byte_strides(t));
-      })
       .def("__dlpack__", &to_dlpack, "stream"_a = py::none(),
            "A DLPack capsule sharing the memory (waits for pending work first).")
       .def("__dlpack_device__",
            [](const Tensor& t) { return py::make_tuple(dlpack::kDLCPU, t.device().index); })
       .def("item", &item_of, "The only element as a Python number (waits for the writer).")
       .def("__float__", [](const Tensor& t) { return item_of(t).cast<double>(); })
-      .def("__int__", [](const Tensor& t) { return item_of(t).cast<std::int64_t>(); })
+      // int() of any dtype, as Python's int() of the element (truncating a float, as torch).
+      .def("__int__",
+           [](const Tensor& t) {
+             return py::reinterpret_steal<py::object>(PyNumber_Long(item_of(t).ptr()));
+           })
+      .def("__index__",
+           [](const Tensor& t) -> py::object {
+             if (is_floating(t.dtype()) || t.dtype() == DType::Bool) {
+               throw py::type_error("only integer tensors of a single element can be converted "
+                                    "to an index");
+             }
+             return item_of(t);
+           })
       .def(
           "data_ptr",
           [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr_unsafe()); },
@@ -1040,9 +1049,9 @@ void bind_tensor(py::module_& m) {
           [](const Tensor& t, py::args shape) {
             Shape s;
             if (shape.size() == 1 && PyIndex_Check(shape[0].ptr()) == 0) {
-              for (py::handle h : shape[0]) s.push_back(h.cast<std::int64_t>());
+              for (py::handle h : shape[0]) s.push_back(reshape_size(h));
             } else {
-              for (py::handle h : shape) s.push_back(h.cast<std::int64_t>());
+              for (py::handle h : shape) s.push_back(reshape_size(h));
             }
             return enqueue("reshape", [&] { return t.reshape(std::move(s)); });
           },
@@ -1078,6 +1087,7 @@ void bind_tensor(py::module_& m) {
       .def("__repr__", &tensor_repr);
   // numpy must not handle `ndarray + tensor` itself (through __array__): give it to Tensor.
   m.attr("Tensor").attr("__array_ufunc__") = py::none();
+  enable_tensor_buffer(m.attr("Tensor"));
   g_tensor_info = py::detail::get_type_info(typeid(Tensor));
   for (auto def : {def_arithmetic<&kAdd>, def_arithmetic<&kSub>, def_arithmetic<&kMul>,
                    def_arithmetic<&kDiv>}) {
@@ -1145,7 +1155,8 @@ void bind_tensor(py::module_& m) {
       "size"_a, "fill_value"_a, "dtype"_a = py::none(), "device"_a = py::none());
   m.def(
       "arange",
-      [](std::int64_t n, py::object dtype, py::object device) {
+      [](py::object end, py::object dtype, py::object device) {
+        const auto n = int_arg(end, "arange", "end", 0, std::numeric_limits<std::int64_t>::max());
         const DType d = to_dtype_or(dtype, DType::Int64, "arange");
         const Device dev = tensor_device(device, "arange");
         return enqueue("arange", [&] { return arange(n, d, dev); });
@@ -1200,6 +1211,10 @@ void bind_tensor(py::module_& m) {
           throw py::value_error("allclose: tensors are on different devices (" +
                                 x.device().str() + " and " + y.device().str() + ")");
         }
+        // Interruptibly first: the call below then waits only for its own small reduction.
+        wait_tensor(x, false);
+        wait_tensor(y, false);
+        wait_current_stream();
         py::gil_scoped_release release;
         return allclose(x, y, rtol, atol);
       },
@@ -1212,6 +1227,9 @@ void bind_tensor(py::module_& m) {
         Tensor x = operand(a, "equal");
         Tensor y = operand(b, "equal");
         check_same_dtype(x, y, "equal");
+        wait_tensor(x, false);
+        wait_tensor(y, false);
+        wait_current_stream();
         py::gil_scoped_release release;
         return equal(x, y);
       },

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -19,6 +20,14 @@ namespace py = pybind11;
 //! the message. Requires the GIL. Does not check that the device has a backend.
 Device to_device(py::handle obj, const char* what);
 
+//! An integer argument `name` of `what` (an int or anything with __index__, such as a numpy
+//! integer; not a bool) in [lo, hi]. Raises TypeError naming the argument for other types, and
+//! `range_error` (ValueError by default; IndexError for indices) naming the value and the range
+//! when it is outside, however large: no input reaches pybind11's bare cast errors. Requires the
+//! GIL.
+std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
+                     std::int64_t hi, PyObject* range_error = PyExc_ValueError);
+
 //! Short type name of a Python object ("int", "numpy.ndarray") for messages. Requires the GIL.
 std::string type_name(py::handle obj);
 
@@ -28,12 +37,24 @@ std::string type_name(py::handle obj);
 //! running. Requires the GIL. Off the main thread (which never gets signals) it does not slice.
 void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try_wait);
 
+//! As wait_interruptibly, for at most `timeout` (any length, nanoseconds::max() included): true
+//! when `try_wait` succeeded, false when the time ran out. `try_wait` must change nothing when it
+//! times out, so that slices add up to one wait. Requires the GIL.
+bool wait_interruptibly_for(const std::function<bool(std::chrono::nanoseconds)>& try_wait,
+                            std::chrono::nanoseconds timeout);
+
 //! Binds Device, Stream, StreamContext, Event and the device-wide functions. Requires the GIL.
 void bind_core(py::module_& m);
 
 //! Binds dtypes, Generator, Tensor, the ops, dependency tracking and the profiler. Requires the
 //! GIL.
 void bind_tensor(py::module_& m);
+
+//! Gives the bound Tensor class `cls` its buffer protocol (memoryview, bytes, numpy.frombuffer):
+//! the consumer waits (interruptibly) for the tensor's pending work, a failed writer or Ctrl-C
+//! raises its Python exception, and a strided view is refused when the consumer asks for a
+//! contiguous buffer. Requires the GIL.
+void enable_tensor_buffer(py::handle cls);
 
 //! Binds the caching allocator's counters and controls. Requires the GIL.
 void bind_memory(py::module_& m);

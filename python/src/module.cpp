@@ -1,5 +1,11 @@
 // The _streamrt extension module: exceptions, then the bindings of each area.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <string>
 
 #include "bind_ops.hpp"
 #include "bindings.hpp"
@@ -9,6 +15,7 @@
 
 namespace py = pybind11;
 namespace sp = streamrt::python;
+using namespace pybind11::literals;
 
 PYBIND11_MODULE(_streamrt, m) {
   m.doc() = "streamrt: CUDA-style streams and events for CPU work (native part)";
@@ -55,7 +62,24 @@ PYBIND11_MODULE(_streamrt, m) {
   sp::bind_memory(m);
   sp::bind_graph(m);
 
-  m.def("_shutdown_at_exit", &sp::shutdown_at_exit,
-        "Interpreter exit (registered with atexit by the package): runs pending Python work, "
-        "synchronizes all streams, then stops streamrt's threads from entering Python.");
+  m.def(
+      "_shutdown_at_exit",
+      [](std::optional<double> timeout) {
+        std::optional<std::chrono::nanoseconds> t;
+        if (timeout) {
+          // Past what nanoseconds count (about 292 years): no bound, not an overflow.
+          constexpr double kMaxSeconds = 9.2e9;
+          if (*timeout < kMaxSeconds) {
+            t = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(std::max(*timeout, 0.0)));
+          }
+        }
+        return std::string(sp::shutdown_at_exit(t));
+      },
+      "timeout"_a = py::none(),
+      "Interpreter exit (the package's atexit handler): refuses new Python work, waits until "
+      "pending Python work has run and every stream is idle, then stops streamrt's threads from "
+      "entering Python. Returns 'done', or 'interrupted' (Ctrl-C) / 'timed out' (timeout, in "
+      "seconds) when it gave up waiting; the caller then ends the process.");
+  sp::install_fork_handlers();
 }

@@ -3,30 +3,38 @@
 #include "py_runtime.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <regex>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/backend.hpp"
 
 namespace streamrt::python {
 namespace {
 
-// The gate. One mutex guards everything here; it is a leaf lock (nothing else is taken under
-// it, and Python code never runs under it), so holding it never waits for the GIL.
+// The gate. One mutex guards the counts; it is a leaf lock (nothing else is taken under it, and
+// Python code never runs under it), so holding it never waits for the GIL. Reference drops
+// without the GIL never take it (they happen under stream locks, and the fork handlers take this
+// mutex before the CPU backend's take the stream locks).
 struct Gate {
   std::mutex mutex;
   std::condition_variable idle;  // active == 0, or pending == 0
   int active = 0;                // threads inside PythonScope
   bool closed = false;           // set once at exit; never cleared
-  // Releases requested without the GIL (a reference drop, a DLPack deleter), not yet run.
-  std::vector<std::pair<void (*)(void*), void*>> deferred;
-  bool drain_scheduled = false;  // a Py_AddPendingCall for drain() is outstanding
-  long pending = 0;              // PendingPythonWork alive
+  bool exiting = false;          // exit began: no more Python work may be queued
+  long pending = 0;              // PendingPythonWork alive, made in this process
+  unsigned generation = 0;       // bumped in a fork child: the parent's counts are not its own
 };
 
 Gate& gate() {
@@ -34,32 +42,87 @@ Gate& gate() {
   return *g;
 }
 
+// A release requested without the GIL (a reference drop, a DLPack deleter), not yet run: a node
+// of a lock-free stack, run by the next thread that holds the GIL.
+struct Deferred {
+  void (*fn)(void*);
+  void* arg;
+  Deferred* next;
+};
+
 // Readable without the mutex by python_closed(); written under it.
 std::atomic<bool> g_closed{false};
-std::atomic<bool> g_have_deferred{false};
+std::atomic<Deferred*> g_deferred{nullptr};
+std::atomic<bool> g_drain_scheduled{false};  // a Py_AddPendingCall for drain() is outstanding
+// Threads inside call_with_gil: exit closes the gate only once none is left (see there).
+std::atomic<int> g_in_call{0};
 
-void release_deferred_locked(std::unique_lock<std::mutex>& lock) {
-  std::vector<std::pair<void (*)(void*), void*>> items;
-  items.swap(gate().deferred);
-  g_have_deferred.store(false, std::memory_order_relaxed);
-  lock.unlock();
-  for (auto [fn, arg] : items) fn(arg);  // may run __del__: never under our lock
-  lock.lock();
+// With the GIL held: runs the releases other threads deferred, oldest first.
+void release_deferred() {
+  if (g_closed.load(std::memory_order_acquire)) return;
+  // Acquire: pairs with the pushes' release, so each node's fields are visible.
+  Deferred* list = g_deferred.exchange(nullptr, std::memory_order_acquire);
+  Deferred* fifo = nullptr;
+  while (list != nullptr) {
+    Deferred* next = list->next;
+    list->next = fifo;
+    fifo = list;
+    list = next;
+  }
+  while (fifo != nullptr) {
+    Deferred* next = fifo->next;
+    fifo->fn(fifo->arg);  // may run __del__: no lock of ours is held
+    delete fifo;
+    fifo = next;
+  }
 }
 
 // Runs on the main thread with the GIL, from the interpreter's pending-call hook.
 int drain(void*) {
-  std::unique_lock lock(gate().mutex);
-  gate().drain_scheduled = false;
-  if (!gate().closed) release_deferred_locked(lock);
+  // Relaxed: a drop pushed after this store schedules another call, a harmless extra one.
+  g_drain_scheduled.store(false, std::memory_order_relaxed);
+  release_deferred();
   return 0;
 }
 
 // With the GIL held: release what other threads dropped (cheap when there is nothing).
 void drain_if_any() {
-  if (!g_have_deferred.load(std::memory_order_relaxed)) return;
-  std::unique_lock lock(gate().mutex);
-  if (!gate().closed) release_deferred_locked(lock);
+  // Relaxed: a hint; a drop missed here is run by the scheduled pending call.
+  if (g_deferred.load(std::memory_order_relaxed) != nullptr) release_deferred();
+}
+
+void defer(void (*fn)(void*), void* arg) noexcept {
+  auto* node = new (std::nothrow) Deferred{fn, arg, nullptr};
+  if (node == nullptr) return;  // out of memory: the reference is leaked, never dropped unsafely
+  node->next = g_deferred.load(std::memory_order_relaxed);
+  // Release: publishes the node's fields to the acquire exchange in release_deferred().
+  while (!g_deferred.compare_exchange_weak(node->next, node, std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+  }
+  // acq_rel: one thread wins the right to schedule; a failed Py_AddPendingCall (its queue is
+  // full) gives it back, and the next PythonScope drains instead.
+  if (!g_drain_scheduled.exchange(true, std::memory_order_acq_rel) &&
+      Py_AddPendingCall(drain, nullptr) != 0) {
+    g_drain_scheduled.store(false, std::memory_order_relaxed);
+  }
+}
+
+// fork(): the parent's threads do not exist in the child, so whatever they held or counted must
+// not stay held or counted there. The prepare handler takes the mutex (so no other thread holds
+// it at the fork), the child resets the counts of threads and work that are gone. They run inside
+// the runtime's own handlers (impl::add_fork_handlers): the mutex after the stream locks, since a
+// reference drop under a stream lock may take it, and the child's reset before the runtime drops
+// the parent's work there (which counts down pending work, under this mutex).
+void lock_for_fork() { gate().mutex.lock(); }
+void unlock_in_parent() { gate().mutex.unlock(); }
+void reset_in_child() {
+  Gate& g = gate();
+  g.active = 0;
+  g.pending = 0;
+  ++g.generation;
+  g.mutex.unlock();
+  g_in_call.store(0, std::memory_order_relaxed);  // single-threaded here
+  g_drain_scheduled.store(false, std::memory_order_relaxed);
 }
 
 // A streamrt thread keeps the Python thread state of its first PythonScope until it exits:
@@ -86,6 +149,9 @@ struct KeptThreadState {
 
 thread_local KeptThreadState tls_kept_state;
 
+// PythonScopes open on this thread: Python work or a callback the runtime runs here.
+constinit thread_local int tls_scope_depth = 0;
+
 }  // namespace
 
 void attach_traceback(const py::error_already_set& e) {
@@ -103,21 +169,20 @@ bool python_closed() noexcept {
 }
 
 void call_with_gil(void (*fn)(void*), void* arg) noexcept {
-  Gate& g = gate();
-  std::unique_lock lock(g.mutex);
-  // Closed: the interpreter is finalizing or gone, so Python may not be touched. Leak.
-  if (g.closed) return;
-  // Before the gate closes, PyGILState_Check is reliable; with the GIL held the interpreter
-  // cannot finalize under us, so running at once is safe.
-  if (PyGILState_Check() != 0) {
-    lock.unlock();
+  // seq_cst here and in shutdown_at_exit (store of g_closed, then load of g_in_call): either the
+  // exit sees this thread counted and waits for it, or this thread sees the gate closed.
+  g_in_call.fetch_add(1, std::memory_order_seq_cst);
+  if (g_closed.load(std::memory_order_seq_cst)) {
+    // The interpreter is finalizing or gone, so Python may not be touched: leaked.
+  } else if (PyGILState_Check() != 0) {
+    // Before the gate closes PyGILState_Check is reliable, and with the GIL held the interpreter
+    // cannot finalize under us: running at once is safe.
     fn(arg);
-    return;
+  } else {
+    defer(fn, arg);
   }
-  g.deferred.emplace_back(fn, arg);
-  g_have_deferred.store(true, std::memory_order_relaxed);
-  if (!g.drain_scheduled && Py_AddPendingCall(drain, nullptr) == 0) g.drain_scheduled = true;
-  // When the interpreter's pending-call queue is full, the next PythonScope drains instead.
+  // Release: the exit's wait for zero sees everything this call did.
+  g_in_call.fetch_sub(1, std::memory_order_release);
 }
 
 void SafeObject::reset() noexcept {
@@ -139,12 +204,14 @@ PythonScope::PythonScope() noexcept {
       PyGILState_Ensure();  // the kept count: the matching Release never deletes the state
       tls_kept_state.kept = true;
     }
+    ++tls_scope_depth;
     drain_if_any();
   }
 }
 
 PythonScope::~PythonScope() {
   if (!entered_) return;
+  --tls_scope_depth;
   PyGILState_Release(state_);
   std::lock_guard lock(gate().mutex);
   if (--gate().active == 0) gate().idle.notify_all();
@@ -153,12 +220,35 @@ PythonScope::~PythonScope() {
 PendingPythonWork::PendingPythonWork() noexcept {
   std::lock_guard lock(gate().mutex);
   ++gate().pending;
+  generation_ = gate().generation;
 }
 
 PendingPythonWork::~PendingPythonWork() {
   if (!counted_) return;
   std::lock_guard lock(gate().mutex);
+  // Work of the parent, dropped in a fork child: the child's count never included it.
+  if (generation_ != gate().generation) return;
   if (--gate().pending == 0) gate().idle.notify_all();
+}
+
+void refuse_python_work_at_exit(const char* what) {
+  // Work and callbacks the runtime runs during exit may queue more (a chain of stages): exit
+  // waits for it. Other threads (daemon threads) could keep it waiting for ever.
+  if (tls_scope_depth > 0) return;
+  std::lock_guard lock(gate().mutex);
+  if (gate().exiting) {
+    // RuntimeError, as for an interpreter that is shutting down.
+    throw std::runtime_error(
+        std::string(what) + ": the interpreter is exiting, so Python work can no longer be "
+        "queued on streams (is a daemon thread still launching work? join it before the "
+        "program ends)");
+  }
+}
+
+void install_fork_handlers() {
+  static const bool installed =
+      (impl::add_fork_handlers(lock_for_fork, unlock_in_parent, reset_in_child), true);
+  (void)installed;
 }
 
 PythonException::PythonException(const py::error_already_set& e, std::string where)
@@ -246,6 +336,21 @@ py::object exception_object(const std::exception_ptr& e) {
   return py::none();  // unreachable: the thrower always throws
 }
 
+void set_python_error(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const PythonException& pe) {
+    pe.restore();
+    return;
+  } catch (py::error_already_set& err) {
+    err.restore();
+    return;
+  } catch (...) {
+  }
+  py::object exc = exception_object(e);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+}
+
 std::string python_spelling(std::string message) {
   // Whole phrases first, then the general "Class::member" and "DType::Name" forms.
   static const std::pair<std::regex, const char*> kRules[] = {
@@ -303,35 +408,120 @@ void report_at_exit(const std::exception_ptr& e) {
 
 }  // namespace
 
-void shutdown_at_exit() {
+namespace {
+
+// How exit's wait went (shutdown_at_exit).
+constexpr const char* kDone = "done";
+constexpr const char* kInterrupted = "interrupted";
+constexpr const char* kTimedOut = "timed out";
+
+// Short enough that Ctrl-C at exit feels immediate; waits in between cost nothing.
+constexpr auto kExitSlice = std::chrono::milliseconds(50);
+// After this long, exit says what it waits for and how to leave.
+constexpr auto kExitNotice = std::chrono::seconds(10);
+
+void print_exit_notice(long pending) {
+  std::fprintf(stderr,
+               "streamrt: exit is waiting for stream work still queued or running (%ld Python "
+               "callables among it). Press Ctrl-C to leave without it, or set "
+               "STREAMRT_EXIT_TIMEOUT (seconds) to bound the wait (docs/reliability.md, "
+               "\"Exit\").\n",
+               pending);
+  std::fflush(stderr);
+}
+
+// Waits, the GIL released in slices, until no Python work is pending and every CPU stream is
+// idle. Between slices, with the GIL: runs deferred drops and the signal handlers (Ctrl-C ends
+// the wait: kInterrupted), checks `timeout` (kTimedOut). A failure of stream work is thrown for
+// the caller to report.
+const char* wait_idle_at_exit(std::optional<std::chrono::nanoseconds> timeout,
+                              std::chrono::steady_clock::time_point start, bool& noticed) {
   Gate& g = gate();
-  if (g_closed.load(std::memory_order_acquire)) return;
-  // Each round: let every pending Python callable and callback run (they need the GIL, so it is
-  // released), then finish all CPU stream work. A callback may queue more, hence the loop.
+  for (;;) {
+    bool idle = false;
+    long pending = 0;
+    {
+      py::gil_scoped_release release;
+      std::unique_lock lock(g.mutex);
+      const bool no_python = g.idle.wait_for(lock, kExitSlice, [&] { return g.pending == 0; });
+      pending = g.pending;
+      lock.unlock();
+      if (no_python) idle = streamrt::synchronize_for(kExitSlice, Device{});
+    }
+    if (idle) return kDone;
+    drain_if_any();
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (timeout && waited >= *timeout) return kTimedOut;
+    if (!noticed && waited >= kExitNotice) {
+      print_exit_notice(pending);
+      noticed = true;
+    }
+    if (PyErr_CheckSignals() != 0) {
+      PyErr_Clear();  // the KeyboardInterrupt is the user's answer: leave
+      return kInterrupted;
+    }
+  }
+}
+
+// Same type and text as the last failure reported: not a failure of work but a refusal that
+// every synchronize repeats (a capture left open from C++). Requires nothing.
+bool same_failure(const std::exception_ptr& a, const std::string& last) {
+  try {
+    std::rethrow_exception(a);
+  } catch (const std::exception& e) {
+    return !last.empty() && last == e.what();
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string text_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace
+
+const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout) {
+  Gate& g = gate();
+  if (g_closed.load(std::memory_order_acquire)) return kDone;
+  {
+    std::lock_guard lock(g.mutex);
+    g.exiting = true;  // from now on Python work is refused (refuse_python_work_at_exit)
+  }
+  // Each round: let every pending Python callable and callback run and all CPU stream work
+  // finish, then report one failure nobody synchronized on. A callback may queue more work,
+  // hence the loop; it ends when a round finds nothing, or on Ctrl-C or the time-out.
   constexpr int kMaxReports = 100;
   int reports = 0;
+  bool noticed = false;
+  std::string last;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     drain_if_any();
     std::exception_ptr failure;
-    {
+    try {
+      const char* how = wait_idle_at_exit(timeout, start, noticed);
+      if (how != kDone) return how;  // the gate stays open: the caller ends the process
       py::gil_scoped_release release;
-      {
-        std::unique_lock lock(g.mutex);
-        g.idle.wait(lock, [&] { return g.pending == 0; });
-      }
-      try {
-        streamrt::synchronize(Device{});
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      streamrt::synchronize(Device{});  // idle: reports a failure, if one is left
+    } catch (py::error_already_set&) {
+      throw;
+    } catch (...) {
+      failure = std::current_exception();
     }
     if (failure) {
-      if (++reports <= kMaxReports) {
-        try {
-          report_at_exit(failure);
-        } catch (const py::error_already_set& e) {
-          PyErr_Clear();
-        }
+      if (same_failure(failure, last) || ++reports > kMaxReports) break;  // never a busy loop
+      last = text_of(failure);
+      try {
+        report_at_exit(failure);
+      } catch (const py::error_already_set&) {
+        PyErr_Clear();
       }
       continue;  // one failure per synchronize(): look for more
     }
@@ -340,11 +530,18 @@ void shutdown_at_exit() {
   }
   drain_if_any();
   py::gil_scoped_release release;
-  std::unique_lock lock(g.mutex);
-  g.closed = true;
-  g_closed.store(true, std::memory_order_release);
-  // Threads already inside a PythonScope finish first (they hold or wait for the GIL we gave up).
-  g.idle.wait(lock, [&] { return g.active == 0; });
+  {
+    std::unique_lock lock(g.mutex);
+    g.closed = true;
+    // seq_cst: see call_with_gil.
+    g_closed.store(true, std::memory_order_seq_cst);
+    // Threads already inside a PythonScope finish first (they hold or wait for the GIL we gave
+    // up).
+    g.idle.wait(lock, [&] { return g.active == 0; });
+  }
+  // And those inside call_with_gil, which decided before the gate closed (a few instructions).
+  while (g_in_call.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  return kDone;
 }
 
 }  // namespace streamrt::python

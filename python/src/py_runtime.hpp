@@ -11,9 +11,11 @@
 #include <pybind11/pybind11.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -95,14 +97,27 @@ class PendingPythonWork {
   ~PendingPythonWork();
   //! Transfers the count.
   PendingPythonWork(PendingPythonWork&& other) noexcept
-      : counted_(std::exchange(other.counted_, false)) {}
+      : counted_(std::exchange(other.counted_, false)), generation_(other.generation_) {}
   PendingPythonWork& operator=(PendingPythonWork&&) = delete;
   PendingPythonWork(const PendingPythonWork&) = delete;
   PendingPythonWork& operator=(const PendingPythonWork&) = delete;
 
  private:
   bool counted_ = true;
+  unsigned generation_ = 0;  // the process's fork generation when counted
 };
+
+//! Raises RuntimeError naming `what` once interpreter exit has begun, unless the calling thread is
+//! running Python work or a callback for the runtime (a chain of stages, which exit waits for):
+//! work queued by other threads after that (a daemon thread launching in a loop) could keep exit
+//! waiting for ever. Requires the GIL.
+void refuse_python_work_at_exit(const char* what);
+
+//! Adds the fork handlers that keep the gate usable in a child of fork() to the runtime's own
+//! (impl::add_fork_handlers): they take its lock before the fork (so no thread of the parent holds
+//! it there) and, in the child, forget the parent's threads and pending work. Once per process;
+//! at module import. Never blocks.
+void install_fork_handlers();
 
 //! A Python exception raised by a callable that ran on a stream, carried through the C++ runtime
 //! (stream failures, events, synchronize) as the original exception object, with its traceback.
@@ -136,6 +151,11 @@ class PythonException : public std::exception {
 //! Requires the GIL.
 py::object exception_object(const std::exception_ptr& e);
 
+//! Sets the Python error indicator for the C++ failure `e`, as a bound function that threw it
+//! would (a PythonException restores the original object). For C slots, where no exception may
+//! pass. Requires the GIL.
+void set_python_error(const std::exception_ptr& e);
+
 //! A message of the C++ library in Python spelling: DType::Float64 -> streamrt.float64,
 //! EventOptions{.enable_timing = true} -> Event(enable_timing=True), Device{DeviceType::CPU} ->
 //! "cpu", Stream::synchronize() -> Stream.synchronize(). Never blocks; thread-safe.
@@ -145,11 +165,15 @@ std::string python_spelling(std::string message);
 //! life of the process (at most a few thousand names, then "python"). Requires the GIL.
 const char* callable_label(py::handle fn);
 
-//! Interpreter exit, called by the Python atexit handler with the GIL held: releases the GIL,
-//! waits until every pending Python work has run, synchronizes all CPU streams (reporting
-//! failures nobody synchronized on stderr, Python tracebacks included), then closes the gate so
-//! streamrt's threads never touch Python again. Idempotent.
-void shutdown_at_exit();
+//! Interpreter exit, called by the package's atexit handler with the GIL held. From now on
+//! Python work is refused (daemon threads); it waits, the GIL released in slices, until every
+//! pending Python work has run and all CPU streams are idle, reporting failures nobody
+//! synchronized on (Python tracebacks included, never the same one twice in a row), then closes the
+//! gate so streamrt's threads never touch Python again, and returns "done". Ctrl-C during the wait
+//! returns "interrupted", and the wait passing `timeout` returns "timed out": the gate stays open
+//! then, and the caller ends the process without the rest (docs/reliability.md, "Exit"). A second
+//! call after "done" returns "done" at once. Never a busy loop.
+const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout);
 
 //! Makes sure the exception object held by `e` carries `e`'s traceback (__traceback__), so that
 //! the object alone can be raised again as it was. Requires the GIL.

@@ -10,6 +10,7 @@ that writes it. The API follows torch's device-agnostic ``torch.Stream`` / ``tor
 import atexit as _atexit
 import ctypes as _ctypes
 import os as _os
+import sys as _sys
 
 from . import _streamrt
 from ._streamrt import (
@@ -237,6 +238,60 @@ from ._streamrt import (  # noqa: E402
 
 __all__ += ["empty_cache", "memory_stats", "reset_peak_memory_stats", "set_memory_cache_limit"]
 
-# Pending work may be Python callables, which need a live interpreter: finish it at exit, before
-# finalization, with the GIL released (C++'s own exit handler runs only after finalization).
-_atexit.register(_streamrt._shutdown_at_exit)
+
+def _exit_timeout_setting(text):
+    """STREAMRT_EXIT_TIMEOUT in seconds, or None when unset (docs/reliability.md, "Exit")."""
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(
+            f"STREAMRT_EXIT_TIMEOUT={text!r} is not a number of seconds: set it to a finite "
+            "number >= 0 (how long exit waits for queued stream work), or unset it to wait "
+            "without limit (Ctrl-C still leaves)"
+        )
+    return value
+
+
+_EXIT_TIMEOUT = _exit_timeout_setting(_os.environ.get("STREAMRT_EXIT_TIMEOUT"))
+# How long exit waits when STREAMRT_EXIT_TIMEOUT is unset (None: without limit). An MPI rank has
+# no terminal to press Ctrl-C in, so streamrt.distributed sets a bound.
+_exit_default_timeout = None
+# Called with the exit code when exit gives up waiting, before the process ends:
+# streamrt.distributed aborts the MPI job, so that the other ranks do not wait for this one.
+_leave_hooks = []
+
+
+def _at_exit():
+    # Pending work may be Python callables, which need a live interpreter: finish it here, before
+    # finalization, with the GIL released (C++'s own exit handler runs only after finalization).
+    _streamrt._end_open_captures()
+    timeout = _EXIT_TIMEOUT if _EXIT_TIMEOUT is not None else _exit_default_timeout
+    how = _streamrt._shutdown_at_exit(timeout)
+    if how == "done":
+        return
+    # Ctrl-C or the time-out: the user's answer is to leave. The work still queued or running
+    # cannot finish after the interpreter is gone, so the process ends here, saying so.
+    code = 130 if how == "interrupted" else 124
+    why = "Ctrl-C" if how == "interrupted" else f"the exit time-out of {timeout:g} s passed"
+    try:
+        _sys.stdout.flush()
+    except Exception:  # noqa: BLE001 (a closed stdout must not stop the exit)
+        pass
+    _sys.stderr.write(
+        f"streamrt: leaving at exit without the stream work still queued or running ({why}); "
+        f"exit code {code}\n"
+    )
+    _sys.stderr.flush()
+    for hook in list(_leave_hooks):
+        try:
+            hook(code)
+        except Exception:  # noqa: BLE001
+            pass
+    _os._exit(code)
+
+
+_atexit.register(_at_exit)

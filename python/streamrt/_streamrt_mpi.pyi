@@ -28,6 +28,9 @@ def initialized() -> bool:
 def in_flight() -> int:
     """Operations in flight in MPI now."""
 
+def abort(code: int) -> None:
+    """Ends every rank of the job with `code` (MPI_Abort), when MPI is initialised."""
+
 class Communicator:
     """A duplicate of an MPI communicator whose operations run on streams."""
 

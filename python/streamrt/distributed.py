@@ -10,7 +10,12 @@ wait on the returned ``Work``, synchronize the stream, or read the tensor (``num
 wait for it). See docs/distributed.md.
 """
 
+import streamrt as _streamrt_package
+
 from . import _streamrt
+
+# Seconds exit waits for queued work in an MPI rank when STREAMRT_EXIT_TIMEOUT is unset.
+_EXIT_TIMEOUT_UNDER_MPI = 60.0
 
 try:
     from . import _streamrt_mpi as _mpi
@@ -111,6 +116,12 @@ def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, 
     if rank not in (-1, None) and rank != world.rank:
         raise ValueError(f"rank={rank} but this MPI process is rank {world.rank}")
     _world = world
+    # A rank waiting at exit for a peer that will never come (a collective the others skipped)
+    # has no terminal for Ctrl-C: exit waits a bounded time, then aborts the whole job.
+    if _streamrt_package._exit_default_timeout is None:
+        _streamrt_package._exit_default_timeout = _EXIT_TIMEOUT_UNDER_MPI
+    if _mpi.abort not in _streamrt_package._leave_hooks:
+        _streamrt_package._leave_hooks.append(_mpi.abort)
 
 
 def is_initialized():

@@ -61,11 +61,30 @@ CHILD = textwrap.dedent(
     s, gate, ran = held_stream()
     check("streamrt.synchronize", streamrt.synchronize, s, gate, ran)
 
+    # Host reads that wait for the writer, and a time-out too long for the clock to add up.
+    def held_tensor():
+        s, gate, ran = held_stream()
+        with s:
+            x = streamrt.ones(1)
+        return s, gate, ran, x
+
+    s, gate, ran, x = held_tensor()
+    check("bool", lambda: bool(x), s, gate, ran)
+    s, gate, ran, x = held_tensor()
+    check("allclose", lambda: streamrt.allclose(x, x), s, gate, ran)
+    s, gate, ran, x = held_tensor()
+    check("equal", lambda: streamrt.equal(x, x), s, gate, ran)
+    s, gate, ran, x = held_tensor()
+    check("memoryview", lambda: memoryview(x), s, gate, ran)
+    s, gate, ran = held_stream()
+    check("Stream.synchronize(timeout=1e10)", lambda: s.synchronize(timeout=1e10), s, gate, ran)
+
     s, gate, ran = held_stream()
     with s:
         x = streamrt.ones(4)  # its writer is queued behind the held item
     check("Tensor.numpy", x.numpy, s, gate, ran)
     say("x", x.numpy().tolist())
+
 
     """
 )
@@ -76,6 +95,11 @@ NAMES = {
     "Event.synchronize": 1,
     "wait_all": 1,
     "streamrt.synchronize": 1,
+    "bool": 2,  # the comparison bool() queues goes to the current stream, not this one
+    "allclose": 2,
+    "equal": 2,
+    "memoryview": 2,
+    "Stream.synchronize(timeout=1e10)": 1,
     "Tensor.numpy": 2,
 }
 

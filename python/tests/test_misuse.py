@@ -1,0 +1,347 @@
+"""Misuse is an error, never a crash, a hang or a wrong byte: sizes that overflow, every buffer
+consumer after a failed writer, exit with state left open, fork while threads launch, time-outs
+near the clock's limit, and arguments outside their range. What could crash or hang runs in a
+child interpreter with a time limit."""
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import streamrt
+from streamrt import cpu
+
+CHILD_TIMEOUT_S = 120  # reached only when a child hangs; a normal child takes about a second
+
+
+def run_child(body, env=None, timeout=CHILD_TIMEOUT_S):
+    script = "import os, sys, threading, time\nimport numpy as np\nimport streamrt\n"
+    script += "from streamrt import cpu\n" + textwrap.dedent(body)
+    environ = dict(os.environ)
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, env=environ
+    )
+
+
+# ---- sizes -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: streamrt.empty(2**61 + 1, dtype=streamrt.float64),
+        lambda: streamrt.zeros(2**62),
+        lambda: streamrt.ones(2**31, 2**31, 4),
+        lambda: streamrt.arange(2**62),
+        lambda: streamrt.randn(2**40, 2**40),
+        lambda: streamrt.full((2**62,), 1.0),
+    ],
+)
+def test_sizes_whose_bytes_overflow_are_refused_at_the_call(make):
+    with pytest.raises(ValueError, match=r"bytes, more than the|overflows int64"):
+        make()
+
+
+@pytest.mark.parametrize("size", [2**63, 2**64, 2**70, -(2**70)])
+def test_sizes_outside_int64_are_value_errors_naming_the_value(size):
+    with pytest.raises(ValueError) as info:
+        streamrt.zeros(size)
+    assert str(size) in str(info.value) and "Unable to cast" not in str(info.value)
+
+
+def test_an_overflowing_tensor_never_reads_the_heap():
+    # What the overflow allowed: an 8-byte storage behind a tensor of 2**61 + 1 elements.
+    with pytest.raises(ValueError):
+        t = streamrt.empty(2**61 + 1, dtype=streamrt.float64)
+        t[0:4096].numpy()
+
+
+# ---- the buffer protocol -----------------------------------------------------------------------
+
+BUFFER_CONSUMERS = {
+    "np.asarray": lambda y: np.asarray(y),
+    "np.array": lambda y: np.array(y),
+    "memoryview": lambda y: memoryview(y),
+    "bytes": lambda y: bytes(y),
+    "np.frombuffer": lambda y: np.frombuffer(y, dtype=np.float32),
+    "struct.unpack_from": lambda y: struct.unpack_from("4f", y),
+}
+
+
+def test_every_buffer_consumer_raises_a_failed_writers_exception():
+    # In a child: before the fix each of these ended the process with std::terminate.
+    proc = run_child(
+        """
+        import struct
+        consumers = {
+            "np.asarray": lambda y: np.asarray(y),
+            "np.array": lambda y: np.array(y),
+            "memoryview": lambda y: memoryview(y),
+            "bytes": lambda y: bytes(y),
+            "np.frombuffer": lambda y: np.frombuffer(y, dtype=np.float32),
+            "struct.unpack_from": lambda y: struct.unpack_from("4f", y),
+        }
+        for name, consume in consumers.items():
+            s = cpu.Stream()
+            s.launch(lambda: 1 / 0)
+            with s:
+                y = streamrt.ones(4) + 1
+            try:
+                consume(y)
+            except ZeroDivisionError:
+                print(name, "raised ZeroDivisionError", flush=True)
+            else:
+                print(name, "did not raise", flush=True)
+            s.synchronize()  # reported once: the stream runs again
+            print(name, "after", consume(streamrt.ones(4) + 1) is not None, flush=True)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = []
+    for name in BUFFER_CONSUMERS:
+        expected += [f"{name} raised ZeroDivisionError", f"{name} after True"]
+    assert proc.stdout.splitlines() == expected, (proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("name", list(BUFFER_CONSUMERS))
+def test_every_buffer_consumer_reads_the_written_values(name):
+    s = cpu.Stream()
+    with s:
+        y = streamrt.arange(4, dtype=streamrt.float32) + 1
+    out = BUFFER_CONSUMERS[name](y)
+    values = struct.unpack("4f", bytes(out)) if name in ("memoryview", "bytes") else tuple(out)
+    assert values == (1.0, 2.0, 3.0, 4.0)
+
+
+def test_a_strided_view_is_refused_where_a_contiguous_buffer_is_asked_for():
+    t = streamrt.arange(6, dtype=streamrt.float32).reshape(2, 3)
+    view = t.transpose(0, 1)
+    # struct asks for a simple (contiguous) buffer: handing it the strided memory gave the
+    # elements in storage order, the wrong bytes for this view.
+    with pytest.raises(BufferError, match="contiguous"):
+        struct.unpack_from("6f", view)
+    # Consumers that ask for strides see the view as it is.
+    assert memoryview(view).tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    assert bytes(view) == struct.pack("6f", 0, 3, 1, 4, 2, 5)
+    assert struct.unpack_from("6f", view.contiguous()) == (0, 3, 1, 4, 2, 5)
+
+
+# ---- exit --------------------------------------------------------------------------------------
+
+
+def test_exit_with_a_capture_left_open_ends_it_and_says_so():
+    proc = run_child(
+        """
+        g = streamrt.Graph()
+        s = cpu.Stream()
+        g.capture_begin(s)
+        with s:
+            x = streamrt.ones(4) * 2
+        print("main exits", flush=True)
+        """,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "main exits\n"
+    assert proc.stderr.count("was never ended") == 1, proc.stderr
+    assert "never synchronized" not in proc.stderr and "never reported" not in proc.stderr
+
+
+def test_daemon_threads_launching_at_exit_do_not_stop_it():
+    proc = run_child(
+        """
+        s = cpu.Stream()
+        def launcher():
+            while True:
+                s.launch(lambda: None)
+                time.sleep(0.0005)
+        for _ in range(2):
+            threading.Thread(target=launcher, daemon=True).start()
+        time.sleep(0.2)
+        print("main exits", flush=True)
+        """,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "main exits\n"
+
+
+BLOCKED_AT_EXIT = """
+    s = cpu.Stream()
+    never = threading.Event()
+    s.launch(never.wait)  # blocked for ever: exit cannot finish it
+    with s:
+        x = streamrt.ones(4) + 1
+    print("main exits", flush=True)
+    """
+
+
+def test_ctrl_c_ends_an_exit_that_waits_for_blocked_work():
+    script = "import threading, streamrt\nfrom streamrt import cpu\n" + textwrap.dedent(
+        BLOCKED_AT_EXIT
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline() == "main exits\n"
+        time.sleep(0.5)  # in the exit handler's wait (a signal before it raises in main: same end)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=CHILD_TIMEOUT_S) == 130
+        err = proc.stderr.read()
+        assert "leaving at exit without the stream work still queued or running (Ctrl-C)" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+            pytest.fail("exit ignored Ctrl-C")
+
+
+def test_exit_time_out_ends_an_exit_that_waits_for_blocked_work():
+    proc = run_child(BLOCKED_AT_EXIT, env={"STREAMRT_EXIT_TIMEOUT": "0.5"})
+    assert proc.returncode == 124, proc.stderr
+    assert "the exit time-out of 0.5 s passed" in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["abc", "-1", "inf", "nan"])
+def test_a_bad_exit_time_out_is_refused_at_import(text):
+    proc = run_child("", env={"STREAMRT_EXIT_TIMEOUT": text})
+    assert proc.returncode == 1
+    assert f"STREAMRT_EXIT_TIMEOUT={text!r} is not a number of seconds" in proc.stderr
+
+
+def test_exit_says_what_it_waits_for_after_a_while():
+    # The notice comes after ten seconds; the time-out then ends the wait.
+    proc = run_child(BLOCKED_AT_EXIT, env={"STREAMRT_EXIT_TIMEOUT": "11"})
+    assert proc.returncode == 124
+    assert "exit is waiting for stream work still queued or running" in proc.stderr
+    assert "Press Ctrl-C to leave without it" in proc.stderr
+
+
+def test_queued_work_still_finishes_at_exit_within_the_time_out():
+    proc = run_child(
+        """
+        s = cpu.Stream()
+        s.launch(time.sleep, 0.3)
+        s.launch(lambda: print("ran", flush=True))
+        """,
+        env={"STREAMRT_EXIT_TIMEOUT": "60"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ran\n"
+
+
+# ---- fork --------------------------------------------------------------------------------------
+
+FORKS = 200  # a hang in 2 of 100 children is caught with probability 1 - 0.98**200 > 98%
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_fork_while_threads_launch_ops_and_callables_never_hangs_the_child():
+    stop = threading.Event()
+
+    def launcher(i):
+        s = cpu.Stream()
+        while not stop.is_set():
+            with s:
+                y = streamrt.ones(64) + i
+            s.launch(lambda: None)
+            del y
+
+    threads = [threading.Thread(target=launcher, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    hung = []
+    try:
+        for n in range(FORKS):
+            pid = os.fork()
+            if pid == 0:  # the child: use streamrt, then leave at once
+                try:
+                    code = 0 if (streamrt.ones(4) + 1).sum().item() == 8.0 else 3
+                except BaseException:  # noqa: BLE001
+                    code = 4
+                os._exit(code)
+            deadline = time.monotonic() + 30
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    assert os.waitstatus_to_exitcode(status) == 0, f"child {n}"
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    hung.append(n)
+                    break
+                time.sleep(0.001)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not hung, f"children {hung} of {FORKS} hung"
+
+
+# ---- time-outs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", [1e10, 1e300, 2.0**63])
+def test_time_outs_past_the_clock_wait_instead_of_returning_at_once(timeout):
+    s = cpu.Stream()
+    gate = threading.Event()
+    s.launch(gate.wait, 60)
+    timer = threading.Timer(0.2, gate.set)
+    timer.start()
+    try:
+        assert s.synchronize(timeout=timeout) is True
+        assert s.record_event().synchronize(timeout=timeout) is True
+    finally:
+        gate.set()
+        timer.join()
+
+
+# ---- arguments outside their range -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: streamrt.zeros(4, device=2**63), ValueError),
+        (lambda: streamrt.Device("cpu", 2**40), ValueError),
+        (lambda: streamrt.zeros(4)[2**70], IndexError),
+        (lambda: streamrt.zeros(4)[-(2**70)], IndexError),
+        (lambda: streamrt.zeros(4)[1.5], TypeError),
+        (lambda: streamrt.zeros(2**64), ValueError),
+        (lambda: streamrt.randn(4, generator=1), TypeError),
+        (lambda: streamrt.randn(4, seed=2**64), ValueError),
+        (lambda: streamrt.randn(4, seed=-1), ValueError),
+        (lambda: streamrt.manual_seed(2**64), ValueError),
+        (lambda: streamrt.Generator(2**65), ValueError),
+        (lambda: streamrt.arange(2**64), ValueError),
+        (lambda: streamrt.arange(-1), ValueError),
+        (lambda: streamrt.set_num_threads(2**40), ValueError),
+        (lambda: streamrt.set_num_threads(1 << 20), ValueError),
+        (lambda: streamrt.zeros(2, 3).transpose(0, 2**40), IndexError),
+        (lambda: streamrt.zeros(2, 3).reshape(2**64), ValueError),
+        (lambda: streamrt.zeros(2, 3).expand(2**64, 3), ValueError),
+        (lambda: streamrt.zeros(2, 3).sum(dim=2**40), IndexError),
+    ],
+)
+def test_out_of_range_arguments_name_the_value_and_the_limit(call, error):
+    with pytest.raises(error) as info:
+        call()
+    text = str(info.value)
+    assert "Unable to cast" not in text and "incompatible function arguments" not in text, text
+
+
+def test_int_of_a_float_tensor_truncates_as_python_does():
+    assert int(streamrt.tensor([2.7])) == 2
+    assert int(streamrt.tensor([-2.7], dtype=streamrt.float64)) == -2
+    assert int(streamrt.tensor([True])) == 1
+    assert [10, 20, 30][streamrt.tensor([1], dtype=streamrt.int64)] == 20
