@@ -384,6 +384,20 @@ TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
   EXPECT_LT(bytes, 2048.0);
 }
 
+// ---- threads the OS refuses ----------------------------------------------------------------------
+
+TEST(RefusedThreads, MoreWorkersThanTheOsStartsIsAnErrorAndThePoolKeepsWorking) {
+  if (kSanitized) GTEST_SKIP() << "an address-space limit leaves a sanitizer no room to run";
+  // Unscheduled: the serial schedule would size the pool to one worker whatever is asked.
+  const auto r = run_child("env -u STREAMRT_SCHEDULE " + std::string(STREAMRT_PROCESS_CHILD) +
+                           " refused-threads");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("first 1 second 1 kept 1 ran 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("error: cannot start 256 CPU workers: the OS refused worker"),
+            std::string::npos)
+      << r.output;
+}
+
 // ---- process exit with pending work -----------------------------------------------------------
 
 TEST(ProcessExit, PendingWorkIsFinishedAndAnUnobservedFailureIsReported) {

@@ -1,6 +1,7 @@
 // Helper process for the tests that need a fresh process: process exit with pending
 // work, STREAMRT_SCHEDULE handling, and memory per queued item. Usage: process_child MODE [N].
 // Prints results on stdout; the exit status says whether the mode's own checks passed.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -182,13 +183,67 @@ int queue_memory(int n) {
   return counter == n ? 0 : 1;
 }
 
+// Address space for about `threads` more thread stacks (8 MiB each), no more: the OS then refuses
+// the next thread (pthread_create fails with EAGAIN). The soft limit only: restore_address_space()
+// lifts it again (OpenBLAS's threads spin at exit while their allocations fail).
+rlimit g_saved_limit{};
+void limit_address_space(int threads) {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  long size = 0;
+  if (f == nullptr || std::fscanf(f, "%ld", &size) != 1) std::abort();
+  std::fclose(f);
+  const auto room = static_cast<rlim_t>(size * sysconf(_SC_PAGESIZE)) +
+                    static_cast<rlim_t>(threads) * (rlim_t{8} << 20) + (rlim_t{16} << 20);
+  if (getrlimit(RLIMIT_AS, &g_saved_limit) != 0) std::abort();
+  rlimit r{room, g_saved_limit.rlim_max};
+  if (setrlimit(RLIMIT_AS, &r) != 0) std::abort();
+}
+void restore_address_space() {
+  if (setrlimit(RLIMIT_AS, &g_saved_limit) != 0) std::abort();
+}
+
+// Runs `fn`; "error: <what>" and true when it threw streamrt::Error.
+template <class F>
+bool refused(F&& fn) {
+  try {
+    fn();
+  } catch (const streamrt::Error& e) {
+    say(std::string("error: ") + e.what() + "\n");
+    return true;
+  }
+  return false;
+}
+
+// More workers than the OS will start, asked for before the pool exists (the first launch starts
+// it) and after: each is an Error, nothing runs short, and the runtime keeps working.
+int refused_threads() {
+  const int before = streamrt::num_threads();
+  limit_address_space(4);
+  streamrt::Stream s;
+  std::atomic<int> ran{0};
+  streamrt::set_num_threads(256);  // recorded: the pool starts on the first launch
+  const bool first = refused([&] { s.launch([&] { ran.fetch_add(1); }); });
+  streamrt::set_num_threads(2);
+  s.launch([&] { ran.fetch_add(1); });
+  s.synchronize();
+  const bool second = refused([] { streamrt::set_num_threads(256); });
+  const bool kept = streamrt::num_threads() == 2;
+  s.launch([&] { ran.fetch_add(1); });
+  s.synchronize();
+  restore_address_space();
+  say("first " + std::to_string(first) + " second " + std::to_string(second) + " kept " +
+      std::to_string(kept) + " ran " + std::to_string(ran.load()) + " before " +
+      std::to_string(before) + "\n");
+  return first && second && kept && ran.load() == 2 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s exit-pending|schedule|default-stream|schedule-order|max-concurrency|"
-                 "queue-memory [N]\n",
+                 "queue-memory|refused-threads [N]\n",
                  argv[0]);
     return 2;
   }
@@ -200,6 +255,7 @@ int main(int argc, char** argv) {
   if (mode == "schedule-order") return schedule_order();
   if (mode == "max-concurrency") return max_concurrency();
   if (mode == "queue-memory") return queue_memory(n);
+  if (mode == "refused-threads") return refused_threads();
   std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   return 2;
 }
