@@ -237,6 +237,11 @@ from ._streamrt import (  # noqa: E402
 
 __all__ += ["empty_cache", "memory_stats", "reset_peak_memory_stats", "set_memory_cache_limit"]
 
+# print(t) shows the values, as torch does (it waits for the tensor's writer first).
+from ._tensor_repr import tensor_repr as _tensor_repr  # noqa: E402
+
+Tensor.__repr__ = Tensor.__str__ = _tensor_repr
+
 # Pending work may be Python callables, which need a live interpreter: finish it at exit, before
 # finalization, with the GIL released (C++'s own exit handler runs only after finalization).
 _atexit.register(_streamrt._shutdown_at_exit)
