@@ -111,6 +111,16 @@ void check_speedup(double speedup, const char* what) {
   }
 }
 
+// The machine's load: timings compare runs of this process, and other processes on the cores
+// move them.
+void print_load() {
+  double load[1] = {0};
+  if (::getloadavg(load, 1) != 1) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("load average %.2f on %u cores%s\n\n", load[0], cores,
+              load[0] > 0.5 ? ": other processes share the cores, so the timings below vary" : "");
+}
+
 struct ProductRun {
   std::vector<double> serial_ms, parallel_ms;     // one per measured run
   std::vector<std::vector<double>> stream_ms;     // per stream, one per run (timing events)
@@ -275,8 +285,9 @@ int run_demo(int argc, char** argv) {
 
   std::printf(
       "streamrt demo: CPU streams, events and tensors (%d worker threads; OpenBLAS runs\n"
-      "single-threaded inside workers, large products are split across them)\n\n",
+      "single-threaded inside workers, large products are split across them)\n",
       num_threads());
+  print_load();
   Profiler prof;
 
   // 1. The seed's example: two streams of 1000x1000 products, then allclose.
