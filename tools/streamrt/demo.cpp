@@ -45,8 +45,9 @@ constexpr const char* kUsage =
     "  3-8. events: poll while working, reset/completed, wait_all, completion callbacks,\n"
     "     device-wide synchronize, explicit stream guard.\n"
     "Writes streamrt-trace.json (Chrome trace: open in https://ui.perfetto.dev or\n"
-    "chrome://tracing) and streamrt-timeline.svg (Gantt chart, one row per stream) of one more,\n"
-    "traced run of scenarios 1 and 2. Exits non-zero when a result is wrong.\n"
+    "chrome://tracing) and streamrt-timeline.svg (Gantt chart, one row per stream, one colour per\n"
+    "kind of work) of one more, traced run of scenarios 1, 2 and 2b. Exits non-zero when a result\n"
+    "is wrong.\n"
     "\n"
     "options:\n"
     "  --size N         matrix size of scenario 1 (default 1000: the seed's 1000x1000)\n"
@@ -316,12 +317,13 @@ int run_demo(int argc, char** argv) {
   std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
   check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
 
-  // One more run of scenarios 1 and 2, traced (the profiler's cost stays out of the figures).
+  // One more run of scenarios 1, 2 and 2b, traced (the profiler's cost stays out of the figures).
   prof.start();
   seed.run_serial();
   seed.run_parallel(nullptr);
   small_products.run_serial();
   small_products.run_parallel(nullptr);
+  trace_graph_scenario(prof, std::min(opt.small_iters, 50L));
   prof.stop();
 
   // 3. Poll while working (the seed's `while not event.poll()`).
@@ -445,12 +447,12 @@ int run_demo(int argc, char** argv) {
   try {
     prof.export_chrome_trace(trace);
     prof.export_timeline_svg(
-        svg, "streamrt demo: scenarios 1 and 2 (" + std::to_string(num_threads()) + " workers)");
+        svg, "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(num_threads()) + " workers)");
   } catch (const Error& e) {
     std::fprintf(stderr, "streamrt demo: %s\n", e.what());
     return 1;
   }
-  std::printf("\n%zu work items traced (one more run of scenarios 1 and 2):\n",
+  std::printf("\n%zu work items traced (one more run of scenarios 1, 2 and 2b):\n",
               prof.records().size());
   std::printf("   trace:    %s  (open in https://ui.perfetto.dev or chrome://tracing)\n",
               fs::absolute(trace).lexically_normal().c_str());

@@ -101,4 +101,19 @@ bool run_graph_scenario(long steps, long runs) {
   return same;
 }
 
+void trace_graph_scenario(Profiler& prof, long steps) {
+  Step eager, graph;
+  synchronize();
+  prof.name_stream(eager.s1, "2b graph: eager s1");
+  prof.name_stream(eager.s2, "2b graph: eager s2");
+  prof.name_stream(graph.s1, "2b graph: replay stream");
+  graph.s1.begin_capture();
+  graph.run();
+  GraphExec exec = graph.s1.end_capture().instantiate();
+  for (long i = 0; i < steps; ++i) eager.run();
+  eager.out.wait();
+  for (long i = 0; i < steps; ++i) exec.launch(graph.s1);
+  graph.out.wait();
+}
+
 }  // namespace streamrt_tool
