@@ -14,7 +14,7 @@ LOW, HIGH = 0.8, 1.25
 
 def main():
     tool, out = sys.argv[1], sys.argv[2]
-    cmd = [tool, "demo", "--streams", "1", "--runs", "9", "--out", out]
+    cmd = [tool, "demo", "--streams", "1", "--runs", "15", "--out", out]
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     sys.stdout.write(run.stdout)
     sys.stderr.write(run.stderr)
