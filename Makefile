@@ -141,8 +141,9 @@ test-release: deps
 	cd build-release && ctest --output-on-failure --timeout 600 -j $(JOBS)
 
 # `pip install .` (pyproject.toml, setup.py) with Debian's pip and setuptools, offline, into a
-# virtual environment that sees Debian's numpy; setup.py builds the library, the extension and,
-# with MPI, streamrt.distributed's. Then the installed package is used from outside the tree.
+# virtual environment that sees Debian's numpy; setup.py builds the library, the extension, the
+# streamrt tool and, with MPI, streamrt.distributed's. Then the installed package is used from
+# outside the tree, and its `streamrt` command and `python -m streamrt` run the tool.
 test-pip: deps
 	rm -rf build-pip build-venv
 	$(PYTHON) -m venv --system-site-packages build-venv
@@ -156,6 +157,12 @@ test-pip: deps
 	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
+	cd build-venv && bin/streamrt --help | grep -q "^  demo "
+	cd build-venv && bin/streamrt demo --size 128 --iters 2 --small-size 64 --small-iters 10 \
+	  --runs 1 --out demo-out > demo.txt || { cat demo.txt; exit 1; }
+	grep -q "^all checks passed" build-venv/demo.txt
+	cd build-venv && bin/python -m streamrt bench --list --filter 'round_trip/streamrt$$' \
+	  | grep -qx 'round_trip/streamrt'
 	@echo "== pip install . passed (build-venv)"
 
 format:

@@ -1,6 +1,8 @@
-"""setuptools side of `pip install .` (see pyproject.toml): builds libstreamrt and the _streamrt
-extension with CMake (only those two targets) and ships the library inside the package, where
-the extension's RPATH ($ORIGIN) finds it.
+"""setuptools side of `pip install .` (see pyproject.toml): builds libstreamrt, the _streamrt
+extension and the streamrt tool with CMake (the streamrt_python_package target) and ships the
+library inside the package, where the extension's RPATH ($ORIGIN) finds it, and the tool in the
+package's bin/ (RPATH $ORIGIN/..), which `python -m streamrt demo|bench` and the `streamrt`
+command (pyproject.toml's [project.scripts]) run.
 
 Environment: CMAKE_ARGS (extra CMake arguments, e.g. a compiler launcher), STREAMRT_BUILD_TYPE
 (default Release), CMAKE_BUILD_PARALLEL_LEVEL (build jobs)."""
@@ -34,7 +36,8 @@ class CMakeBuild(build_ext):
         temp = pathlib.Path(self.build_temp).resolve()
         build_dir, stage = temp / "cmake", temp / "stage"
         # The package and the library install into one folder of the stage: the extension's
-        # RPATH is then $ORIGIN (python/CMakeLists.txt computes it from these two places).
+        # RPATH is then $ORIGIN (python/CMakeLists.txt computes it from these two places); the
+        # tool into its bin/ folder (RPATH $ORIGIN/.., tools/streamrt/CMakeLists.txt).
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
             "-DCMAKE_BUILD_TYPE=" + os.environ.get("STREAMRT_BUILD_TYPE", "Release"),
@@ -42,19 +45,22 @@ class CMakeBuild(build_ext):
             "-DCMAKE_INSTALL_PREFIX=" + str(stage),
             "-DSTREAMRT_PYTHON_INSTALL_DIR=python",
             "-DCMAKE_INSTALL_LIBDIR=python/streamrt",
+            "-DCMAKE_INSTALL_BINDIR=python/streamrt/bin",
             "-DSTREAMRT_BUILD_PYTHON=ON",
             "-DSTREAMRT_BUILD_TESTS=OFF",
-            "-DSTREAMRT_BUILD_BENCH=OFF",
+            # The benchmark peers, for `streamrt bench`; only the tool is built (target below).
+            "-DSTREAMRT_BUILD_BENCH=ON",
             "-DSTREAMRT_BUILD_EXAMPLES=OFF",
-            "-DSTREAMRT_BUILD_TOOLS=OFF",
+            "-DSTREAMRT_BUILD_TOOLS=ON",
             "-DSTREAMRT_BUILD_FUZZ=OFF",
         ] + shlex.split(os.environ.get("CMAKE_ARGS", ""))
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 1)
-        # Every target the install step installs: the library, the extension and, when MPI is
-        # found, streamrt::mpi and streamrt.distributed's extension (tests, tools, benchmarks and
-        # examples are off above).
-        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs], check=True)
+        # Every target the install step installs: the library, the extension, the tool and, when
+        # MPI is found, streamrt::mpi and streamrt.distributed's extension (not the benchmark
+        # suites; tests and examples are off above).
+        subprocess.run(["cmake", "--build", str(build_dir), "-j", jobs,
+                        "--target", "streamrt_python_package"], check=True)
         shutil.rmtree(stage, ignore_errors=True)
         subprocess.run(["cmake", "--install", str(build_dir)], check=True,
                        stdout=subprocess.DEVNULL)
@@ -76,6 +82,13 @@ class CMakeBuild(build_ext):
         # streamrt.distributed's extension, built when CMake found MPI.
         for mpi_ext in package.glob("_streamrt_mpi.*.so"):
             shutil.copyfile(mpi_ext, target.parent / mpi_ext.name)
+        # The tool (shutil.copy keeps its mode: executable) and where the package finds it.
+        tool = package / "bin" / "streamrt"
+        if not tool.is_file():
+            raise RuntimeError(f"setup.py: the streamrt tool was not installed at {tool}")
+        (target.parent / "bin").mkdir(exist_ok=True)
+        shutil.copy(tool, target.parent / "bin" / "streamrt")
+        shutil.copyfile(package / "_tool.py", target.parent / "_tool.py")
 
 setup(
     version=project_version(),

@@ -238,6 +238,10 @@ from ._streamrt import (  # noqa: E402
 
 __all__ += ["empty_cache", "memory_stats", "reset_peak_memory_stats", "set_memory_cache_limit"]
 
+# print(t) shows the values, as torch does (it waits for the tensor's writer first).
+from ._tensor_repr import tensor_repr as _tensor_repr  # noqa: E402
+
+Tensor.__repr__ = Tensor.__str__ = _tensor_repr
 
 def _exit_timeout_setting(text):
     """STREAMRT_EXIT_TIMEOUT in seconds, or None when unset (docs/reliability.md, "Exit")."""

@@ -65,6 +65,20 @@ def test_install_to_a_prefix_and_import_from_there(tmp_path):
     module_file, library = proc.stdout.split()
     assert pathlib.Path(module_file).resolve().is_relative_to(site.resolve())
     assert pathlib.Path(library).resolve().is_relative_to(prefix.resolve())
+    # `python -m streamrt demo` runs the installed tool (prefix/bin), not the build tree's.
+    where = subprocess.run(
+        [sys.executable, "-c", "import streamrt.__main__ as m; print(m._tool())"], env=env,
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert where.returncode == 0, where.stderr
+    if "None" not in where.stdout.split(",")[0]:
+        assert str(prefix / "bin" / "streamrt") in where.stdout, where.stdout
+        demo = subprocess.run(
+            [sys.executable, "-m", "streamrt", "demo", "--help"], env=env, cwd=tmp_path,
+            capture_output=True, text=True, timeout=120,
+        )
+        assert demo.returncode == 0, demo.stderr
+        assert demo.stdout.startswith("usage: streamrt demo")
 
 
 def cache_value(name):

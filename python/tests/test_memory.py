@@ -4,10 +4,13 @@ environment variable (a bad value is a clear error)."""
 import os
 import subprocess
 import sys
+import threading
 
+import numpy as np
 import pytest
 
 import streamrt
+from helpers import RENDEZVOUS_S
 
 N = 1 << 20  # 4 MiB of float32
 
@@ -53,6 +56,41 @@ def test_cache_limit_bounds_cached_bytes():
         streamrt.set_memory_cache_limit(1 << 30)
     with pytest.raises(ValueError, match="bytes must be >= 0"):
         streamrt.set_memory_cache_limit(-1)
+
+
+def queued_loop(iterations):
+    """`out = streamrt.matmul(a, b)` `iterations` times on one stream held at a gate, so every
+    product is still queued when the host drops its result. Returns the bytes the loop added to
+    the pool (in use plus cached), its peak in use and its cache hits."""
+    a = streamrt.randn(256, 256, seed=1)
+    b = streamrt.randn(256, 256, seed=2)
+    expected = a.numpy() @ b.numpy()
+    streamrt.empty_cache()
+    streamrt.reset_peak_memory_stats()
+    before = streamrt.memory_stats()
+    s = streamrt.cpu.Stream()
+    gate = threading.Event()
+    s.launch(gate.wait, RENDEZVOUS_S)
+    with streamrt.cpu.StreamContext(s):
+        for _ in range(iterations):
+            out = streamrt.matmul(a, b)
+    after = streamrt.memory_stats()
+    gate.set()
+    s.synchronize()
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-3)
+    pool = lambda st: st["bytes_in_use"] + st["bytes_cached"]
+    return (pool(after) - pool(before), after["peak_bytes_in_use"] - before["bytes_in_use"],
+            after["cache_hits"] - before["cache_hits"])
+
+
+def test_queued_loop_on_one_stream_reuses_its_results_at_once():
+    block = 256 * 256 * 4
+    short_pool, _, _ = queued_loop(5)
+    pool, peak, hits = queued_loop(25)
+    assert peak <= 3 * block, "results in use grew with the loop of queued products"
+    assert pool <= 3 * block, "the pool grew with the loop of queued products"
+    assert pool == short_pool, "the pool depends on the loop length"
+    assert hits >= 25 - 2, "dropped results were not reused by their stream"
 
 
 def run_with_limit(value):

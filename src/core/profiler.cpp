@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -14,13 +13,13 @@
 
 #include "streamrt/detail/escape.hpp"
 #include "streamrt/error.hpp"
+#include "timeline_svg.hpp"
 #include "trace.hpp"
 
 namespace streamrt {
 namespace {
 
 using detail::json_escape;
-using detail::xml_escape;
 
 // Which profiler owns the trace buffers now; sessions count up so that an old profiler never
 // drains records that belong to a newer one.
@@ -216,118 +215,16 @@ std::string Profiler::timeline_svg(const std::string& title) const {
     origin = state_->start_ns;
     names = state_->names;
   }
-  auto name_of = [&](const TraceRecord& r) {
-    auto it = names.find(key_of(r.device, r.stream_id));
-    return it != names.end() ? it->second : r.device.str() + " " + stream_name(r);
-  };
-  // Rows: one per stream, in id order.
-  std::map<std::pair<int, std::uint64_t>, std::pair<int, std::string>> rows;
+  // Every row's name: the given one, else "cpu:0 stream 3".
+  std::map<core::TimelineRowKey, std::string> rows;
   for (const auto& r : recs) {
-    rows.emplace(
-        std::make_pair(static_cast<int>(r.device.type) * 1000 + r.device.index, r.stream_id),
-        std::make_pair(0, name_of(r)));
-  }
-  int row_index = 0;
-  for (auto& [key, row] : rows) row.first = row_index++;
-  std::int64_t t0 = recs.empty() ? origin : recs.front().start_ns, t1 = t0;
-  for (const auto& r : recs) {
-    t0 = std::min(t0, r.start_ns);
-    t1 = std::max(t1, r.end_ns);
-  }
-  const double span_ms = std::max(1e-3, static_cast<double>(t1 - t0) / 1e6);
-
-  constexpr double kLeft = 190, kRight = 30, kTop = 56, kRowH = 34, kBoxH = 24, kWidth = 1200;
-  const double plot_w = kWidth - kLeft - kRight;
-  const int nrows = std::max(1, row_index);
-  // Legend: one swatch per distinct label.
-  std::vector<std::string> labels;
-  for (const auto& r : recs) {
-    if (std::find(labels.begin(), labels.end(), r.label) == labels.end()) labels.push_back(r.label);
-  }
-  const double axis_y = kTop + nrows * kRowH + 6;
-  const double legend_y = axis_y + 44;
-  const int legend_cols = 6;
-  const double height =
-      legend_y + (static_cast<double>(labels.size() + legend_cols - 1) / legend_cols) * 22 + 16;
-  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
-                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-  auto color_of = [&](const std::string& label) {
-    const auto i =
-        static_cast<std::size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
-    return kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
-  };
-  auto x_of = [&](std::int64_t ns) {
-    return kLeft + plot_w * (static_cast<double>(ns - t0) / 1e6) / span_ms;
-  };
-
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
-    << fmt("%.0f", height) << "\" viewBox=\"0 0 " << kWidth << " " << fmt("%.0f", height)
-    << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
-  o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o << "<text x=\"" << kLeft << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
-    << xml_escape(title) << "</text>\n";
-  o << "<text x=\"" << kLeft << "\" y=\"42\" fill=\"#555\">" << recs.size() << " items on "
-    << row_index << " streams, " << fmt("%.2f", span_ms)
-    << " ms (boxes: work items; hover for details)</text>\n";
-  // Time axis with a 1-2-5 step giving about 10 ticks.
-  const double raw_step = span_ms / 10;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw_step)));
-  const double step = raw_step / mag < 2 ? 2 * mag : raw_step / mag < 5 ? 5 * mag : 10 * mag;
-  for (double t = 0; t <= span_ms + 1e-9; t += step) {
-    const double x = kLeft + plot_w * t / span_ms;
-    o << "<line x1=\"" << fmt("%.1f", x) << "\" y1=\"" << kTop - 4 << "\" x2=\"" << fmt("%.1f", x)
-      << "\" y2=\"" << axis_y << "\" stroke=\"#ddd\"/>\n";
-    o << "<text x=\"" << fmt("%.1f", x) << "\" y=\"" << axis_y + 16
-      << "\" text-anchor=\"middle\" fill=\"#333\">"
-      << fmt(step < 0.01 ? "%.3f"
-             : step < 1  ? "%.2f"
-                         : "%.0f",
-             t)
-      << "</text>\n";
-  }
-  o << "<line x1=\"" << kLeft << "\" y1=\"" << axis_y << "\" x2=\"" << kLeft + plot_w << "\" y2=\""
-    << axis_y << "\" stroke=\"#333\"/>\n";
-  o << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << axis_y + 34
-    << "\" text-anchor=\"middle\" fill=\"#333\">time since first item (ms)</text>\n";
-  for (const auto& [key, row] : rows) {
-    const double y = kTop + row.first * kRowH;
-    o << "<rect x=\"" << kLeft << "\" y=\"" << y << "\" width=\"" << plot_w << "\" height=\""
-      << kRowH << "\" fill=\"" << (row.first % 2 ? "#f7f7f7" : "#ffffff") << "\"/>\n";
-    o << "<text x=\"" << kLeft - 8 << "\" y=\"" << y + kRowH / 2 + 4
-      << "\" text-anchor=\"end\" fill=\"#222\">" << xml_escape(row.second) << "</text>\n";
-  }
-  for (const auto& r : recs) {
-    const auto& row =
-        rows.at({static_cast<int>(r.device.type) * 1000 + r.device.index, r.stream_id});
-    const double y = kTop + row.first * kRowH + (kRowH - kBoxH) / 2;
-    const double x = x_of(r.start_ns);
-    const double w = std::max(0.8, x_of(r.end_ns) - x);
-    o << "<g><title>" << xml_escape(r.label) << " on " << xml_escape(row.second) << ": "
-      << fmt("%.3f", static_cast<double>(r.start_ns - t0) / 1e6) << " - "
-      << fmt("%.3f", static_cast<double>(r.end_ns - t0) / 1e6) << " ms ("
-      << fmt("%.3f", static_cast<double>(r.end_ns - r.start_ns) / 1e6) << " ms), worker "
-      << r.worker << ", queued "
-      << fmt("%.3f", static_cast<double>(r.start_ns - r.enqueue_ns) / 1e6) << " ms</title>";
-    o << "<rect x=\"" << fmt("%.2f", x) << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w)
-      << "\" height=\"" << kBoxH << "\" rx=\"2\" fill=\"" << color_of(r.label)
-      << "\" stroke=\"#222\" stroke-width=\"0.4\"/>";
-    // Label inside the box when it fits (about 7 px per character).
-    if (w > 7.0 * static_cast<double>(r.label.size()) + 6) {
-      o << "<text x=\"" << fmt("%.2f", x + w / 2) << "\" y=\"" << y + kBoxH / 2 + 4
-        << "\" text-anchor=\"middle\" fill=\"white\">" << xml_escape(r.label) << "</text>";
+    const auto key = core::timeline_row(r);
+    if (rows.count(key) == 0) {
+      auto it = names.find(key_of(r.device, r.stream_id));
+      rows.emplace(key, it != names.end() ? it->second : r.device.str() + " " + stream_name(r));
     }
-    o << "</g>\n";
   }
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    const double x = kLeft + static_cast<double>(i % legend_cols) * 160;
-    const double y = legend_y + static_cast<double>(i / legend_cols) * 22;
-    o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"14\" height=\"14\" fill=\""
-      << color_of(labels[i]) << "\"/><text x=\"" << x + 20 << "\" y=\"" << y + 12 << "\">"
-      << xml_escape(labels[i]) << "</text>\n";
-  }
-  o << "</svg>\n";
-  return o.str();
+  return core::render_timeline_svg(recs, rows, origin, title);
 }
 
 void Profiler::export_timeline_svg(const std::string& path, const std::string& title) const {

@@ -54,20 +54,21 @@ template <class Pred>
 bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, const Shape& shape,
                       Pred pred) {
   auto result = std::make_shared<bool>(false);
-  auto sa = TensorAccess::storage(a), sb = TensorAccess::storage(b);
+  const void* da = TensorAccess::storage(a)->data();
+  const void* db = TensorAccess::storage(b)->data();
   const Shape a_strides = broadcast_strides(a.shape(), a.strides(), shape);
   const Shape b_strides = broadcast_strides(b.shape(), b.strides(), shape);
   const std::int64_t a_off = a.storage_offset(), b_off = b.storage_offset();
   const DType a_type = a.dtype(), b_type = b.dtype();
   Stream s =
       submit(name, a.device(), {&a, &b}, {},
-             [sa, sb, shape, a_strides, b_strides, a_off, b_off, a_type, b_type, result, pred] {
+             [da, db, shape, a_strides, b_strides, a_off, b_off, a_type, b_type, result, pred] {
                dispatch_all(a_type, [&](auto a_tag) {
                  using A = decltype(a_tag);
                  dispatch_all(b_type, [&](auto b_tag) {
                    using B = decltype(b_tag);
-                   const A* pa = static_cast<const A*>(sa->data()) + a_off;
-                   const B* pb = static_cast<const B*>(sb->data()) + b_off;
+                   const A* pa = static_cast<const A*>(da) + a_off;
+                   const B* pb = static_cast<const B*>(db) + b_off;
                    std::atomic<bool> ok{true};
                    const auto loop = make_loop<2>(shape, {&a_strides, &b_strides});
                    parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
@@ -252,8 +253,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a = ops::blas_operand(a_in, la), b = ops::blas_operand(b_in, lb);
   Shape out_shape = a.dim() == 3 || b.dim() == 3 ? Shape{batch, m, n} : Shape{m, n};
   Tensor out = ops::new_tensor(std::move(out_shape), a.dtype(), a.device());
-  auto sa = TensorAccess::storage(a), sb = TensorAccess::storage(b),
-       so = TensorAccess::storage(out);
+  // Raw pointers, no references: the memory stays valid until the kernel ran (ops::submit's rule),
+  // and the result's block can go back to this stream as soon as the host drops the result.
+  const void* pa = TensorAccess::storage(a)->data();
+  const void* pb = TensorAccess::storage(b)->data();
+  void* po = TensorAccess::storage(out)->data();
   // Batch strides: 0 broadcasts a 2-D operand over the batch (as does a stride-0 expanded one).
   const std::int64_t a_stride = a.dim() == 3 ? a.strides()[0] : 0;
   const std::int64_t b_stride = b.dim() == 3 ? b.strides()[0] : 0;
@@ -261,13 +265,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const DType dtype = a.dtype();
   ops::init_blas();
   ops::submit("matmul", a.device(), {&a, &b}, {&out},
-              [sa, sb, so, dtype, batch, a_stride, b_stride, a_off, b_off, la, lb, m, n, k] {
+              [pa, pb, po, dtype, batch, a_stride, b_stride, a_off, b_off, la, lb, m, n, k] {
                 ops::dispatch_floating(dtype, [&](auto tag) {
                   using T = decltype(tag);
-                  ops::batched_gemm(static_cast<const T*>(sa->data()) + a_off, la,
-                                    static_cast<const T*>(sb->data()) + b_off, lb,
-                                    static_cast<T*>(so->data()), batch, a_stride, b_stride, m, n,
-                                    k);
+                  ops::batched_gemm(static_cast<const T*>(pa) + a_off, la,
+                                    static_cast<const T*>(pb) + b_off, lb, static_cast<T*>(po),
+                                    batch, a_stride, b_stride, m, n, k);
                 });
               });
   return out;

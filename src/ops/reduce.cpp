@@ -37,19 +37,20 @@ Tensor reduce_all(const char* name, const Tensor& input, bool mean) {
   if (mean) check_mean(input);
   const Tensor a = input.contiguous();
   Tensor out = new_tensor({}, sum_dtype(a.dtype()), a.device());
-  auto sa = TensorAccess::storage(a), so = TensorAccess::storage(out);
+  const void* pa = TensorAccess::storage(a)->data();
+  void* po = TensorAccess::storage(out)->data();
   const DType dtype = a.dtype();
   const std::int64_t n = a.numel(), offset = a.storage_offset();
-  submit(name, a.device(), {&a}, {&out}, [sa, so, dtype, n, offset, mean] {
+  submit(name, a.device(), {&a}, {&out}, [pa, po, dtype, n, offset, mean] {
     dispatch_all(dtype, [&](auto tag) {
       using T = decltype(tag);
-      const T* p = static_cast<const T*>(sa->data()) + offset;
+      const T* p = static_cast<const T*>(pa) + offset;
       if constexpr (std::is_floating_point_v<T>) {
         double total = sum_contiguous<T, double>(p, n);
         if (mean) total = n == 0 ? std::numeric_limits<double>::quiet_NaN() : total / n;
-        *static_cast<T*>(so->data()) = static_cast<T>(total);
+        *static_cast<T*>(po) = static_cast<T>(total);
       } else {
-        *static_cast<std::int64_t*>(so->data()) = sum_contiguous<T, std::int64_t>(p, n);
+        *static_cast<std::int64_t*>(po) = sum_contiguous<T, std::int64_t>(p, n);
       }
     });
   });
@@ -214,21 +215,22 @@ Tensor reduce_dim(Reduce r, const Tensor& a, int dim_arg, bool keepdim) {
   Tensor out = new_tensor(reduced_shape(a.shape(), dim, keepdim), out_dtype, a.device());
   // Output strides over a's dimensions: those of the keepdim shape (contiguous).
   const Shape out_strides = contiguous_strides(reduced_shape(a.shape(), dim, true));
-  auto sa = TensorAccess::storage(a), so = TensorAccess::storage(out);
+  const void* pa = TensorAccess::storage(a)->data();
+  void* po = TensorAccess::storage(out)->data();
   submit(
       name, a.device(), {&a}, {&out},
-      [sa, so, r, dim, len, out_strides, shape = a.shape(), strides = a.strides(),
+      [pa, po, r, dim, len, out_strides, shape = a.shape(), strides = a.strides(),
        offset = a.storage_offset(), dtype = a.dtype()] {
         const std::int64_t step = strides[static_cast<std::size_t>(dim)];
         dispatch_all(dtype, [&](auto tag) {
           using T = decltype(tag);
-          const T* in = static_cast<const T*>(sa->data()) + offset;
+          const T* in = static_cast<const T*>(pa) + offset;
           if (r == Reduce::kSum || r == Reduce::kMean) {
             if constexpr (std::is_floating_point_v<T>) {
-              sum_lines<T, double>(in, static_cast<T*>(so->data()), shape, strides, out_strides,
+              sum_lines<T, double>(in, static_cast<T*>(po), shape, strides, out_strides,
                                    dim, r == Reduce::kMean);
             } else {
-              sum_lines<T, std::uint64_t>(in, static_cast<std::int64_t*>(so->data()), shape,
+              sum_lines<T, std::uint64_t>(in, static_cast<std::int64_t*>(po), shape,
                                           strides, out_strides, dim, false);
             }
             return;
@@ -236,12 +238,12 @@ Tensor reduce_dim(Reduce r, const Tensor& a, int dim_arg, bool keepdim) {
           if constexpr (!std::is_same_v<T, bool>) {
             const bool largest = r == Reduce::kMax || r == Reduce::kArgmax;
             if (r == Reduce::kArgmax || r == Reduce::kArgmin) {
-              auto* o = static_cast<std::int64_t*>(so->data());
+              auto* o = static_cast<std::int64_t*>(po);
               for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
                 o[j] = extreme_index(in + i, len, step, largest);
               });
             } else {
-              T* o = static_cast<T*>(so->data());
+              T* o = static_cast<T*>(po);
               for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
                 o[j] = in[i + extreme_index(in + i, len, step, largest) * step];
               });
@@ -274,17 +276,18 @@ Tensor softmax_impl(const char* name, const Tensor& a, int dim_arg, bool log) {
   }
   const int dim = wrap_dim(dim_arg, a.dim(), name);
   Tensor out = new_tensor(a.shape(), a.dtype(), a.device());
-  auto sa = TensorAccess::storage(a), so = TensorAccess::storage(out);
+  const void* pa = TensorAccess::storage(a)->data();
+  void* po = TensorAccess::storage(out)->data();
   submit(name, a.device(), {&a}, {&out},
-         [sa, so, dim, log, shape = a.shape(), strides = a.strides(), offset = a.storage_offset(),
+         [pa, po, dim, log, shape = a.shape(), strides = a.strides(), offset = a.storage_offset(),
           out_strides = out.strides(), dtype = a.dtype()] {
            const std::int64_t len = shape[static_cast<std::size_t>(dim)];
            const std::int64_t si = strides[static_cast<std::size_t>(dim)];
            const std::int64_t so_step = out_strides[static_cast<std::size_t>(dim)];
            dispatch_floating(dtype, [&](auto tag) {
              using T = decltype(tag);
-             const T* in = static_cast<const T*>(sa->data()) + offset;
-             T* o = static_cast<T*>(so->data());
+             const T* in = static_cast<const T*>(pa) + offset;
+             T* o = static_cast<T*>(po);
              for_each_line(shape, strides, out_strides, dim, [&](std::int64_t i, std::int64_t j) {
                if (len == 0) return;
                // Shift by the largest element so exp never overflows.

@@ -261,15 +261,17 @@ D convert(S v) {
 }  // namespace
 
 void enqueue_fill(Tensor& t, double value) {
-  auto st = detail::TensorAccess::storage(t);
+  // Kernels hold raw pointers (ops::submit's rule): a result dropped by the host goes back to
+  // its stream's pool at once instead of when the kernel has run.
+  void* pt = detail::TensorAccess::storage(t)->data();
   const DType dtype = t.dtype();
   const Shape shape = t.shape(), strides = t.strides();
   const std::int64_t offset = t.storage_offset();
-  submit("fill", t.device(), {}, {&t}, [st, dtype, shape, strides, offset, value] {
+  submit("fill", t.device(), {}, {&t}, [pt, dtype, shape, strides, offset, value] {
     dispatch_all(dtype, [&](auto tag) {
       using T = decltype(tag);
       const T v = from_double<T>(value);
-      T* p = static_cast<T*>(st->data()) + offset;
+      T* p = static_cast<T*>(pt) + offset;
       const auto loop = make_loop<1>(shape, {&strides});
       // Large fills bypass the cache (streaming stores): the data is not read back soon.
       const bool nt = loop.numel * static_cast<std::int64_t>(sizeof(T)) >= simd::kStreamBytes;
@@ -292,8 +294,8 @@ void enqueue_fill(Tensor& t, double value) {
 }
 
 void enqueue_copy(Tensor& dst, const Tensor& src, const char* label) {
-  auto d = detail::TensorAccess::storage(dst);
-  auto s = detail::TensorAccess::storage(src);
+  void* d = detail::TensorAccess::storage(dst)->data();
+  const void* s = detail::TensorAccess::storage(src)->data();
   const DType dt = dst.dtype(), st = src.dtype();
   const Shape shape = dst.shape(), dst_strides = dst.strides();
   const Shape src_strides = broadcast_strides(src.shape(), src.strides(), shape);
@@ -306,8 +308,8 @@ void enqueue_copy(Tensor& dst, const Tensor& src, const char* label) {
              using D = decltype(dtag);
              dispatch_all(st, [&](auto stag) {
                using S = decltype(stag);
-               D* out = static_cast<D*>(d->data()) + d_off;
-               const S* in = static_cast<const S*>(s->data()) + s_off;
+               D* out = static_cast<D*>(d) + d_off;
+               const S* in = static_cast<const S*>(s) + s_off;
                const auto loop = make_loop<2>(shape, {&dst_strides, &src_strides});
                parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
                  D* o = out + off[0];
@@ -540,11 +542,11 @@ Tensor arange(std::int64_t n, DType dtype, Device device) {
   if (n < 0) throw Error("arange(" + std::to_string(n) + "): n must be >= 0");
   if (dtype == DType::Bool) throw Error("arange: dtype bool is not supported; use a numeric dtype");
   Tensor t = ops::new_tensor({n}, dtype, device);
-  auto st = detail::TensorAccess::storage(t);
-  ops::submit("arange", device, {}, {&t}, [st, dtype, n] {
+  void* pt = detail::TensorAccess::storage(t)->data();
+  ops::submit("arange", device, {}, {&t}, [pt, dtype, n] {
     ops::dispatch(dtype, [&](auto tag) {
       using T = decltype(tag);
-      T* p = static_cast<T*>(st->data());
+      T* p = static_cast<T*>(pt);
       ops::parallel_elements(n, [&](std::int64_t i) { p[i] = static_cast<T>(i); });
     });
   });
@@ -560,12 +562,12 @@ Tensor random_tensor(const char* op, Shape shape, std::uint64_t seed, std::uint6
                 " is not a floating type; use DType::Float32 or DType::Float64");
   }
   Tensor t = ops::new_tensor(std::move(shape), dtype, device);
-  auto st = detail::TensorAccess::storage(t);
+  void* pt = detail::TensorAccess::storage(t)->data();
   const std::int64_t n = t.numel();
-  ops::submit(op, device, {}, {&t}, [st, n, seed, offset, normal, dtype] {
+  ops::submit(op, device, {}, {&t}, [pt, n, seed, offset, normal, dtype] {
     ops::dispatch_floating(dtype, [&](auto tag) {
       using T = decltype(tag);
-      T* p = static_cast<T*>(st->data());
+      T* p = static_cast<T*>(pt);
       ops::parallel_ranges(n, [&](std::int64_t begin, std::int64_t end) {
         const auto first = offset + static_cast<std::uint64_t>(begin);
         if (normal) {

@@ -242,21 +242,22 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   slice_shape.erase(slice_shape.begin() + d);
   a_strides.erase(a_strides.begin() + d);
   out_strides.erase(out_strides.begin() + d);
-  auto sa = TensorAccess::storage(a), si = TensorAccess::storage(index),
-       so = TensorAccess::storage(out);
+  const void* pa = TensorAccess::storage(a)->data();
+  const void* pi = TensorAccess::storage(index)->data();
+  void* po = TensorAccess::storage(out)->data();
   const std::int64_t a_off = a.storage_offset(), i_off = index.storage_offset();
   const std::int64_t i_stride = index.dim() == 1 ? index.strides()[0] : 0;
   const DType dtype = a.dtype(), i_type = index.dtype();
   ops::submit("index_select", a.device(), {&a, &index}, {&out},
-              [sa, si, so, a_off, i_off, i_stride, dtype, i_type, count, size, a_step, out_step,
+              [pa, pi, po, a_off, i_off, i_stride, dtype, i_type, count, size, a_step, out_step,
                slice_shape, a_strides, out_strides] {
                 // The positions, checked before anything is written.
                 std::vector<std::int64_t> pos(static_cast<std::size_t>(count));
                 for (std::int64_t k = 0; k < count; ++k) {
                   const std::int64_t at_k = i_off + k * i_stride;
                   std::int64_t v = i_type == DType::Int64
-                                       ? static_cast<const std::int64_t*>(si->data())[at_k]
-                                       : static_cast<const std::int32_t*>(si->data())[at_k];
+                                       ? static_cast<const std::int64_t*>(pi)[at_k]
+                                       : static_cast<const std::int32_t*>(pi)[at_k];
                   if (v < -size || v >= size) {
                     throw Error("index_select: index " + std::to_string(v) + " (entry " +
                                 std::to_string(k) + ") is out of range for a dimension of size " +
@@ -267,8 +268,8 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
                 }
                 ops::dispatch_all(dtype, [&](auto tag) {
                   using T = decltype(tag);
-                  const T* in = static_cast<const T*>(sa->data()) + a_off;
-                  T* o = static_cast<T*>(so->data());
+                  const T* in = static_cast<const T*>(pa) + a_off;
+                  T* o = static_cast<T*>(po);
                   const auto loop = ops::make_loop<2>(slice_shape, {&out_strides, &a_strides});
                   auto gather = [&](std::int64_t k0, std::int64_t k1) {
                     for (std::int64_t k = k0; k < k1; ++k) {

@@ -142,6 +142,41 @@ TEST(Profiler, NamedStreamsAppearInBothExports) {
   EXPECT_NE(prof.timeline_svg().find(">loader &lt;1&gt;</text>"), std::string::npos);
 }
 
+// Many kinds of work on a stream with a long name: every label gets a colour of its own (no
+// palette wrap-around), and the name column is wide enough for the name.
+TEST(Profiler, TimelineSvgTellsLabelsApartAndHasRoomForLongStreamNames) {
+  static const char* const kLabels[] = {"l00", "l01", "l02", "l03", "l04", "l05", "l06",
+                                        "l07", "l08", "l09", "l10", "l11", "l12", "l13",
+                                        "l14", "l15", "l16", "l17", "l18", "l19", "l20",
+                                        "l21", "l22", "l23", "l24"};
+  Stream s;
+  Profiler prof;
+  const std::string name = "a data loader stream with a rather long descriptive name";
+  prof.name_stream(s, name);
+  prof.start();
+  for (const char* label : kLabels) s.launch(label, [] {});
+  s.synchronize();
+  prof.stop();
+  const std::string path = temp_path("labels.svg");
+  prof.export_timeline_svg(path);
+  const std::string script = write_script("svg_labels.py", R"PY(
+import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+ns = "{http://www.w3.org/2000/svg}"
+swatches = [e.get("fill") for e in r.iter(ns + "rect") if e.get("width") == "14"]
+assert len(swatches) == 25, swatches
+assert len(set(swatches)) == 25, sorted(swatches)
+name = [t for t in r.iter(ns + "text") if t.text == sys.argv[2]]
+assert len(name) == 1, [t.text for t in r.iter(ns + "text")]
+# Right-aligned at x: it starts at x minus its width (DejaVu Sans 12 px: under 7 px a character).
+assert float(name[0].get("x")) - 7 * len(sys.argv[2]) >= 0, name[0].get("x")
+)PY");
+  const std::string check = "/usr/bin/python3 " + script + " " + path + " '" + name + "'";
+  EXPECT_EQ(std::system(check.c_str()), 0) << check;
+  std::filesystem::remove(path);
+  std::filesystem::remove(script);
+}
+
 TEST(Profiler, TimelineSvgIsWellFormedWithARowPerStream) {
   Stream s1, s2;
   Profiler prof;

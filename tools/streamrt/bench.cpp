@@ -306,10 +306,8 @@ int run_bench(int argc, char** argv) {
     }
     r.stats = stats_of(r.samples);
     if (r.status == "ok") {
-      const double spread =
-          r.stats.median != 0 ? 50.0 * (r.stats.p75 - r.stats.p25) / std::fabs(r.stats.median) : 0;
-      std::fprintf(stderr, "%12s ±%4.1f%%  (%.1f s)\n",
-                   format_value(r.stats.median, c.unit).c_str(), spread, seconds_since(t0));
+      std::fprintf(stderr, "%12s %7s  n=%zu  (%.1f s)\n", format_value(r.stats.median, c.unit).c_str(),
+                   spread_text(r).c_str(), r.samples.size(), seconds_since(t0));
     } else {
       std::fprintf(stderr, "%s: %s\n", r.status.c_str(), r.reason.c_str());
     }

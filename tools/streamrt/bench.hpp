@@ -134,6 +134,13 @@ int run_idle_probe(const std::string& peer_id, double seconds);
 std::vector<std::pair<std::string, std::string>> library_versions();
 
 // Output (bench_report.cpp).
+// Fewest repetitions for which a spread is shown: a single run has none.
+constexpr std::size_t kMinSpreadSamples = 3;
+// "±4.2%": half the interquartile range, relative to the median; "" under kMinSpreadSamples runs.
+std::string spread_text(const Result& r);
+// Why a figure the work itself cannot produce was measured (an efficiency above 100 %, a speedup
+// above the core count), for the result's line; "" for every other figure.
+std::string caveat(const Report& report, const CaseSpec& c, const Result& r);
 void print_table(const Report& r, std::FILE* out);
 bool write_json(const Report& r, const std::string& path, std::string& error);
 bool write_markdown(const Report& r, const std::string& path, std::string& error);

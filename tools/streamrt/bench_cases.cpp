@@ -156,7 +156,7 @@ std::vector<CaseSpec> case_specs(bool quick) {
                     "granularity",
                     "granularity: " + std::to_string(item) + " us items on " + streams_text(s) +
                         " (efficiency vs bare threads)",
-                    "%", Better::kHigher, 5, 1);
+                    "%", Better::kHigher, 5, 3);
       c.params = {{"item_us", item}, {"streams", s}};
       if (item == 10 && s == 2) c = with_target(std::move(c), ">= 90%", 90);
       v.push_back(std::move(c));

@@ -48,12 +48,31 @@ const char* better_text(Better b) {
   return b == Better::kLower ? "lower" : "higher";
 }
 
-std::string spread_text(const Stats& s) {
-  if (s.median == 0) return "";
-  return printf_string("±%.1f%%", 50.0 * (s.p75 - s.p25) / std::fabs(s.median));
+}  // namespace
+
+std::string spread_text(const Result& r) {
+  // Fewer runs have no interquartile range to speak of: a single run shows no spread at all.
+  if (r.samples.size() < kMinSpreadSamples || r.stats.median == 0) return "";
+  return printf_string("±%.1f%%", 50.0 * (r.stats.p75 - r.stats.p25) / std::fabs(r.stats.median));
 }
 
-}  // namespace
+std::string caveat(const Report& report, const CaseSpec& c, const Result& r) {
+  const auto& m = report.machine;
+  const std::string load = printf_string("%.1f", m.load_before[0]) + " before, " +
+                           printf_string("%.1f", m.load_after[0]) + " after";
+  if (c.group == "granularity" && r.stats.median > 100.0) {
+    return "above 100 %: the bare threads ran slower than this peer, so other processes took "
+           "cores from them (load " + load + "); noise, not a gain";
+  }
+  // Streams against one stream on the same work: more than the cores would be parallelism the
+  // machine does not have.
+  if (c.group == "overlap" && r.stats.median > 1.05 * m.hardware_threads) {
+    return "above the " + std::to_string(m.hardware_threads) +
+           " cores: the one-stream run was slowed by other processes (load " + load +
+           "); noise, not a gain";
+  }
+  return "";
+}
 
 std::string format_value(double v, const std::string& unit) {
   if (unit == "ns" || unit == "ns/item" || unit == "CPU ns/item") {
@@ -79,8 +98,8 @@ std::string format_value(double v, const std::string& unit) {
 void print_table(const Report& r, std::FILE* out) {
   std::fprintf(out,
                "\nstreamrt bench%s — %s, %d hardware threads, %s\n"
-               "median of the repetitions; spread = half the interquartile range, relative; "
-               "ratio = peer / streamrt\n",
+               "median of the repetitions (n); spread = half the interquartile range, relative, "
+               "from 3 repetitions on; ratio = peer / streamrt\n",
                r.options.quick ? " --quick" : "", r.machine.cpu_model.c_str(),
                r.machine.hardware_threads, r.machine.date.c_str());
   for (const auto& c : r.cases) {
@@ -99,10 +118,11 @@ void print_table(const Report& r, std::FILE* out) {
       if (base != nullptr && base->stats.median != 0) {
         ratio = printf_string("%.2f", res.stats.median / base->stats.median);
       }
-      std::fprintf(out, "  %-17s %14s %8s %8s  n=%zu%s%s\n", peer.name.c_str(),
-                   format_value(res.stats.median, c.spec.unit).c_str(),
-                   spread_text(res.stats).c_str(), ratio.c_str(), res.samples.size(),
-                   res.note.empty() ? "" : "  — ", res.note.c_str());
+      const std::string why = caveat(r, c.spec, res);
+      std::fprintf(out, "  %-17s %14s %8s %8s  n=%zu%s%s%s%s\n", peer.name.c_str(),
+                   format_value(res.stats.median, c.spec.unit).c_str(), spread_text(res).c_str(),
+                   ratio.c_str(), res.samples.size(), res.note.empty() ? "" : "  — ",
+                   res.note.c_str(), why.empty() ? "" : "  — ", why.c_str());
     }
   }
   std::fprintf(out, "\n");
@@ -157,7 +177,8 @@ bool write_json(const Report& r, const std::string& path, std::string& error) {
       const auto& res = c.results[i];
       o << "       {\"peer\": " << q(r.peers[res.peer_index].id)
         << ", \"status\": " << q(res.status) << ", \"reason\": " << q(res.reason)
-        << ", \"note\": " << q(res.note) << ", \"samples\": [";
+        << ", \"note\": " << q(res.note) << ", \"caveat\": " << q(caveat(r, c.spec, res))
+        << ", \"samples\": [";
       for (std::size_t k = 0; k < res.samples.size(); ++k) {
         o << (k ? ", " : "") << num(res.samples[k]);
       }
@@ -215,7 +236,8 @@ bool write_markdown(const Report& r, const std::string& path, std::string& error
       } else if (res->status != "ok") {
         o << " " << res->status << " |";
       } else {
-        o << " " << format_value(res->stats.median, c.spec.unit) << " " << spread_text(res->stats);
+        o << " " << format_value(res->stats.median, c.spec.unit) << " " << spread_text(*res);
+        if (!caveat(r, c.spec, *res).empty()) o << " (!)";
         if (base != nullptr && res != base && base->stats.median != 0) {
           o << " (" << printf_string("%.2f", res->stats.median / base->stats.median) << "×)";
         }
@@ -224,8 +246,11 @@ bool write_markdown(const Report& r, const std::string& path, std::string& error
     }
     o << "\n";
   }
-  o << "\nMedians; ± is half the interquartile range; (n×) is the peer's median / streamrt's. "
-       "`skipped`/`failed`: see bench.json for the reason; — : the peer has no such concept.\n";
+  o << "\nMedians; ± is half the interquartile range (from 3 repetitions on); (n×) is the peer's "
+       "median / streamrt's. (!): a figure the work cannot produce (an efficiency above 100 %, a "
+       "speedup above the core count): other processes slowed the baseline; bench.json's "
+       "`caveat` says so. `skipped`/`failed`: see bench.json for the reason; — : the peer has no "
+       "such concept.\n";
   std::ofstream f(path);
   f << o.str();
   f.close();

@@ -1,5 +1,6 @@
 // `streamrt demo`: the seed articles' scenarios on CPU streams, with a readable report, a Chrome
 // trace and an SVG timeline of the matrix-product scenarios.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.hpp"
@@ -26,6 +28,7 @@ struct Options {
   long iters = 4;          // products per stream in the seed scenario
   long small_size = 256;   // scenario 2: size of the small products
   long small_iters = 200;  // scenario 2: products per stream
+  long runs = 3;           // measured runs of each side of a comparison
   std::string out = ".";   // folder for the trace and the timeline
 };
 
@@ -36,12 +39,15 @@ constexpr const char* kUsage =
     "  1. the seed's two streams of matrix products (per-stream time from timing events, wall\n"
     "     time of one stream vs the streams side by side, speedup, allclose of the results);\n"
     "  2. many small products (too small to split across workers) on one stream vs side by side;\n"
-    "  2b. a two-stream step captured into a graph once, replayed --small-iters times vs eager;\n"
+    "  2b. a two-stream step captured into a graph once, replayed --small-iters times vs eager.\n"
+    "  Each comparison runs both sides once unrecorded (warm-up), then --runs times, alternated,\n"
+    "  and compares the medians;\n"
     "  3-8. events: poll while working, reset/completed, wait_all, completion callbacks,\n"
     "     device-wide synchronize, explicit stream guard.\n"
     "Writes streamrt-trace.json (Chrome trace: open in https://ui.perfetto.dev or\n"
-    "chrome://tracing) and streamrt-timeline.svg (Gantt chart, one row per stream) for scenarios\n"
-    "1 and 2. Exits non-zero when a result is wrong.\n"
+    "chrome://tracing) and streamrt-timeline.svg (Gantt chart, one row per stream, one colour per\n"
+    "kind of work) of one more, traced run of scenarios 1, 2 and 2b. Exits non-zero when a result\n"
+    "is wrong.\n"
     "\n"
     "options:\n"
     "  --size N         matrix size of scenario 1 (default 1000: the seed's 1000x1000)\n"
@@ -49,6 +55,7 @@ constexpr const char* kUsage =
     "  --iters I        products per stream in scenario 1 (default 4)\n"
     "  --small-size N   matrix size of scenario 2 (default 256)\n"
     "  --small-iters I  products per stream in scenario 2 (default 200)\n"
+    "  --runs R         measured runs of each side of a comparison, 1-100 (default 3)\n"
     "  --out DIR        folder for streamrt-trace.json and streamrt-timeline.svg (default: the\n"
     "                   current folder; created if missing)\n"
     "  -h, --help       show this text\n"
@@ -75,69 +82,167 @@ void check(bool ok, const char* what) {
   }
 }
 
+std::string streams_text(long k) {
+  return std::to_string(k) + (k == 1 ? " stream" : " streams");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "median of 3 runs, best 1.23 ms"; a single run is just "1 run".
+std::string runs_text(const std::vector<double>& ms) {
+  if (ms.size() == 1) return "1 run";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "median of %zu runs, best %.2f ms", ms.size(),
+                *std::min_element(ms.begin(), ms.end()));
+  return buf;
+}
+
+// What a speed-up above the core count means: not parallelism, a disturbed measurement.
+void check_speedup(double speedup, const char* what) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (speedup > 1.05 * cores) {
+    std::printf(
+        "   note: %s %.2fx is more than this machine's %u cores can give: the runs were\n"
+        "   disturbed (other processes? `uptime`); rerun on an idle machine or with more --runs\n",
+        what, speedup, cores);
+  }
+}
+
+// The machine's load: timings compare runs of this process, and other processes on the cores
+// move them.
+void print_load() {
+  double load[1] = {0};
+  if (::getloadavg(load, 1) != 1) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::printf("load average %.2f on %u cores%s\n\n", load[0], cores,
+              load[0] > 0.5 ? ": other processes share the cores, so the timings below vary" : "");
+}
+
 struct ProductRun {
-  double serial_ms = 0;
-  double parallel_ms = 0;
-  std::vector<double> stream_ms;  // from timing events
+  std::vector<double> serial_ms, parallel_ms;     // one per measured run
+  std::vector<std::vector<double>> stream_ms;     // per stream, one per run (timing events)
   bool all_close = false;
 };
 
 // `iters` products of a x b per stream on `k` streams side by side, against the same total on one
-// stream. Every product is the same, so every result must be allclose to the first.
-ProductRun run_products(Profiler& prof, const char* tag, long n, long k, long iters,
-                        std::uint64_t seed) {
-  ProductRun r;
-  Tensor a = randn({n, n}, seed), b = randn({n, n}, seed + 1);
-  matmul(a, b).wait();  // warm-up: BLAS buffers, page faults, workers awake
+// stream. Every product is the same, so every result must be allclose to the first. The streams
+// and inputs live as long as the object, so the measured runs and the traced one use the same.
+class Products {
+ public:
+  Products(Profiler& prof, const std::string& tag, long n, long k, long iters, std::uint64_t seed)
+      : k_(k), iters_(iters), a_(randn({n, n}, seed)), b_(randn({n, n}, seed + 1)),
+        outs_(static_cast<std::size_t>(k)) {
+    prof.name_stream(serial_, tag + ": one stream");
+    for (long i = 0; i < k; ++i) {
+      streams_.emplace_back();
+      prof.name_stream(streams_.back(), tag + ": stream " + std::to_string(i + 1));
+      begin_.emplace_back(EventOptions{.enable_timing = true});
+      end_.emplace_back(EventOptions{.enable_timing = true});
+    }
+  }
 
-  Stream serial;
-  prof.name_stream(serial, std::string(tag) + ": one stream");
-  Tensor serial_out;
-  auto t0 = WallClock::now();
-  {
-    StreamContext ctx(serial);
-    for (long i = 0; i < k * iters; ++i) serial_out = matmul(a, b);
+  // The whole work on one stream; returns the wall time in ms.
+  double run_serial() {
+    const auto t0 = WallClock::now();
+    {
+      StreamContext ctx(serial_);
+      for (long i = 0; i < k_ * iters_; ++i) serial_out_ = matmul(a_, b_);
+    }
+    serial_.synchronize();
+    return ms_since(t0);
   }
-  serial.synchronize();
-  r.serial_ms = ms_since(t0);
 
-  std::vector<Stream> streams;
-  std::vector<Event> begin, end;
-  std::vector<Tensor> outs(static_cast<std::size_t>(k));
-  for (long i = 0; i < k; ++i) {
-    streams.emplace_back();
-    prof.name_stream(streams.back(), std::string(tag) + ": stream " + std::to_string(i + 1));
-    begin.emplace_back(EventOptions{.enable_timing = true});
-    end.emplace_back(EventOptions{.enable_timing = true});
+  // The same work on the k streams side by side; returns the wall time in ms and appends each
+  // stream's time (its timing events) to `stream_ms` when given.
+  double run_parallel(std::vector<std::vector<double>>* stream_ms) {
+    const auto t0 = WallClock::now();
+    for (std::size_t u = 0; u < streams_.size(); ++u) {
+      StreamContext ctx(streams_[u]);  // the seed's `with torch.cpu.StreamContext(stream):`
+      begin_[u].record();
+      for (long j = 0; j < iters_; ++j) outs_[u] = matmul(a_, b_);
+      end_[u].record();
+    }
+    for (auto& s : streams_) s.synchronize();
+    const double ms = ms_since(t0);
+    if (stream_ms != nullptr) {
+      stream_ms->resize(streams_.size());
+      for (std::size_t u = 0; u < streams_.size(); ++u) {
+        (*stream_ms)[u].push_back(begin_[u].elapsed_time(end_[u]));
+      }
+    }
+    return ms;
   }
-  t0 = WallClock::now();
-  for (long i = 0; i < k; ++i) {
-    const auto u = static_cast<std::size_t>(i);
-    StreamContext ctx(streams[u]);  // the seed's `with torch.cpu.StreamContext(stream):`
-    begin[u].record();
-    for (long j = 0; j < iters; ++j) outs[u] = matmul(a, b);
-    end[u].record();
+
+  // One unrecorded run of each (first-touch page faults, BLAS buffers, workers waking up fall
+  // there), then `runs` runs of each, alternated (one stream first in even runs, the streams
+  // first in odd ones) so that a drift of the machine's speed falls on both sides.
+  ProductRun measure(long runs) {
+    ProductRun r;
+    run_serial();
+    run_parallel(nullptr);
+    for (long i = 0; i < runs; ++i) {
+      if (i % 2 == 0) {
+        r.serial_ms.push_back(run_serial());
+        r.parallel_ms.push_back(run_parallel(&r.stream_ms));
+      } else {
+        r.parallel_ms.push_back(run_parallel(&r.stream_ms));
+        r.serial_ms.push_back(run_serial());
+      }
+    }
+    r.all_close = allclose(outs_[0], serial_out_);
+    for (const auto& o : outs_) r.all_close = r.all_close && allclose(o, outs_[0]);
+    return r;
   }
-  for (auto& s : streams) s.synchronize();
-  r.parallel_ms = ms_since(t0);
-  for (long i = 0; i < k; ++i) {
-    const auto u = static_cast<std::size_t>(i);
-    r.stream_ms.push_back(begin[u].elapsed_time(end[u]));
+
+ private:
+  long k_, iters_;
+  Tensor a_, b_, serial_out_;
+  Stream serial_;
+  std::vector<Stream> streams_;
+  std::vector<Event> begin_, end_;
+  std::vector<Tensor> outs_;
+};
+
+// One stream's time over the streams' time, run by run (a pair ran back to back, in the same
+// conditions), and the median of those ratios: steadier than a ratio of medians when the
+// machine's load drifts between runs.
+double speedup_of(const ProductRun& r) {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < r.serial_ms.size(); ++i) {
+    ratios.push_back(r.serial_ms[i] / r.parallel_ms[i]);
   }
-  r.all_close = allclose(outs[0], serial_out);
-  for (const auto& o : outs) r.all_close = r.all_close && allclose(o, outs[0]);
-  return r;
+  return median(std::move(ratios));
 }
 
 void print_products(const ProductRun& r, long n, long k, long iters) {
+  const double serial = median(r.serial_ms), parallel = median(r.parallel_ms);
+  const double speedup = speedup_of(r);
+  const std::string side = streams_text(k) + ",";
+  std::printf("   %-11s %4ld products: %8.2f ms wall  (%s)\n", "one stream,", k * iters, serial,
+              runs_text(r.serial_ms).c_str());
+  std::printf("   %-11s %4ld products: %8.2f ms wall  (%s)\n", side.c_str(), k * iters, parallel,
+              runs_text(r.parallel_ms).c_str());
+  std::printf("   speedup %.2fx  (%.1f GFLOP/s; %s)\n", speedup,
+              2.0 * static_cast<double>(n) * n * n * k * iters / parallel / 1e6,
+              r.serial_ms.size() == 1
+                  ? "one run each, after an unrecorded warm-up run of each"
+                  : "median of the runs' ratios; runs alternated, after an unrecorded warm-up run "
+                    "of each");
+  check_speedup(speedup, "a speedup of");
+  std::printf("   per stream (timing events, %s):", r.serial_ms.size() == 1 ? "1 run" : "medians");
   for (std::size_t i = 0; i < r.stream_ms.size(); ++i) {
-    std::printf("   stream %zu: %8.2f ms for %ld products (timing events)\n", i + 1, r.stream_ms[i],
-                iters);
+    std::printf("%s %.2f ms", i == 0 ? "" : ",", median(r.stream_ms[i]));
   }
-  std::printf("   one stream,  %3ld products: %8.2f ms wall\n", k * iters, r.serial_ms);
-  std::printf("   %ld streams, %3ld products: %8.2f ms wall   speedup %.2fx   (%.1f GFLOP/s)\n", k,
-              k * iters, r.parallel_ms, r.serial_ms / r.parallel_ms,
-              2.0 * static_cast<double>(n) * n * n * k * iters / r.parallel_ms / 1e6);
+  std::printf(" for %ld products each\n", iters);
+  if (k > 1) {
+    std::printf(
+        "   (a stream's span includes the time its products waited for workers busy with the\n"
+        "   other streams: streams share the workers)\n");
+  }
   std::printf("   allclose(results of every stream, one-stream result): %s\n",
               r.all_close ? "true" : "false");
 }
@@ -170,6 +275,8 @@ int run_demo(int argc, char** argv) {
       value(1, 4096, opt.small_size);
     } else if (arg == "--small-iters") {
       value(1, 100000, opt.small_iters);
+    } else if (arg == "--runs") {
+      value(1, 100, opt.runs);
     } else if (arg == "--out") {
       if (i + 1 >= argc) {
         std::fputs("streamrt demo: --out needs a folder (see --help)\n", stderr);
@@ -192,18 +299,20 @@ int run_demo(int argc, char** argv) {
 
   std::printf(
       "streamrt demo: CPU streams, events and tensors (%d worker threads; OpenBLAS runs\n"
-      "single-threaded inside workers, large products are split across them)\n\n",
+      "single-threaded inside workers, large products are split across them)\n",
       num_threads());
+  print_load();
   Profiler prof;
-  prof.start();
 
   // 1. The seed's example: two streams of 1000x1000 products, then allclose.
-  std::printf("1. %ld streams of %ldx%ld matmul (seed example 1), %ld products per stream\n",
-              opt.streams, opt.size, opt.size, opt.iters);
-  const auto big = run_products(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
+  std::printf("1. %s of %ldx%ld matmul (seed example 1), %ld products per stream\n",
+              streams_text(opt.streams).c_str(), opt.size, opt.size, opt.iters);
+  Products seed(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
+  const auto big = seed.measure(opt.runs);
   print_products(big, opt.size, opt.streams, opt.iters);
   check(big.all_close, "the streams' products differ");
-  if (big.serial_ms / big.parallel_ms < 1.3 && num_threads() > 1) {
+  if (opt.streams > 1 && speedup_of(big) < 1.3 &&
+      num_threads() > 1) {
     std::printf(
         "   note: one stream already uses every worker here (each product is split in\n"
         "   row blocks across the pool), so more streams add little; streams pay off for\n"
@@ -211,14 +320,23 @@ int run_demo(int argc, char** argv) {
   }
 
   // 2. Many small products: each runs on one worker, streams give the parallelism.
-  std::printf("\n2. %ld streams of %ldx%ld matmul, %ld products per stream\n", opt.streams,
-              opt.small_size, opt.small_size, opt.small_iters);
-  const auto small = run_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
+  std::printf("\n2. %s of %ldx%ld matmul, %ld products per stream\n",
+              streams_text(opt.streams).c_str(), opt.small_size, opt.small_size, opt.small_iters);
+  Products small_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
+  const auto small = small_products.measure(opt.runs);
   print_products(small, opt.small_size, opt.streams, opt.small_iters);
   check(small.all_close, "the streams' products differ");
   // 2b. Graph capture and replay (docs/graphs.md).
   std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
-  check(run_graph_scenario(prof, opt.small_iters), "graph replay result");
+  check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
+
+  // One more run of scenarios 1, 2 and 2b, traced (the profiler's cost stays out of the figures).
+  prof.start();
+  seed.run_serial();
+  seed.run_parallel(nullptr);
+  small_products.run_serial();
+  small_products.run_parallel(nullptr);
+  trace_graph_scenario(prof, std::min(opt.small_iters, 50L));
   prof.stop();
 
   // 3. Poll while working (the seed's `while not event.poll()`).
@@ -342,12 +460,13 @@ int run_demo(int argc, char** argv) {
   try {
     prof.export_chrome_trace(trace);
     prof.export_timeline_svg(
-        svg, "streamrt demo: scenarios 1 and 2 (" + std::to_string(num_threads()) + " workers)");
+        svg, "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(num_threads()) + " workers)");
   } catch (const Error& e) {
     std::fprintf(stderr, "streamrt demo: %s\n", e.what());
     return 1;
   }
-  std::printf("\n%zu work items traced (scenarios 1 and 2):\n", prof.records().size());
+  std::printf("\n%zu work items traced (one more run of scenarios 1, 2 and 2b):\n",
+              prof.records().size());
   std::printf("   trace:    %s  (open in https://ui.perfetto.dev or chrome://tracing)\n",
               fs::absolute(trace).lexically_normal().c_str());
   std::printf("   timeline: %s  (one row per stream)\n",
