@@ -110,7 +110,8 @@ test-asan: build-asan
 FUZZ_SECONDS ?= 60
 test-fuzz: build-asan
 	rm -rf build-asan/corpus && mkdir -p build-asan/corpus
-	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ./fuzz/streamrt_fuzz \
+	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+	  ASAN_OPTIONS="allocator_may_return_null=1" ./fuzz/streamrt_fuzz \
 	  -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
 	  -artifact_prefix=./ corpus 2> fuzz.log || { tail -n 80 fuzz.log; exit 1; }
 	@tail -n 6 build-asan/fuzz.log
