@@ -54,6 +54,29 @@ std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::in
   return n;
 }
 
+double float_arg(py::handle obj, const char* what, const char* name) {
+  const double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred() != nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError) != 0) {
+      PyErr_Clear();
+      std::string text = py::str(obj);
+      if (text.size() > 40) {
+        text = text.substr(0, 20) + "... (" + std::to_string(text.size()) + " digits)";
+      }
+      PyErr_SetString(PyExc_OverflowError,
+                      (std::string(what) + ": " + name + "=" + text +
+                       " is too large for a float (the largest is about 1.8e308)")
+                          .c_str());
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError) != 0) {
+      PyErr_Clear();
+      throw py::type_error(std::string(what) + ": " + name + " must be a number, got " +
+                           type_name(obj));
+    }
+    throw py::error_already_set();
+  }
+  return v;
+}
+
 Device to_device(py::handle obj, const char* what) {
   if (obj.is_none()) return Device{};
   if (py::isinstance<Device>(obj)) return obj.cast<Device>();
@@ -114,13 +137,19 @@ std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
     throw py::type_error(std::string(what) + ": " + name + " must be a number of seconds, got " +
                          type_name(obj));
   }
-  const double seconds = obj.cast<double>();
+  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
+  // An int too large even for a float is such a wait too.
+  constexpr double kMaxSeconds = 9.2e9;
+  if (py::isinstance<py::int_>(obj) &&
+      PyObject_RichCompareBool(obj.ptr(), py::int_(static_cast<long long>(kMaxSeconds)).ptr(),
+                               Py_GE) == 1) {
+    return std::chrono::nanoseconds::max();
+  }
+  const double seconds = float_arg(obj, what, name);
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     throw py::value_error(std::string(what) + ": " + name + " must be a finite number >= 0, got " +
                           std::to_string(seconds));
   }
-  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
-  constexpr double kMaxSeconds = 9.2e9;
   if (seconds >= kMaxSeconds) return std::chrono::nanoseconds::max();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(seconds));
@@ -583,7 +612,8 @@ void bind_core(py::module_& m) {
   m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
   m.def(
       "set_worker_spin",
-      [](double us) {
+      [](py::object us_arg) {
+        const double us = float_arg(us_arg, "set_worker_spin", "us");
         if (!(us >= 0 && us <= 1e6)) {
           throw py::value_error("set_worker_spin(" + std::to_string(us) +
                                 "): the poll time must be from 0 to 1000000 microseconds");

@@ -28,6 +28,11 @@ Device to_device(py::handle obj, const char* what);
 std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
                      std::int64_t hi, PyObject* range_error = PyExc_ValueError);
 
+//! A number argument `name` of `what` as a double: TypeError naming it for non-numbers,
+//! OverflowError naming the value and the limit for an int too large for a float (numpy's
+//! exception for the same). Requires the GIL.
+double float_arg(py::handle obj, const char* what, const char* name);
+
 //! Short type name of a Python object ("int", "numpy.ndarray") for messages. Requires the GIL.
 std::string type_name(py::handle obj);
 

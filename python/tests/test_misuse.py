@@ -4,6 +4,7 @@ near the clock's limit, and arguments outside their range. What could crash or h
 child interpreter with a time limit."""
 
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -291,7 +292,7 @@ def test_fork_while_threads_launch_ops_and_callables_never_hangs_the_child():
 # ---- time-outs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("timeout", [1e10, 1e300, 2.0**63])
+@pytest.mark.parametrize("timeout", [1e10, 1e300, 2.0**63, 2**1100])
 def test_time_outs_past_the_clock_wait_instead_of_returning_at_once(timeout):
     s = cpu.Stream()
     gate = threading.Event()
@@ -331,6 +332,15 @@ def test_time_outs_past_the_clock_wait_instead_of_returning_at_once(timeout):
         (lambda: streamrt.zeros(2, 3).reshape(2**64), ValueError),
         (lambda: streamrt.zeros(2, 3).expand(2**64, 3), ValueError),
         (lambda: streamrt.zeros(2, 3).sum(dim=2**40), IndexError),
+        (lambda: streamrt.zeros(2, 3).size(2**70), IndexError),
+        (lambda: streamrt.zeros(2) + 2**1100, OverflowError),
+        (lambda: streamrt.zeros(2) == 2**1100, OverflowError),
+        (lambda: streamrt.zeros(2).fill_(2**1100), OverflowError),
+        (lambda: streamrt.zeros(2).clamp(0, 2**1100), OverflowError),
+        (lambda: streamrt.full((2,), 2**1100), OverflowError),
+        (lambda: streamrt.allclose(streamrt.zeros(2), streamrt.zeros(2), rtol=2**1100), OverflowError),
+        (lambda: streamrt.set_memory_cache_limit(2**70), ValueError),
+        (lambda: streamrt.set_worker_spin(2**1100), OverflowError),
     ],
 )
 def test_out_of_range_arguments_name_the_value_and_the_limit(call, error):
@@ -345,3 +355,62 @@ def test_int_of_a_float_tensor_truncates_as_python_does():
     assert int(streamrt.tensor([-2.7], dtype=streamrt.float64)) == -2
     assert int(streamrt.tensor([True])) == 1
     assert [10, 20, 30][streamrt.tensor([1], dtype=streamrt.int64)] == 20
+
+
+# Parameters that take objects, not numbers: an int there is a plain type error.
+OBJECT_PARAMETERS = {"Stream.wait_event", "Stream.wait_stream", "Tensor.shares_storage", "wait_all"}
+HOSTILE_NUMBERS = [2**70, -(2**70), 2**64, 2**1100]
+
+
+def _signature_arities(message):
+    # pybind11 lists the overloads as "1. (a: int, b: float = 1.0) -> ..."
+    out = []
+    for sig in re.findall(r"\d+\. \((.*?)\) ->", message):
+        parts = [p for p in re.split(r",\s*(?![^\[]*\])", sig) if p.strip()]
+        required = [p for p in parts if "=" not in p and not p.strip().startswith("*")]
+        variadic = any(p.strip().startswith("*") for p in parts)
+        out.append((len(required), len(parts), variadic))
+    return out
+
+
+def _generic_errors(name, fn, is_method):
+    found = []
+    for count in range(1, 4):
+        for position in range(count):
+            for number in HOSTILE_NUMBERS:
+                args = [1] * count
+                args[position] = number
+                try:
+                    fn(*args)
+                except Exception as e:  # noqa: BLE001 (every kind is looked at below)
+                    text = str(e)
+                    if "Unable to cast" in text:
+                        found.append((name, count, position, "Unable to cast"))
+                    elif "incompatible function arguments" in text:
+                        k = count + (1 if is_method else 0)
+                        if any(lo <= k <= hi or var for lo, hi, var in _signature_arities(text)):
+                            found.append((name, count, position, "incompatible arguments"))
+    return found
+
+
+def test_no_number_reaches_pybind11s_generic_cast_errors():
+    # Every public function and method, with numbers far out of any range in each position of
+    # each arity it takes: the error must be the binding's own, naming the value and the limit.
+    t = streamrt.ones(2, 3)
+    s = cpu.Stream()
+    found = []
+    for name in dir(streamrt):
+        fn = getattr(streamrt, name)
+        if not name.startswith("_") and callable(fn) and not isinstance(fn, type):
+            found += _generic_errors(name, fn, False)
+    for owner, obj in (("Tensor", t), ("Stream", s)):
+        for name in dir(obj):
+            if name.startswith("_") or name in ("launch",):
+                continue
+            fn = getattr(obj, name)
+            if callable(fn):
+                found += _generic_errors(f"{owner}.{name}", fn, True)
+    found += _generic_errors("Stream", streamrt.Stream, False)
+    found += _generic_errors("Event", streamrt.Event, False)
+    found = [f for f in found if f[0] not in OBJECT_PARAMETERS]
+    assert not found, found
