@@ -1,0 +1,198 @@
+// Native support for streamrt.torch (docs/torch.md): torch ops as tracked stream work. A torch
+// storage is tracked through a streamrt tensor standing for its memory (its "tracker", made by
+// _torch_tracker and kept by the Python registry), so torch ops, streamrt ops and host reads order
+// themselves as accesses to one storage. A torch tensor imported through DLPack shares its
+// tracker's tracking (share_tracking) when streamrt.torch is installed.
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bind_ops.hpp"
+#include "bindings.hpp"
+#include "py_runtime.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/tensor.hpp"
+
+namespace streamrt::python {
+
+using namespace pybind11::literals;
+
+namespace {
+
+// The most storages one tracked submission takes (enqueue_tracked's limit).
+constexpr std::size_t kMaxTracked = 8;
+
+// Set by streamrt.torch.install(), cleared by uninstall(); a leaked reference (never dropped
+// after finalization). Read and written with the GIL held.
+PyObject* g_dlpack_hook = nullptr;
+
+// A torch op (or any Python callable) run in stream order on a worker: it takes the GIL only to
+// call fn(*args) (torch releases it inside its kernels). Its references are dropped with the GIL
+// held once it ran, and through SafeObject when it was skipped.
+struct TorchWork {
+  SafeObject fn;
+  SafeObject args;  // a tuple
+  const char* label;
+  PendingPythonWork pending;
+
+  void operator()() {
+    PythonScope scope;
+    if (!scope.ok()) {
+      throw Error(std::string("torch op '") + label +
+                  "' was not run: the Python interpreter is shutting down");
+    }
+    PyObject* result = PyObject_Call(fn.get().ptr(), args.get().ptr(), nullptr);
+    if (result == nullptr) {
+      py::error_already_set e;
+      PythonException carried(e, current_stream().device().str() + " stream " +
+                                     std::to_string(current_stream().id()));
+      fn.reset();
+      args.reset();
+      throw carried;  // the stream fails with torch's exception (rule 10)
+    }
+    Py_DECREF(result);
+    fn.reset();
+    args.reset();
+  }
+};
+
+std::vector<const Tensor*> trackers(py::handle seq, const char* what) {
+  std::vector<const Tensor*> out;
+  for (py::handle item : seq) {
+    const Tensor* t = borrowed_tensor(item);
+    if (t == nullptr) {
+      throw py::type_error(std::string(what) + ": expected streamrt.Tensor trackers, got " +
+                           type_name(item));
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Makes `s` wait for the hazards of reads/writes, runs `launch` to enqueue the op, and records the
+// accesses after it. Up to kMaxTracked storages in one tracked submission; more (torch.cat of many
+// tensors, a foreach op over a model's parameters) in two passes: waits before the op, records
+// after it (the positions recorded by the first pass are replaced by the second).
+template <class Launch>
+void submit(Stream& s, const char* label, const std::vector<const Tensor*>& reads,
+            const std::vector<const Tensor*>& writes, Launch&& launch) {
+  const std::size_t total = reads.size() + writes.size();
+  if (total <= kMaxTracked) {
+    enqueue_tracked(s, label, reads, writes, [&](Stream& st) { launch(st); });
+    return;
+  }
+  auto chunks = [&](auto&& each) {
+    for (std::size_t i = 0; i < writes.size(); i += kMaxTracked) {
+      const std::size_t n = std::min(kMaxTracked, writes.size() - i);
+      each(std::span<const Tensor* const>(), std::span(writes.data() + i, n));
+    }
+    for (std::size_t i = 0; i < reads.size(); i += kMaxTracked) {
+      const std::size_t n = std::min(kMaxTracked, reads.size() - i);
+      each(std::span(reads.data() + i, n), std::span<const Tensor* const>());
+    }
+  };
+  auto nothing = [](Stream&) {};
+  chunks([&](auto r, auto w) { enqueue_tracked(s, label, r, w, nothing); });
+  launch(s);
+  chunks([&](auto r, auto w) { enqueue_tracked(s, label, r, w, nothing); });
+}
+
+}  // namespace
+
+py::object dlpack_capsule(py::handle obj, Tensor& tracker) {
+  if (g_dlpack_hook != nullptr && borrowed_tensor(obj) == nullptr) {
+    py::object shared = py::reinterpret_borrow<py::object>(g_dlpack_hook)(obj);
+    if (!shared.is_none()) {
+      auto pair = shared.cast<py::tuple>();
+      const Tensor* t = borrowed_tensor(pair[0]);
+      if (pair.size() != 2 || t == nullptr) {
+        throw py::type_error("streamrt.torch's DLPack hook must return (tracker, capsule) or None");
+      }
+      tracker = *t;
+      return pair[1];
+    }
+  }
+  return obj.attr("__dlpack__")();
+}
+
+void bind_torch(py::module_& m) {
+  m.def(
+      "_torch_tracker",
+      [](std::uintptr_t address, std::int64_t nbytes) {
+        if (address == 0 || nbytes <= 0) {
+          throw py::value_error("_torch_tracker: needs the address and size of a torch storage");
+        }
+        // Never read or written through: only its storage's tracking is used.
+        return from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
+      },
+      "address"_a, "nbytes"_a,
+      "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
+      "Never blocks.");
+  m.def(
+      "_torch_enqueue",
+      [](Stream& s, py::handle label_of, py::object fn, py::tuple args, py::handle reads,
+         py::handle writes) {
+        const char* label = callable_label(label_of);
+        const auto r = trackers(reads, "_torch_enqueue");
+        const auto w = trackers(writes, "_torch_enqueue");
+        TorchWork work{SafeObject(std::move(fn)), SafeObject(std::move(args)), label, {}};
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label_of"_a, "fn"_a, "args"_a, "reads"_a, "writes"_a,
+      "Enqueues fn(*args) on `stream` after the tracked writers of `reads` and the writers and "
+      "readers of `writes` (trackers), then records the accesses. Returns at once.");
+  m.def(
+      "_torch_host_access",
+      [](py::handle tracker, bool for_write) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
+        }
+        if (!for_write && t->ready()) {
+          py::gil_scoped_release release;
+          t->wait();  // done: raises a failure, if any
+          return;
+        }
+        wait_interruptibly(
+            [&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
+        py::gil_scoped_release release;
+        if (for_write) {
+          (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
+        } else {
+          t->wait();
+        }
+      },
+      "tracker"_a, "for_write"_a,
+      "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
+      "of the storage (and its readers when for_write) have finished; raises their failure.");
+  m.def(
+      "_torch_idle",
+      [](py::handle tracker) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_idle: expected a tracker, got " + type_name(tracker));
+        }
+        return t->wait_for(std::chrono::nanoseconds(0), /*for_write=*/true);
+      },
+      "tracker"_a,
+      "True when no queued work reads or writes the storage any more. Never blocks.");
+  m.def(
+      "_set_torch_dlpack_hook",
+      [](py::object hook) {
+        PyObject* old = g_dlpack_hook;
+        g_dlpack_hook = hook.is_none() ? nullptr : hook.release().ptr();
+        Py_XDECREF(old);
+      },
+      "hook"_a,
+      "hook(obj) -> (tracker, capsule) or None, asked by imports of DLPack producers (streamrt.torch "
+      "installs it): the import then shares the tracker's tracking.");
+}
+
+}  // namespace streamrt::python

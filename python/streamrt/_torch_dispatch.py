@@ -1,0 +1,468 @@
+"""The torch dispatch mode of streamrt.torch (docs/torch.md, "How it works").
+
+While streamrt.torch is installed, a thread that entered a stream context has this mode set
+(torch's dispatch-mode slot, which is per thread). Every aten op of the thread then reaches
+``_Mode.__torch_dispatch__`` below autograd, and:
+
+* inside a stream context, the op is *enqueued*: its outputs' shapes, strides and dtypes come from
+  running it on meta tensors (cached per op and argument layout), the outputs are allocated at
+  once, and a work item that runs the real kernel into them (its ``out=`` overload when it has one)
+  goes to the current stream after the tracked writers (and, for what it writes, readers) of its
+  tensors on other streams. The call returns the outputs at once.
+* ops that cannot be enqueued (random numbers, data-dependent results such as ``item()`` or
+  ``nonzero``, ops without a meta kernel, metadata changes such as ``resize_``) run on the calling
+  thread after waiting for the pending work on their tensors: *host ops*.
+* outside a stream context every op is a host op: it waits for the pending work on its tensors
+  (never reading them early), then runs as eager torch does. Views (metadata only) never wait.
+"""
+
+import threading
+
+import torch
+from torch._C import _set_torch_dispatch_mode as _set_mode
+
+from . import _streamrt as _C
+from . import _torch_tracking as _tracking
+
+_VIEW, _ALLOC, _HOST, _WRITE, _FUNCTIONAL = range(5)
+
+_Tensor = torch.Tensor
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_strided = torch.strided
+_cpu = torch.device("cpu")
+_meta = torch.device("meta")
+_exclude_set = torch._C._dispatch_tls_local_exclude_set
+_Exclude = torch._C.ExcludeDispatchKeyGuard
+_empty_strided = torch.empty_strided
+_current_stream = _C.current_stream
+_enqueue_item = _C._torch_enqueue
+
+# Ops with results that depend on the data, or that change a tensor's metadata or memory in place
+# (pending work must not see that change): host ops.
+_HOST_NAMES = frozenset(
+    "aten::" + n
+    for n in (
+        "_local_scalar_dense item is_nonzero equal allclose set_ resize_ resize_as_ "
+        "_resize_output_ record_stream nonzero masked_select unique _unique _unique2 "
+        "unique_dim unique_consecutive bincount histc repeat_interleave _assert_async "
+        "_copy_from _copy_from_and_resize"
+    ).split()
+)
+# Ops that only make metadata or memory: they read no element, so they run at once.
+_ALLOC_NAMES = frozenset(
+    "aten::" + n
+    for n in ("empty empty_strided empty_like new_empty new_empty_strided _unsafe_view lift_fresh "
+              "alias detach").split()
+)
+# Arguments torch 1.13's schemas do not mark as written although the op writes them.
+_EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
+# Keyword arguments of a functional op that its out= overload takes from the output tensor.
+_OUTPUT_OPTIONS = frozenset(("dtype", "layout", "device", "pin_memory"))
+
+_HOST_TAGS = tuple(
+    getattr(torch.Tag, n)
+    for n in ("nondeterministic_seeded", "dynamic_output_shape", "data_dependent_output",
+              "inplace_view")
+    if hasattr(torch.Tag, n)
+)
+
+
+class _Local(threading.local):
+    depth = 0  # stream contexts entered on this thread since install()
+    armed = False  # whether the mode is this thread's dispatch mode
+
+
+tls = _Local()
+installed = False  # set by streamrt.torch.install()
+
+
+class _Plan:
+    """What an op is, from its schema (made once per op overload)."""
+
+    __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
+                 "device_kw")
+
+    def __init__(self, func):
+        schema = func._schema
+        name = schema.name
+        args = schema.arguments
+        self.names = [a.name for a in args if not a.kwarg_only]
+        self.device_kw = any(a.name == "device" and a.kwarg_only for a in args)
+        written = {a.name for a in args if a.alias_info is not None and a.alias_info.is_write}
+        written.update(_EXTRA_WRITES.get(name, ()))
+        self.written = frozenset(written)
+        self.out_op = None
+        self.out_names = ()
+        self.keep = None
+        rets = schema.returns
+        tensor_returns = all(_is_tensor_type(r.type) for r in rets)
+        self.fresh = any(r.alias_info is None for r in rets)
+        # Returns that alias a written argument: which argument (by alias set).
+        sets = {}
+        for a in args:
+            if a.alias_info is not None and a.alias_info.is_write:
+                sets[tuple(sorted(a.alias_info.before_set))] = a.name
+        self.returns = [
+            sets.get(tuple(sorted(r.alias_info.before_set))) if r.alias_info is not None else None
+            for r in rets
+        ]
+        tags = getattr(func, "tags", ())
+        if name in _ALLOC_NAMES:
+            self.kind = _ALLOC
+        elif name in _HOST_NAMES or any(t in tags for t in _HOST_TAGS) or not tensor_returns:
+            self.kind = _HOST
+        elif not rets and not written:
+            self.kind = _HOST
+        elif any(r.alias_info is not None and not r.alias_info.is_write for r in rets):
+            self.kind = _HOST if written else _VIEW
+        elif written:
+            self.kind = _WRITE
+            if self.fresh:
+                self._find_out_op(func)
+        else:
+            self.kind = _FUNCTIONAL
+            self._find_out_op(func)
+
+    def _find_out_op(self, func):
+        # The out= overload of a functional op: the same arguments (less output options such as
+        # dtype, which the output tensor carries), plus one written keyword argument per return.
+        schema = func._schema
+        mine = {a.name: str(a.type) for a in schema.arguments}
+        packet = func.overloadpacket
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if op is func:
+                continue
+            outs = [a for a in op._schema.arguments
+                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            if len(outs) != len(schema.returns) or not outs:
+                continue
+            rest = [a for a in op._schema.arguments if a not in outs]
+            if any(mine.get(a.name) != str(a.type) for a in rest):
+                continue
+            theirs = {a.name for a in rest}
+            if any(n not in theirs and n not in _OUTPUT_OPTIONS for n in mine):
+                continue
+            if any(n not in theirs for n in self.written):
+                continue
+            self.out_op = op
+            self.out_names = tuple(a.name for a in outs)
+            self.keep = frozenset(theirs)
+            return
+
+
+def _is_tensor_type(t):
+    s = str(t)
+    return s in ("Tensor", "Tensor?", "Tensor[]", "Optional[Tensor]", "List[Tensor]")
+
+
+_plans = {}
+
+
+def plan_of(func):
+    p = _plans.get(func)
+    if p is None:
+        p = _plans[func] = _Plan(func)
+    return p
+
+
+# ------------------------------------------------------------------------------------------------
+# Scanning arguments
+
+
+class _Unsupported(Exception):
+    """An argument streamrt.torch does not enqueue (not a CPU strided tensor): a host op."""
+
+
+def _scan_value(v, written, tensors, key):
+    if isinstance(v, _Tensor):
+        if type(v) not in _PLAIN or not v.is_cpu or v.layout is not _strided:
+            raise _Unsupported
+        tensors.append((v, written))
+        key.append((v.shape, v.stride(), v.dtype))
+    elif isinstance(v, (list, tuple)):
+        key.append(len(v))
+        for x in v:
+            _scan_value(x, written, tensors, key)
+    elif isinstance(v, torch.device):
+        if v.type != "cpu":
+            raise _Unsupported
+        key.append(v)
+    else:
+        key.append(v)
+
+
+def _scan(plan, args, kwargs):
+    tensors = []
+    key = []
+    names = plan.names
+    written = plan.written
+    for i, v in enumerate(args):
+        _scan_value(v, i < len(names) and names[i] in written, tensors, key)
+    for k, v in kwargs.items():
+        key.append(k)
+        _scan_value(v, k in written, tensors, key)
+    return tensors, tuple(key)
+
+
+def _tensors_of(plan, args, kwargs):
+    """(tensor, written) of every tensor argument, for a host op."""
+    out = []
+    names = plan.names
+    written = plan.written
+
+    def add(v, w):
+        if isinstance(v, _Tensor):
+            out.append((v, w))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x, w)
+
+    for i, v in enumerate(args):
+        add(v, i < len(names) and names[i] in written)
+    for k, v in kwargs.items():
+        add(v, k in written)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Output inference on meta tensors
+
+_HOST_RESULT = object()  # cached: this op with these layouts must run as a host op
+_meta_cache = {}
+_META_CACHE_MAX = 20000
+
+
+def _to_meta(v):
+    if isinstance(v, _Tensor):
+        return _empty_strided(v.shape, v.stride(), dtype=v.dtype, device=_meta)
+    if isinstance(v, list):
+        return [_to_meta(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_to_meta(x) for x in v)
+    if isinstance(v, torch.device):
+        return _meta
+    return v
+
+
+def _spec(r):
+    if isinstance(r, _Tensor):
+        return (tuple(r.shape), r.stride(), r.dtype)
+    if isinstance(r, (list, tuple)):
+        return type(r)(_spec(x) for x in r)
+    return r
+
+
+def _infer(func, plan, args, kwargs):
+    """The outputs' (shape, stride, dtype), as the structure the op returns; _HOST_RESULT when
+    the op must run on the host (no meta kernel, data-dependent, an error to raise as eager does,
+    or an out= argument the op would resize)."""
+    margs = [_to_meta(a) for a in args]
+    mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+    if plan.device_kw:
+        mkwargs["device"] = _meta  # a factory: make the meta twin (None meant the CPU)
+    try:
+        r = func(*margs, **mkwargs)
+    except Exception:
+        # No meta kernel, or an error: the host op gives exactly eager torch's behaviour.
+        return _HOST_RESULT
+    if plan.written:
+        # A written argument whose meta twin changed shape would be resized: a host op.
+        for i, name in enumerate(plan.names[: len(args)]):
+            if name in plan.written and not _same_shape(args[i], margs[i]):
+                return _HOST_RESULT
+        for k in kwargs:
+            if k in plan.written and not _same_shape(kwargs[k], mkwargs[k]):
+                return _HOST_RESULT
+    if not plan.fresh:
+        return None
+    fresh = [x for x, src in zip(_as_list(r), plan.returns) if src is None]
+    return _spec(r) if len(fresh) == len(plan.returns) else _HOST_RESULT
+
+
+def _same_shape(real, meta):
+    if isinstance(real, _Tensor):
+        return real.shape == meta.shape and real.stride() == meta.stride()
+    if isinstance(real, (list, tuple)):
+        return all(_same_shape(a, b) for a, b in zip(real, meta))
+    return True
+
+
+def _as_list(r):
+    return list(r) if isinstance(r, tuple) else [r]
+
+
+def _allocate(spec):
+    if spec is None:
+        return None
+    if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        return _empty_strided(spec[0], spec[1], dtype=spec[2])
+    return type(spec)(_allocate(x) for x in spec)
+
+
+def _flat(r, out):
+    if isinstance(r, _Tensor):
+        out.append(r)
+    elif isinstance(r, (list, tuple)):
+        for x in r:
+            _flat(x, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Work items (run on a streamrt worker, holding the GIL only between torch calls)
+
+
+def _run(keys, fn, args, kwargs):
+    # The dispatch keys excluded where the op was called (autograd and ADInplaceOrView among
+    # them): the kernel runs as it would have there, without recording autograd history or
+    # bumping version counters a second time.
+    guard = _Exclude(keys)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        del guard
+
+
+def _run_copy(keys, fn, args, kwargs, outs):
+    guard = _Exclude(keys)
+    try:
+        results = _flat(fn(*args, **kwargs), [])
+        for o, r in zip(_flat(outs, []), results):
+            o.copy_(r)
+    finally:
+        del guard
+
+
+# ------------------------------------------------------------------------------------------------
+# The mode
+
+
+def host_op(func, plan, args, kwargs):
+    """Runs `func` now on this thread, after the pending work on its tensors (writers; for the
+    tensors it writes, readers too)."""
+    if _tracking._entries:
+        for t, written in _tensors_of(plan, args, kwargs):
+            if t.is_cpu and t.layout is _strided:
+                _tracking.wait_host(t, written)
+    return func(*args, **kwargs)
+
+
+def enqueue(func, args, kwargs):
+    plan = _plans.get(func) or plan_of(func)
+    kind = plan.kind
+    if kind <= _ALLOC:  # a view or an allocation: metadata only
+        return func(*args, **kwargs)
+    if kind == _HOST:
+        return host_op(func, plan, args, kwargs)
+    try:
+        tensors, key = _scan(plan, args, kwargs)
+    except _Unsupported:
+        return host_op(func, plan, args, kwargs)
+    key = (func, key)
+    spec = _meta_cache.get(key)
+    if spec is None and key not in _meta_cache:
+        if len(_meta_cache) >= _META_CACHE_MAX:
+            _meta_cache.clear()
+        spec = _meta_cache[key] = _infer(func, plan, args, kwargs)
+    if spec is _HOST_RESULT:
+        return host_op(func, plan, args, kwargs)
+    outs = _allocate(spec) if plan.fresh else None
+
+    accesses = {}
+    tracker = _tracking.tracker
+    for t, written in tensors:
+        h = tracker(t)
+        if h is not None and (written or id(h) not in accesses):
+            accesses[id(h)] = (h, written)
+    if outs is not None:
+        for o in _flat(outs, []):
+            h = tracker(o)
+            if h is not None:
+                accesses[id(h)] = (h, True)
+    reads = [h for h, w in accesses.values() if not w]
+    writes = [h for h, w in accesses.values() if w]
+
+    keys = _exclude_set()
+    if outs is not None and plan.out_op is not None:
+        kw = {k: v for k, v in kwargs.items() if k in plan.keep}
+        for name, o in zip(plan.out_names, _as_list(outs)):
+            kw[name] = o
+        item = (keys, plan.out_op, args, kw)
+        runner = _run
+    elif outs is not None:
+        item = (keys, func, args, kwargs, outs)
+        runner = _run_copy
+    else:
+        item = (keys, func, args, kwargs)
+        runner = _run
+    _enqueue_item(_current_stream(), func, runner, item, reads, writes)
+    return _result(plan, args, kwargs, outs)
+
+
+def _result(plan, args, kwargs, outs):
+    if plan.kind == _FUNCTIONAL:
+        return outs
+    # Returns that are written arguments, and fresh ones in order.
+    fresh = iter(_as_list(outs)) if outs is not None else iter(())
+    values = []
+    names = plan.names
+    for src in plan.returns:
+        if src is None:
+            values.append(next(fresh))
+        elif src in kwargs:
+            values.append(kwargs[src])
+        else:
+            values.append(args[names.index(src)])
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return tuple(values)
+
+
+class Mode(torch.utils._python_dispatch.TorchDispatchMode):
+    """streamrt.torch's dispatch mode (set per thread; see the module's doc)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _set_mode(None)
+        try:
+            if kwargs is None:
+                kwargs = {}
+            for t in types:
+                if t not in _PLAIN:
+                    # Another subclass (a fake tensor...): its own __torch_dispatch__ decides.
+                    return func(*args, **kwargs)
+            if tls.depth > 0 and installed:
+                return enqueue(func, args, kwargs)
+            plan = _plans.get(func) or plan_of(func)
+            if plan.kind <= _ALLOC or not _tracking._entries:
+                return func(*args, **kwargs)
+            return host_op(func, plan, args, kwargs)
+        finally:
+            if tls.armed:
+                if installed:
+                    _set_mode(self)
+                else:
+                    tls.armed = False  # uninstalled from another thread: leave this one too
+
+
+MODE = Mode()
+
+
+def arm():
+    """Sets the mode on this thread (streamrt.torch is installed and a context is entered)."""
+    if not tls.armed:
+        if torch._C._len_torch_dispatch_stack() > 0:
+            raise RuntimeError(
+                "streamrt.torch: a torch dispatch mode (a `with SomeMode():` block) is active on "
+                "this thread; enter the stream context outside it")
+        tls.armed = True
+        _set_mode(MODE)
+
+
+def disarm():
+    """Clears the mode on this thread."""
+    if tls.armed:
+        tls.armed = False
+        _set_mode(None)
