@@ -33,12 +33,19 @@ constexpr std::size_t kMaxTracked = 8;
 // after finalization). Read and written with the GIL held.
 PyObject* g_dlpack_hook = nullptr;
 
-// A torch op (or any Python callable) run in stream order on a worker: it takes the GIL only to
-// call fn(*args) (torch releases it inside its kernels). Its references are dropped with the GIL
-// held once it ran, and through SafeObject when it was skipped.
+// torch._C.ExcludeDispatchKeyGuard, set by _set_torch_runtime (a leaked reference).
+PyObject* g_exclude_guard = nullptr;
+
+// A torch op run in stream order on a worker: fn(*args, **kwargs) with the dispatch keys `keys`
+// excluded (those excluded where the op was called: autograd, ADInplaceOrView, ...), called
+// without a Python frame. It takes the GIL only for the call (torch releases it inside its
+// kernels). Its references are dropped with the GIL held once it ran, and through SafeObject
+// when it was skipped.
 struct TorchWork {
+  SafeObject keys;  // a torch DispatchKeySet, or empty
   SafeObject fn;
-  SafeObject args;  // a tuple
+  SafeObject args;    // a tuple
+  SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
 
@@ -48,18 +55,29 @@ struct TorchWork {
       throw Error(std::string("torch op '") + label +
                   "' was not run: the Python interpreter is shutting down");
     }
-    PyObject* result = PyObject_Call(fn.get().ptr(), args.get().ptr(), nullptr);
+    PyObject* guard = nullptr;
+    if (keys) guard = PyObject_CallOneArg(g_exclude_guard, keys.get().ptr());
+    PyObject* result = nullptr;
+    if (guard != nullptr || !keys) {
+      result = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
+    }
+    Py_XDECREF(guard);  // restores the excluded keys (an error set meanwhile is kept)
     if (result == nullptr) {
       py::error_already_set e;
       PythonException carried(e, current_stream().device().str() + " stream " +
                                      std::to_string(current_stream().id()));
-      fn.reset();
-      args.reset();
+      drop();
       throw carried;  // the stream fails with torch's exception (rule 10)
     }
     Py_DECREF(result);
+    drop();
+  }
+
+  void drop() noexcept {
+    keys.reset();
     fn.reset();
     args.reset();
+    kwargs.reset();
   }
 };
 
@@ -136,18 +154,38 @@ void bind_torch(py::module_& m) {
       "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
       "Never blocks.");
   m.def(
+      "_set_torch_runtime",
+      [](py::object exclude_guard) {
+        Py_XDECREF(g_exclude_guard);
+        g_exclude_guard = exclude_guard.release().ptr();
+      },
+      "exclude_guard"_a, "Gives bind_torch torch._C.ExcludeDispatchKeyGuard.");
+  m.def(
+      "_torch_label",
+      [](py::handle op) { return reinterpret_cast<std::uintptr_t>(callable_label(op)); }, "op"_a,
+      "An interned profiler label for `op` (its qualified name), as a number for _torch_enqueue.");
+  m.def(
       "_torch_enqueue",
-      [](Stream& s, py::handle label_of, py::object fn, py::tuple args, py::handle reads,
-         py::handle writes) {
-        const char* label = callable_label(label_of);
+      [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
+         py::object kwargs, py::handle reads, py::handle writes) {
+        if (g_exclude_guard == nullptr && !keys.is_none()) {
+          throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
         const auto r = trackers(reads, "_torch_enqueue");
         const auto w = trackers(writes, "_torch_enqueue");
-        TorchWork work{SafeObject(std::move(fn)), SafeObject(std::move(args)), label, {}};
+        TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
+                       SafeObject(std::move(fn)),
+                       SafeObject(std::move(args)),
+                       kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
+                       label,
+                       {}};
         submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
       },
-      "stream"_a, "label_of"_a, "fn"_a, "args"_a, "reads"_a, "writes"_a,
-      "Enqueues fn(*args) on `stream` after the tracked writers of `reads` and the writers and "
-      "readers of `writes` (trackers), then records the accesses. Returns at once.");
+      "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
+      "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
+      "records the accesses. `label` comes from _torch_label. Returns at once.");
   m.def(
       "_torch_host_access",
       [](py::handle tracker, bool for_write) {

@@ -34,7 +34,6 @@ _meta = torch.device("meta")
 _exclude_set = torch._C._dispatch_tls_local_exclude_set
 _Exclude = torch._C.ExcludeDispatchKeyGuard
 _empty_strided = torch.empty_strided
-_current_stream = _C.current_stream
 _enqueue_item = _C._torch_enqueue
 
 # Ops with results that depend on the data, or that change a tensor's metadata or memory in place
@@ -70,6 +69,7 @@ _HOST_TAGS = tuple(
 class _Local(threading.local):
     depth = 0  # stream contexts entered on this thread since install()
     armed = False  # whether the mode is this thread's dispatch mode
+    stream = None  # the current stream, as the innermost context left it
 
 
 tls = _Local()
@@ -80,7 +80,7 @@ class _Plan:
     """What an op is, from its schema (made once per op overload)."""
 
     __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
-                 "device_kw")
+                 "device_kw", "label", "raw")
 
     def __init__(self, func):
         schema = func._schema
@@ -88,6 +88,8 @@ class _Plan:
         args = schema.arguments
         self.names = [a.name for a in args if not a.kwarg_only]
         self.device_kw = any(a.name == "device" and a.kwarg_only for a in args)
+        self.label = _C._torch_label(func)  # the profiler's "aten::mm"
+        self.raw = func._op  # the C builtin behind the OpOverload (no Python frame per call)
         written = {a.name for a in args if a.alias_info is not None and a.alias_info.is_write}
         written.update(_EXTRA_WRITES.get(name, ()))
         self.written = frozenset(written)
@@ -145,7 +147,7 @@ class _Plan:
                 continue
             if any(n not in theirs for n in self.written):
                 continue
-            self.out_op = op
+            self.out_op = op._op
             self.out_names = tuple(a.name for a in outs)
             self.keep = frozenset(theirs)
             return
@@ -310,18 +312,11 @@ def _flat(r, out):
 
 
 # ------------------------------------------------------------------------------------------------
-# Work items (run on a streamrt worker, holding the GIL only between torch calls)
-
-
-def _run(keys, fn, args, kwargs):
-    # The dispatch keys excluded where the op was called (autograd and ADInplaceOrView among
-    # them): the kernel runs as it would have there, without recording autograd history or
-    # bumping version counters a second time.
-    guard = _Exclude(keys)
-    try:
-        fn(*args, **kwargs)
-    finally:
-        del guard
+# Work items run on a streamrt worker. The common one is the op itself, called by bind_torch.cpp
+# with the dispatch keys excluded where the op was called (autograd and ADInplaceOrView among
+# them), so the kernel runs as it would have there, without recording autograd history or bumping
+# version counters a second time. An op without an out= overload runs here, then its results
+# are copied into the outputs handed out at the call.
 
 
 def _run_copy(keys, fn, args, kwargs, outs):
@@ -384,19 +379,17 @@ def enqueue(func, args, kwargs):
     writes = [h for h, w in accesses.values() if w]
 
     keys = _exclude_set()
+    stream = tls.stream
     if outs is not None and plan.out_op is not None:
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
             kw[name] = o
-        item = (keys, plan.out_op, args, kw)
-        runner = _run
+        _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
     elif outs is not None:
-        item = (keys, func, args, kwargs, outs)
-        runner = _run_copy
+        _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
+                      None, reads, writes)
     else:
-        item = (keys, func, args, kwargs)
-        runner = _run
-    _enqueue_item(_current_stream(), func, runner, item, reads, writes)
+        _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
     return _result(plan, args, kwargs, outs)
 
 
@@ -448,6 +441,7 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 MODE = Mode()
+_C._set_torch_runtime(_Exclude)
 
 
 def arm():

@@ -117,27 +117,16 @@ def _restore():
 # streamrt's own contexts: entering one arms the dispatch mode on the thread and counts the depth.
 
 
-def _entered():
-    _dispatch.arm()
-    _dispatch.tls.depth += 1
-
-
-def _left():
-    if _dispatch.tls.depth > 0:
-        _dispatch.tls.depth -= 1
-
-
 def _wrap_enter(orig, is_context):
     def __enter__(self):
         active = not is_context or self.stream is not None
         if active:
-            _entered()
-        try:
-            return orig(self)
-        except BaseException:
-            if active:
-                _left()
-            raise
+            _dispatch.arm()
+        result = orig(self)
+        if active:
+            _dispatch.tls.depth += 1
+            _dispatch.tls.stream = _C.current_stream()
+        return result
 
     return __enter__
 
@@ -145,8 +134,9 @@ def _wrap_enter(orig, is_context):
 def _wrap_exit(orig, is_context):
     def __exit__(self, *exc):
         result = orig(self, *exc)
-        if not is_context or self.stream is not None:
-            _left()
+        if (not is_context or self.stream is not None) and _dispatch.tls.depth > 0:
+            _dispatch.tls.depth -= 1
+            _dispatch.tls.stream = _C.current_stream()
         return result
 
     return __exit__
