@@ -58,10 +58,11 @@ _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
 # Keyword arguments of a functional op that its out= overload takes from the output tensor.
 _OUTPUT_OPTIONS = frozenset(("dtype", "layout", "device", "pin_memory"))
 
+# (dynamic_output_shape is not among them: it marks aten::index, whose meta kernel infers the
+# result for integer indices and refuses boolean masks, which then run as host ops.)
 _HOST_TAGS = tuple(
     getattr(torch.Tag, n)
-    for n in ("nondeterministic_seeded", "dynamic_output_shape", "data_dependent_output",
-              "inplace_view")
+    for n in ("nondeterministic_seeded", "data_dependent_output", "inplace_view")
     if hasattr(torch.Tag, n)
 )
 

@@ -36,9 +36,11 @@ __all__ = [
     "current_stream",
     "install",
     "is_installed",
+    "ready",
     "stream",
     "synchronize",
     "uninstall",
+    "wait",
 ]
 
 Event = _C.Event
@@ -89,6 +91,24 @@ def synchronize(device=None):
     """``torch.cpu.synchronize()``: waits for the work of every CPU stream; raises the first
     failure found."""
     _C.synchronize()
+
+
+def ready(tensor):
+    """True when no queued stream work writes ``tensor`` (a torch CPU tensor, or a streamrt one)
+    any more. Never blocks."""
+    if isinstance(tensor, _C.Tensor):
+        return tensor.ready()
+    h = _tracking.find(tensor)
+    return h is None or h.ready()
+
+
+def wait(tensor):
+    """Blocks (GIL released) until the queued stream work that writes ``tensor`` has finished;
+    raises its failure. What every host read of a torch tensor does first after install()."""
+    if isinstance(tensor, _C.Tensor):
+        tensor.wait()
+    else:
+        _tracking.wait_host(tensor, False)
 
 
 # ------------------------------------------------------------------------------------------------
