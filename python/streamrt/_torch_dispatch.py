@@ -47,11 +47,15 @@ _HOST_NAMES = frozenset(
         "_copy_from _copy_from_and_resize"
     ).split()
 )
-# Ops that only make metadata or memory: they read no element, so they run at once.
+# Ops that only make or ask about metadata or memory: they read no element, so they run at once.
 _ALLOC_NAMES = frozenset(
     "aten::" + n
     for n in ("empty empty_strided empty_like new_empty new_empty_strided _unsafe_view lift_fresh "
-              "alias detach").split()
+              "alias detach is_pinned is_same_size is_set_to result_type can_cast promote_types "
+              "is_floating_point is_complex is_signed is_conj is_neg _is_zerotensor is_inference "
+              "size stride sym_size sym_stride sym_numel sym_storage_offset numel dim "
+              "storage_offset _version _nnz sparse_dim dense_dim is_coalesced output_nr "
+              "_has_same_storage_numel _debug_has_internal_overlap").split()
 )
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
@@ -112,6 +116,10 @@ class _Plan:
         tags = getattr(func, "tags", ())
         if name in _ALLOC_NAMES:
             self.kind = _ALLOC
+        elif not name.startswith("aten::"):
+            # Other libraries' ops (the profiler's record_function, quantized, custom ops): what
+            # they return and do is not known from meta tensors.
+            self.kind = _HOST
         elif name in _HOST_NAMES or any(t in tags for t in _HOST_TAGS) or not tensor_returns:
             self.kind = _HOST
         elif not rets and not written:
