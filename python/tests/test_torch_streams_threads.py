@@ -10,28 +10,34 @@ from helpers import RENDEZVOUS_S
 from torch_streams_util import installed, srt, torch  # noqa: F401  (fixture)
 
 
-def train(seed, steps, out, key):
+def make_net(seed):
+    # Made on the main thread: nn.Linear draws its initial weights from torch's global generator,
+    # which two threads would share.
     torch.manual_seed(seed)
     net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-    opt = torch.optim.SGD(net.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(seed)
-    x, y = torch.randn(128, 32, generator=g), torch.randn(128, 1, generator=g)
-    s = torch.cpu.Stream() if key is not None else None
-    with torch.cpu.StreamContext(s):
+    return net, torch.randn(128, 32, generator=g), torch.randn(128, 1, generator=g)
+
+
+def train(net, x, y, steps, stream):
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    with torch.cpu.StreamContext(stream):
         for _ in range(steps):
             opt.zero_grad()
             torch.nn.functional.mse_loss(net(x), y).backward()
             opt.step()
-    out[key] = [p.detach().clone() for p in net.parameters()]
+    return [p.detach().clone() for p in net.parameters()]
 
 
 def test_two_python_threads_with_a_stream_each(installed):
-    expected = {}
-    for seed in (1, 2):
-        train(seed, 10, expected, None)
-        expected[seed] = expected.pop(None)
+    expected = {seed: train(*make_net(seed), 10, None) for seed in (1, 2)}
     got = {}
-    threads = [threading.Thread(target=train, args=(seed, 10, got, seed)) for seed in (1, 2)]
+    work = {seed: make_net(seed) for seed in (1, 2)}
+
+    def run(seed):
+        got[seed] = train(*work[seed], 10, torch.cpu.Stream())
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
     for t in threads:
         t.start()
     for t in threads:
