@@ -144,11 +144,13 @@ class _Plan:
             op = getattr(packet, overload)
             if op is func:
                 continue
-            outs = [a for a in op._schema.arguments
+            theirs_args = op._schema.arguments  # (a new list of new objects at each access)
+            outs = [a for a in theirs_args
                     if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
             if len(outs) != len(schema.returns) or not outs:
                 continue
-            rest = [a for a in op._schema.arguments if a not in outs]
+            out_names = {a.name for a in outs}
+            rest = [a for a in theirs_args if a.name not in out_names]
             if any(mine.get(a.name) != str(a.type) for a in rest):
                 continue
             theirs = {a.name for a in rest}
