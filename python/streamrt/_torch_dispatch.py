@@ -17,6 +17,7 @@ While streamrt.torch is installed, a thread that entered a stream context has th
 """
 
 import threading
+import warnings
 
 import torch
 from torch._C import _set_torch_dispatch_mode as _set_mode
@@ -45,6 +46,8 @@ _HOST_NAMES = frozenset(
         "_resize_output_ record_stream nonzero masked_select unique _unique _unique2 "
         "unique_dim unique_consecutive bincount histc repeat_interleave _assert_async "
         "_copy_from _copy_from_and_resize"
+        # torch 1.13's meta kernels give some of these outputs other sizes than the CPU kernel:
+        " _embedding_bag _embedding_bag_forward_only"
     ).split()
 )
 # Ops that only make or ask about metadata or memory: they read no element, so they run at once.
@@ -59,6 +62,13 @@ _ALLOC_NAMES = frozenset(
 )
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
+# Functional ops whose out= overload in torch 1.13 reallocates the output it is given (it uses
+# it as scratch of another shape, then resizes it back): the tensor handed out at the call would
+# change memory under the host. They run functionally and their results are copied.
+_REALLOCATING_OUT = frozenset(
+    "aten::" + n
+    for n in "mse_loss smooth_l1_loss huber_loss soft_margin_loss".split()
+)
 # Keyword arguments of a functional op that its out= overload takes from the output tensor.
 _OUTPUT_OPTIONS = frozenset(("dtype", "layout", "device", "pin_memory"))
 
@@ -138,6 +148,8 @@ class _Plan:
         # The out= overload of a functional op: the same arguments (less output options such as
         # dtype, which the output tensor carries), plus one written keyword argument per return.
         schema = func._schema
+        if schema.name in _REALLOCATING_OUT:
+            return
         mine = {a.name: str(a.type) for a in schema.arguments}
         packet = func.overloadpacket
         for overload in packet.overloads():
@@ -288,9 +300,42 @@ def _infer(func, plan, args, kwargs):
             if k in plan.written and not _same_shape(kwargs[k], mkwargs[k]):
                 return _HOST_RESULT
     if not plan.fresh:
-        return None
+        return (None, False)
     fresh = [x for x, src in zip(_as_list(r), plan.returns) if src is None]
-    return _spec(r) if len(fresh) == len(plan.returns) else _HOST_RESULT
+    if len(fresh) != len(plan.returns):
+        return _HOST_RESULT
+    spec = _spec(r)
+    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec))
+
+
+def _out_op_keeps(plan, margs, mkwargs, spec):
+    # Whether the out= overload fills outputs of exactly these layouts without resizing them
+    # (a resize reallocates the memory a tracker stands for): torch 1.13's are not all like their
+    # functional op (mse_loss.out resizes its 0-d result to the elementwise shape and back, with
+    # a warning). Checked on meta tensors; else the op runs functionally and its results are
+    # copied into the outputs.
+    outs = _allocate(spec, _meta)
+    kw = {k: v for k, v in mkwargs.items() if k in plan.keep}
+    for name, o in zip(plan.out_names, _as_list(outs)):
+        kw[name] = o
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            plan.out_op(*margs, **kw)
+        except Exception:
+            return False
+    if caught:
+        return False
+    return all(_spec(o) == sp for o, sp in zip(_flat(outs, []), _flat_spec(spec, [])))
+
+
+def _flat_spec(spec, out):
+    if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        out.append(spec)
+    elif isinstance(spec, (list, tuple)):
+        for x in spec:
+            _flat_spec(x, out)
+    return out
 
 
 def _same_shape(real, meta):
@@ -305,12 +350,12 @@ def _as_list(r):
     return list(r) if isinstance(r, tuple) else [r]
 
 
-def _allocate(spec):
+def _allocate(spec, device=_cpu):
     if spec is None:
         return None
     if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
-        return _empty_strided(spec[0], spec[1], dtype=spec[2])
-    return type(spec)(_allocate(x) for x in spec)
+        return _empty_strided(spec[0], spec[1], dtype=spec[2], device=device)
+    return type(spec)(_allocate(x, device) for x in spec)
 
 
 def _flat(r, out):
@@ -366,14 +411,15 @@ def enqueue(func, args, kwargs):
     except _Unsupported:
         return host_op(func, plan, args, kwargs)
     key = (func, key)
-    spec = _meta_cache.get(key)
-    if spec is None and key not in _meta_cache:
+    inferred = _meta_cache.get(key)
+    if inferred is None:
         if len(_meta_cache) >= _META_CACHE_MAX:
             _meta_cache.clear()
-        spec = _meta_cache[key] = _infer(func, plan, args, kwargs)
-    if spec is _HOST_RESULT:
+        inferred = _meta_cache[key] = _infer(func, plan, args, kwargs)
+    if inferred is _HOST_RESULT:
         return host_op(func, plan, args, kwargs)
-    outs = _allocate(spec) if plan.fresh else None
+    spec, use_out = inferred
+    outs = _allocate(spec) if spec is not None else None
 
     accesses = {}
     tracker = _tracking.tracker
@@ -391,7 +437,7 @@ def enqueue(func, args, kwargs):
 
     keys = _exclude_set()
     stream = tls.stream
-    if outs is not None and plan.out_op is not None:
+    if outs is not None and use_out:
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
             kw[name] = o

@@ -172,3 +172,52 @@ def test_ops_on_other_devices_or_layouts_are_left_to_torch(installed):
         d = (sp + sp).to_dense()
     assert m.device.type == "meta"
     assert torch.equal(d, 2 * torch.eye(3))
+
+
+def _nn_inputs():
+    g = torch.Generator().manual_seed(9)
+    x, y = torch.randn(16, 8, generator=g), torch.randn(16, 8, generator=g)
+    p, t = torch.rand(16, 8, generator=g), torch.randint(0, 8, (16,), generator=g)
+    w = torch.randn(2, 1, 3, 3, generator=g)
+    return x, y, p, t, w
+
+
+NN_OPS = {
+    "mse_loss": lambda x, y, p, t, w: F.mse_loss(x, y),
+    "l1_loss": lambda x, y, p, t, w: F.l1_loss(x, y),
+    "smooth_l1_loss": lambda x, y, p, t, w: F.smooth_l1_loss(x, y),
+    "huber_loss": lambda x, y, p, t, w: F.huber_loss(x, y),
+    "soft_margin_loss": lambda x, y, p, t, w: F.soft_margin_loss(x, y.sign()),
+    "binary_cross_entropy": lambda x, y, p, t, w: F.binary_cross_entropy(p, p.round()),
+    "cross_entropy": lambda x, y, p, t, w: F.cross_entropy(x, t),
+    "kl_div": lambda x, y, p, t, w: F.kl_div(F.log_softmax(x, 1), F.softmax(y, 1),
+                                             reduction="batchmean"),
+    "embedding_bag": lambda x, y, p, t, w: F.embedding_bag(t, x, torch.tensor([0, 8])),
+    "conv2d": lambda x, y, p, t, w: F.conv2d(x.reshape(1, 1, 16, 8), w),
+    "max_pool2d indices": lambda x, y, p, t, w: F.max_pool2d(x.reshape(1, 1, 16, 8), 2,
+                                                             return_indices=True),
+    "group_norm": lambda x, y, p, t, w: F.group_norm(x.reshape(2, 8, 8), 2),
+    "var": lambda x, y, p, t, w: torch.var(x, 1),
+    "median": lambda x, y, p, t, w: x.median(1),
+    "cdist": lambda x, y, p, t, w: torch.cdist(x, y),
+    "gather": lambda x, y, p, t, w: torch.gather(x, 1, t.reshape(16, 1)),
+    "index_add": lambda x, y, p, t, w: torch.zeros(16, 8).index_add(0, t, x),
+}
+
+
+@pytest.mark.parametrize("op", list(NN_OPS), ids=list(NN_OPS))
+def test_outputs_keep_the_memory_they_were_handed_out_with(installed, op):
+    # A kernel that reallocated its output (some out= overloads of torch 1.13 do) would change the
+    # tensor's memory under the host after the call returned.
+    inputs = _nn_inputs()
+    expected = NN_OPS[op](*inputs)
+    s = torch.cpu.Stream()
+    with torch.cpu.StreamContext(s):
+        got = NN_OPS[op](*inputs)
+    results = got if isinstance(got, tuple) else (got,)
+    raw = torch._C._TensorBase.data_ptr
+    before = [(raw(r), tuple(r.shape)) for r in results]
+    s.synchronize()
+    assert [(raw(r), tuple(r.shape)) for r in results] == before
+    for r, e in zip(results, expected if isinstance(expected, tuple) else (expected,)):
+        assert torch.allclose(r.double(), e.double(), atol=1e-6)
