@@ -300,12 +300,12 @@ def _infer(func, plan, args, kwargs):
             if k in plan.written and not _same_shape(kwargs[k], mkwargs[k]):
                 return _HOST_RESULT
     if not plan.fresh:
-        return (None, False)
+        return (None, False, True)
     fresh = [x for x, src in zip(_as_list(r), plan.returns) if src is None]
     if len(fresh) != len(plan.returns):
         return _HOST_RESULT
     spec = _spec(r)
-    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec))
+    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec), False)
 
 
 def _out_op_keeps(plan, margs, mkwargs, spec):
@@ -385,6 +385,34 @@ def _run_copy(keys, fn, args, kwargs, outs):
         del guard
 
 
+_raw_data_ptr = torch._C._TensorBase.data_ptr
+
+
+def _run_first(key, keys, fn, args, kwargs, outs):
+    # The first run of an op with these layouts into outputs from its meta kernel: checks that
+    # the kernel kept them (the same memory and sizes). torch 1.13 has meta kernels whose sizes
+    # differ from the CPU kernel's and out= overloads that reallocate; such an op fails here,
+    # loudly, once, and runs as a host op from then on.
+    flat = _flat(outs, [])
+    before = [(_raw_data_ptr(o), o.shape) for o in flat]
+    guard = _Exclude(keys)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        del guard
+    after = [(_raw_data_ptr(o), o.shape) for o in flat]
+    if after != before:
+        _meta_cache[key] = _HOST_RESULT
+        raise RuntimeError(
+            f"streamrt.torch: {key[0]} changed the outputs it was given (sizes or memory "
+            f"{[tuple(b[1]) for b in before]} -> {[tuple(a[1]) for a in after]}): its meta kernel "
+            "or out= overload does not match its CPU kernel in this torch. It runs as a host op "
+            "from now on; run this call again")
+    current = _meta_cache.get(key)  # (the host may have cleared the cache meanwhile)
+    if current is not None and current is not _HOST_RESULT:
+        _meta_cache[key] = current[:2] + (True,)
+
+
 # ------------------------------------------------------------------------------------------------
 # The mode
 
@@ -418,7 +446,7 @@ def enqueue(func, args, kwargs):
         inferred = _meta_cache[key] = _infer(func, plan, args, kwargs)
     if inferred is _HOST_RESULT:
         return host_op(func, plan, args, kwargs)
-    spec, use_out = inferred
+    spec, use_out, checked = inferred
     outs = _allocate(spec) if spec is not None else None
 
     accesses = {}
@@ -441,7 +469,11 @@ def enqueue(func, args, kwargs):
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
             kw[name] = o
-        _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
+        if checked:
+            _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
+        else:
+            _enqueue_item(stream, plan.label, None, _run_first,
+                          (key, keys, plan.out_op, args, kw, outs), None, reads, writes)
     elif outs is not None:
         _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
                       None, reads, writes)
