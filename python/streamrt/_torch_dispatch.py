@@ -33,6 +33,10 @@ _strided = torch.strided
 _cpu = torch.device("cpu")
 _meta = torch.device("meta")
 _exclude_set = torch._C._dispatch_tls_local_exclude_set
+_data_ptr = torch._C._TensorBase.data_ptr  # the C methods (install() wraps the Python ones)
+_storage_offset = torch._C._TensorBase.storage_offset
+_element_size = torch._C._TensorBase.element_size
+_expired = torch.UntypedStorage._expired
 _Exclude = torch._C.ExcludeDispatchKeyGuard
 _empty_strided = torch.empty_strided
 _enqueue_item = _C._torch_enqueue
@@ -350,6 +354,41 @@ def _as_list(r):
     return list(r) if isinstance(r, tuple) else [r]
 
 
+_spec_sizes = {}
+
+
+def _spec_bytes(spec):
+    """The storage bytes of each output of `spec` (0 for an empty one), as torch allocates them."""
+    sizes = _spec_sizes.get(spec)
+    if sizes is None:
+        sizes = []
+        for shape, stride, dtype in _flat_spec(spec, []):
+            if 0 in shape:
+                sizes.append(0)
+            else:
+                extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+                sizes.append(extent * torch.empty((), dtype=dtype).element_size())
+        if len(_spec_sizes) > _META_CACHE_MAX:
+            _spec_sizes.clear()
+        sizes = _spec_sizes[spec] = tuple(sizes)
+    return sizes
+
+
+_KEYS = []
+
+
+def _keys():
+    # The dispatch keys the work items exclude: those excluded below the Python key (autograd,
+    # ADInplaceOrView, ...), the same for every op, plus autocast (applied on the host already).
+    keys = _exclude_set()
+    for name in ("AutocastCPU", "AutocastCUDA", "AutocastXPU"):
+        k = getattr(torch._C.DispatchKey, name, None)
+        if k is not None:
+            keys = keys | torch._C.DispatchKeySet(k)
+    _KEYS.append(keys)
+    return keys
+
+
 def _allocate(spec, device=_cpu):
     if spec is None:
         return None
@@ -447,23 +486,31 @@ def enqueue(func, args, kwargs):
     if inferred is _HOST_RESULT:
         return host_op(func, plan, args, kwargs)
     spec, use_out, checked = inferred
-    outs = _allocate(spec) if spec is not None else None
 
+    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path).
     accesses = {}
-    tracker = _tracking.tracker
+    entries = _tracking._entries
     for t, written in tensors:
-        h = tracker(t)
-        if h is not None and (written or id(h) not in accesses):
+        e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
+        if e is not None and not _expired(e.weak[0]):
+            h = e.tracker
+        else:
+            h = _tracking.tracker(t)
+            if h is None:
+                continue
+        if written or id(h) not in accesses:
             accesses[id(h)] = (h, written)
-    if outs is not None:
-        for o in _flat(outs, []):
-            h = tracker(o)
-            if h is not None:
-                accesses[id(h)] = (h, True)
     reads = [h for h, w in accesses.values() if not w]
     writes = [h for h, w in accesses.values() if w]
+    outs = None
+    if spec is not None:
+        outs = _allocate(spec)
+        sizes = _spec_bytes(spec)
+        for o, nbytes in zip(_flat(outs, []), sizes):
+            if nbytes:
+                writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))
 
-    keys = _exclude_set()
+    keys = _KEYS[0] if _KEYS else _keys()
     stream = tls.stream
     if outs is not None and use_out:
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}

@@ -97,6 +97,18 @@ def tracker(t):
         return h
 
 
+def new_tracker(t, base, nbytes):
+    """The tracker of `t`, a tensor just allocated at `base` with `nbytes` of storage: an entry
+    found at that address belongs to memory freed before (pending work would have kept it), so
+    it is replaced without asking."""
+    h = _C._torch_tracker(base, nbytes)
+    _entries[base] = _Entry(h, _storage(t)._weak_ref())
+    if len(_entries) >= _sweep_at:
+        with _lock:
+            _maybe_sweep()
+    return h
+
+
 def share(t, streamrt_tensor):
     """Records that torch tensor `t` was made on `streamrt_tensor`'s memory (torch.from_dlpack):
     torch work on `t` is tracked as work on the streamrt tensor's storage."""
