@@ -171,6 +171,11 @@ void bind_torch(py::module_& m) {
         if (g_exclude_guard == nullptr && !keys.is_none()) {
           throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
         }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
         const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
         const auto r = trackers(reads, "_torch_enqueue");
         const auto w = trackers(writes, "_torch_enqueue");

@@ -221,3 +221,10 @@ def test_outputs_keep_the_memory_they_were_handed_out_with(installed, op):
     assert [(raw(r), tuple(r.shape)) for r in results] == before
     for r, e in zip(results, expected if isinstance(expected, tuple) else (expected,)):
         assert torch.allclose(r.double(), e.double(), atol=1e-6)
+
+
+def test_torch_ops_are_refused_in_a_graph_capture(installed):
+    g = streamrt.Graph()
+    with pytest.raises(streamrt.Error, match="cannot be captured"):
+        with streamrt.graph(g):
+            torch.ones(3) + 1
