@@ -122,7 +122,9 @@ test-bench:
 	cd $(BUILD) && timeout 600 ./tools/streamrt/streamrt bench --quick --out bench-smoke \
 	  > bench-smoke/table.txt
 	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
-	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON)"
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python timeout 600 $(PYTHON) bench/torch_install.py --quick \
+	  --reps 1 > $(BUILD)/bench-smoke/torch.txt
+	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON, torch.txt)"
 
 # The full comparison (table, bench.json, plots in $(BUILD)/bench-out), then the Google Benchmark
 # suite of the issue-2 cases.
