@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev libhwy-dev \
-  python3-venv python3-setuptools python3-pip python3-wheel python3-torch \
+  python3-venv python3-setuptools python3-pip python3-wheel python3-torch libtorch-dev \
   libopenmpi-dev openmpi-bin python3-mpi4py
 
 .PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \

@@ -76,6 +76,9 @@ class CMakeBuild(build_ext):
         # streamrt.distributed's extension, built when CMake found MPI.
         for mpi_ext in package.glob("_streamrt_mpi.*.so"):
             shutil.copyfile(mpi_ext, target.parent / mpi_ext.name)
+        # streamrt.torch's kernel runner, built when CMake found torch's C++ API.
+        for torch_ext in package.glob("_streamrt_torch.*.so"):
+            shutil.copyfile(torch_ext, target.parent / torch_ext.name)
 
 setup(
     version=project_version(),

@@ -19,6 +19,7 @@
 #include "streamrt/ops.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
+#include "torch_runner.hpp"
 
 namespace streamrt::python {
 
@@ -79,6 +80,45 @@ struct TorchWork {
     args.reset();
     kwargs.reset();
   }
+};
+
+// _streamrt_torch's runner (torch_runner.hpp), when that module was built: set once by
+// streamrt.torch's first import, then constant.
+const TorchRunner* g_runner = nullptr;
+
+// A torch op prepared by the runner, run in stream order on a worker with no GIL at all. A
+// failure becomes the Python exception eager torch raises (taking the GIL only then).
+class NativeTorchWork {
+ public:
+  NativeTorchWork(void* prepared, const char* label) noexcept : prepared_(prepared), label_(label) {}
+  NativeTorchWork(NativeTorchWork&& other) noexcept
+      : pending_(std::move(other.pending_)),
+        prepared_(std::exchange(other.prepared_, nullptr)),
+        label_(other.label_) {}
+  NativeTorchWork& operator=(NativeTorchWork&&) = delete;
+  NativeTorchWork(const NativeTorchWork&) = delete;
+  NativeTorchWork& operator=(const NativeTorchWork&) = delete;
+  ~NativeTorchWork() {
+    if (prepared_ != nullptr) g_runner->destroy(prepared_);
+  }
+
+  void operator()() {
+    std::string type, message;
+    if (g_runner->run(prepared_, &type, &message)) return;
+    PythonScope scope;
+    if (!scope.ok()) throw Error(std::string(label_) + ": " + type + ": " + message);
+    py::object builtins = py::module_::import("builtins");
+    py::object exc = py::getattr(builtins, type.c_str(), py::none());
+    PyErr_SetString(exc.is_none() ? PyExc_RuntimeError : exc.ptr(), message.c_str());
+    py::error_already_set e;
+    throw PythonException(e, current_stream().device().str() + " stream " +
+                                 std::to_string(current_stream().id()));
+  }
+
+ private:
+  PendingPythonWork pending_;  // first: counts until the prepared op (and its tensors) is gone
+  void* prepared_;
+  const char* label_;
 };
 
 std::vector<const Tensor*> trackers(py::handle seq, const char* what) {
@@ -191,6 +231,40 @@ void bind_torch(py::module_& m) {
       "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
       "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
       "records the accesses. `label` comes from _torch_label. Returns at once.");
+  m.def(
+      "_set_torch_runner",
+      [](py::capsule runner) {
+        auto* r = static_cast<const TorchRunner*>(runner.get_pointer());
+        if (std::string(runner.name()) != kTorchRunnerCapsule || r->abi != kTorchRunnerAbi) {
+          throw py::value_error("_set_torch_runner: not a TorchRunner of this build");
+        }
+        g_runner = r;
+      },
+      "runner"_a, "Takes streamrt._streamrt_torch.runner (torch_runner.hpp).");
+  m.def(
+      "_torch_enqueue_native",
+      [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,
+         py::handle reads, py::handle writes) {
+        if (g_runner == nullptr) {
+          throw py::value_error("_torch_enqueue_native: call _set_torch_runner first");
+        }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
+        const auto r = trackers(reads, "_torch_enqueue_native");
+        const auto w = trackers(writes, "_torch_enqueue_native");
+        void* prepared =
+            g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
+        if (prepared == nullptr) throw py::error_already_set();
+        NativeTorchWork work(prepared, label);
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
+      "without the GIL. Returns at once.");
   m.def(
       "_torch_host_access",
       [](py::handle tracker, bool for_write) {

@@ -99,7 +99,7 @@ class _Plan:
     """What an op is, from its schema (made once per op overload)."""
 
     __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
-                 "device_kw", "label", "raw")
+                 "device_kw", "label", "raw", "out_overload")
 
     def __init__(self, func):
         schema = func._schema
@@ -113,6 +113,7 @@ class _Plan:
         written.update(_EXTRA_WRITES.get(name, ()))
         self.written = frozenset(written)
         self.out_op = None
+        self.out_overload = None
         self.out_names = ()
         self.keep = None
         rets = schema.returns
@@ -175,6 +176,7 @@ class _Plan:
             if any(n not in theirs for n in self.written):
                 continue
             self.out_op = op._op
+            self.out_overload = op
             self.out_names = tuple(a.name for a in outs)
             self.keep = frozenset(theirs)
             return
@@ -516,7 +518,9 @@ def enqueue(func, args, kwargs):
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
             kw[name] = o
-        if checked:
+        if checked and _enqueue_native is not None:
+            _enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes)
+        elif checked:
             _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
         else:
             _enqueue_item(stream, plan.label, None, _run_first,
@@ -524,6 +528,8 @@ def enqueue(func, args, kwargs):
     elif outs is not None:
         _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
                       None, reads, writes)
+    elif _enqueue_native is not None:
+        _enqueue_native(stream, plan.label, func, args, kwargs or None, reads, writes)
     else:
         _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
     return _result(plan, args, kwargs, outs)
@@ -578,6 +584,24 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
 
 MODE = Mode()
 _C._set_torch_runtime(_Exclude)
+
+# The kernel runner on torch's C++ API (built where Debian's libtorch-dev is installed): work items
+# then run with no GIL at all. Without it they call the op through Python (bind_torch.cpp).
+try:
+    from . import _streamrt_torch as _native
+except ImportError:
+    _native = None
+if _native is not None:
+    _C._set_torch_runner(_native.runner)
+_enqueue_native = _C._torch_enqueue_native if _native is not None else None
+
+
+def set_native(on):
+    """Work items through _streamrt_torch's runner (True, where built) or through Python (False):
+    the tests run both. Returns whether the runner is used now."""
+    global _enqueue_native
+    _enqueue_native = _C._torch_enqueue_native if on and _native is not None else None
+    return _enqueue_native is not None
 
 
 def arm():

@@ -15,15 +15,24 @@ torch = pytest.importorskip(
 import streamrt.torch as srt  # noqa: E402  (needs torch)
 
 
-@pytest.fixture
-def installed(workers):
+from streamrt import _torch_dispatch  # noqa: E402
+
+# Work items run through _streamrt_torch's kernel runner where it was built (torch's C++ API), and
+# through Python otherwise: tests that take `installed` run both ways.
+PATHS = ["runner", "python"] if _torch_dispatch._native is not None else ["python"]
+
+
+@pytest.fixture(params=PATHS)
+def installed(workers, request):
     """streamrt.torch installed for the test (with 4 workers: gates hold some), uninstalled after,
-    also when the test failed."""
+    also when the test failed; once per way of running work items (PATHS)."""
     workers(4)
+    assert _torch_dispatch.set_native(request.param == "runner") == (request.param == "runner")
     srt.install()
     try:
         yield srt
     finally:
+        _torch_dispatch.set_native(True)
         Gate.open_all()  # a failed test may leave one closed
         try:
             streamrt.synchronize()
