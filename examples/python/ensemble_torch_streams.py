@@ -1,7 +1,7 @@
-"""Several small independent networks trained at the same time, one CPU stream each (the shape of
-pytorch issue 44343: an ensemble, as in reinforcement learning). The training code is plain torch;
-the stream contexts make each network's forward, backward and optimizer step stream work, so the
-networks run side by side on streamrt's workers (docs/torch.md).
+"""Several small independent networks trained at the same time, one CPU stream each (an ensemble,
+as in reinforcement learning: what PyTorch users have asked CPU streams for). The training code is
+plain torch; the stream contexts make each network's forward, backward and optimizer step stream
+work, so the networks run side by side on streamrt's workers (docs/torch.md).
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/ensemble_torch_streams.py \
         [--nets 4] [--width 512] [--batch 128] [--steps 20]
