@@ -99,7 +99,7 @@ class _Plan:
     """What an op is, from its schema (made once per op overload)."""
 
     __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
-                 "device_kw", "label", "raw", "out_overload")
+                 "device_kw", "label", "raw", "out_overload", "func", "written_at")
 
     def __init__(self, func):
         schema = func._schema
@@ -112,6 +112,7 @@ class _Plan:
         written = {a.name for a in args if a.alias_info is not None and a.alias_info.is_write}
         written.update(_EXTRA_WRITES.get(name, ()))
         self.written = frozenset(written)
+        self.written_at = [n in written for n in self.names]
         self.out_op = None
         self.out_overload = None
         self.out_names = ()
@@ -187,13 +188,16 @@ def _is_tensor_type(t):
     return s in ("Tensor", "Tensor?", "Tensor[]", "Optional[Tensor]", "List[Tensor]")
 
 
+# Op overload -> plan, by id(): OpOverload.__hash__ is a Python function, a call per lookup. The
+# overloads live as long as torch (its packets cache them), so an id is never reused for another.
 _plans = {}
 
 
 def plan_of(func):
-    p = _plans.get(func)
+    p = _plans.get(id(func))
     if p is None:
-        p = _plans[func] = _Plan(func)
+        p = _plans[id(func)] = _Plan(func)
+        p.func = func  # (keeps it alive too)
     return p
 
 
@@ -226,13 +230,19 @@ def _scan_value(v, written, tensors, key):
 def _scan(plan, args, kwargs):
     tensors = []
     key = []
-    names = plan.names
-    written = plan.written
+    written = plan.written_at  # per position
     for i, v in enumerate(args):
-        _scan_value(v, i < len(names) and names[i] in written, tensors, key)
-    for k, v in kwargs.items():
-        key.append(k)
-        _scan_value(v, k in written, tensors, key)
+        if type(v) is _Tensor:  # the common case, inline
+            if not v.is_cpu or v.layout is not _strided:
+                raise _Unsupported
+            tensors.append((v, i < len(written) and written[i]))
+            key.append((v.shape, v.stride(), v.dtype))
+        else:
+            _scan_value(v, i < len(written) and written[i], tensors, key)
+    if kwargs:
+        for k, v in kwargs.items():
+            key.append(k)
+            _scan_value(v, k in plan.written, tensors, key)
     return tensors, tuple(key)
 
 
@@ -306,12 +316,16 @@ def _infer(func, plan, args, kwargs):
             if k in plan.written and not _same_shape(kwargs[k], mkwargs[k]):
                 return _HOST_RESULT
     if not plan.fresh:
-        return (None, False, True)
+        return (None, False, True, None, ())
     fresh = [x for x, src in zip(_as_list(r), plan.returns) if src is None]
     if len(fresh) != len(plan.returns):
         return _HOST_RESULT
     spec = _spec(r)
-    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec), False)
+    flat = _flat_spec(spec, [])
+    sizes = tuple(_nbytes(*f) for f in flat)
+    single = isinstance(r, _Tensor)
+    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec), False,
+            flat[0] if single else None, sizes)
 
 
 def _out_op_keeps(plan, margs, mkwargs, spec):
@@ -356,24 +370,17 @@ def _as_list(r):
     return list(r) if isinstance(r, tuple) else [r]
 
 
-_spec_sizes = {}
+_itemsize = {}
 
 
-def _spec_bytes(spec):
-    """The storage bytes of each output of `spec` (0 for an empty one), as torch allocates them."""
-    sizes = _spec_sizes.get(spec)
-    if sizes is None:
-        sizes = []
-        for shape, stride, dtype in _flat_spec(spec, []):
-            if 0 in shape:
-                sizes.append(0)
-            else:
-                extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride))
-                sizes.append(extent * torch.empty((), dtype=dtype).element_size())
-        if len(_spec_sizes) > _META_CACHE_MAX:
-            _spec_sizes.clear()
-        sizes = _spec_sizes[spec] = tuple(sizes)
-    return sizes
+def _nbytes(shape, stride, dtype):
+    """The storage bytes torch allocates for a tensor of this layout (0 when it is empty)."""
+    if 0 in shape:
+        return 0
+    size = _itemsize.get(dtype)
+    if size is None:
+        size = _itemsize[dtype] = torch.empty((), dtype=dtype).element_size()
+    return (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * size
 
 
 _KEYS = []
@@ -445,13 +452,13 @@ def _run_first(key, keys, fn, args, kwargs, outs):
     if after != before:
         _meta_cache[key] = _HOST_RESULT
         raise RuntimeError(
-            f"streamrt.torch: {key[0]} changed the outputs it was given (sizes or memory "
+            f"streamrt.torch: {key[0].func} changed the outputs it was given (sizes or memory "
             f"{[tuple(b[1]) for b in before]} -> {[tuple(a[1]) for a in after]}): its meta kernel "
             "or out= overload does not match its CPU kernel in this torch. It runs as a host op "
             "from now on; run this call again")
     current = _meta_cache.get(key)  # (the host may have cleared the cache meanwhile)
     if current is not None and current is not _HOST_RESULT:
-        _meta_cache[key] = current[:2] + (True,)
+        _meta_cache[key] = current[:2] + (True,) + current[3:]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -469,7 +476,7 @@ def host_op(func, plan, args, kwargs):
 
 
 def enqueue(func, args, kwargs):
-    plan = _plans.get(func) or plan_of(func)
+    plan = _plans.get(id(func)) or plan_of(func)
     kind = plan.kind
     if kind <= _ALLOC:  # a view or an allocation: metadata only
         return func(*args, **kwargs)
@@ -479,7 +486,7 @@ def enqueue(func, args, kwargs):
         tensors, key = _scan(plan, args, kwargs)
     except _Unsupported:
         return host_op(func, plan, args, kwargs)
-    key = (func, key)
+    key = (plan, key)  # (the plan, not the op: its hash is cheap)
     inferred = _meta_cache.get(key)
     if inferred is None:
         if len(_meta_cache) >= _META_CACHE_MAX:
@@ -487,7 +494,7 @@ def enqueue(func, args, kwargs):
         inferred = _meta_cache[key] = _infer(func, plan, args, kwargs)
     if inferred is _HOST_RESULT:
         return host_op(func, plan, args, kwargs)
-    spec, use_out, checked = inferred
+    spec, use_out, checked, single, sizes = inferred
 
     # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path).
     accesses = {}
@@ -505,9 +512,12 @@ def enqueue(func, args, kwargs):
     reads = [h for h, w in accesses.values() if not w]
     writes = [h for h, w in accesses.values() if w]
     outs = None
-    if spec is not None:
+    if single is not None:  # one output: the common case
+        outs = _empty_strided(single[0], single[1], dtype=single[2])
+        if sizes[0]:
+            writes.append(_tracking.new_tracker(outs, _data_ptr(outs), sizes[0]))
+    elif spec is not None:
         outs = _allocate(spec)
-        sizes = _spec_bytes(spec)
         for o, nbytes in zip(_flat(outs, []), sizes):
             if nbytes:
                 writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))
@@ -570,7 +580,7 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
                     return func(*args, **kwargs)
             if tls.depth > 0 and installed:
                 return enqueue(func, args, kwargs)
-            plan = _plans.get(func) or plan_of(func)
+            plan = _plans.get(id(func)) or plan_of(func)
             if plan.kind <= _ALLOC or not _tracking._entries:
                 return func(*args, **kwargs)
             return host_op(func, plan, args, kwargs)
