@@ -156,6 +156,8 @@ test-pip: deps
 	  print("pip-installed streamrt", streamrt.__version__, "from", streamrt.__file__)'
 	cd build-venv && bin/python -c 'import streamrt.distributed as d; \
 	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
+	cd build-venv && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
+	  assert d._native is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
 	@echo "== pip install . passed (build-venv)"
