@@ -311,6 +311,7 @@ Tensor from_dlpack_impl(py::handle obj) {
   const char* what = "from_dlpack";
   if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
   py::object capsule;
+  Tensor tracker;  // set when the memory is a torch storage that streamrt.torch tracks
   if (py::hasattr(obj, "__dlpack__")) {
     if (py::hasattr(obj, "__dlpack_device__")) {
       auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
@@ -322,7 +323,7 @@ Tensor from_dlpack_impl(py::handle obj) {
                     "build; move it to the CPU first (torch: t.cpu())");
       }
     }
-    capsule = obj.attr("__dlpack__")();
+    capsule = dlpack_capsule(obj, tracker);
   } else if (PyCapsule_CheckExact(obj.ptr()) != 0) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
@@ -372,7 +373,9 @@ Tensor from_dlpack_impl(py::handle obj) {
   // Ours from here: the producer's capsule must no longer free it.
   PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);
   auto owner = std::make_shared<ManagedOwner>(m);
-  return from_blob(data, std::move(shape), std::move(strides), *dtype, [owner](void*) {});
+  Tensor out = from_blob(data, std::move(shape), std::move(strides), *dtype, [owner](void*) {});
+  if (tracker.defined()) share_tracking(out, tracker);  // one tracking with torch's ops
+  return out;
 }
 
 // Exporting: the capsule owns a handle to the tensor (so its storage), shape and strides.

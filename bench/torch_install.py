@@ -1,0 +1,279 @@
+"""streamrt.torch: unchanged torch code on streams (install()), against eager torch in the same run.
+
+Prints ratios, each against a baseline measured in the same run, interleaved repetitions, medians:
+
+* ``seed``: the seed article's products (N float32 1000x1000 ``torch.matmul``) on two streams
+  against the same on one stream, and against eager torch with its default threads (OpenBLAS at
+  every core, as torch has it without streamrt).
+* ``ensemble``: K independent 3-layer MLPs (forward + backward + SGD step), one stream each,
+  against the same on one stream, eager torch with its default threads, and eager torch with
+  one thread; at 512 wide / batch 128 and at 256 wide / batch 32 (small ops: the host's
+  dispatch cost decides).
+* ``host``: the host's cost per enqueued small op (64x64 add) against eager torch, with the
+  stream held (so workers do not compete for the GIL) and running; with a pass-through torch
+  dispatch mode as the floor any Python mode pays.
+* ``large``: single ops of 1 ms or more, on a stream against eager at the same thread settings
+  (one BLAS thread; what a stream's kernel gets) and against eager with the default threads.
+
+Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_install.py [--quick] [--only NAME]
+Figures count only on an idle machine: the load average is printed before and after.
+"""
+
+import argparse
+import os
+import statistics
+import threading
+import time
+
+import torch
+
+import streamrt
+import streamrt.torch as srt
+
+CORES = os.cpu_count() or 1
+
+
+def timed(fn, reps):
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def interleave(cases, reps):
+    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all)."""
+    times = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, fn in cases.items():
+            times[name] += timed(fn, 1)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+class eager_defaults:
+    """Eager torch as it is without streamrt: OpenBLAS at every core, torch's own threads."""
+
+    def __enter__(self):
+        self.blas = streamrt._blas_threads()
+        streamrt._set_blas_threads(CORES)
+
+    def __exit__(self, *exc):
+        streamrt._set_blas_threads(self.blas)
+
+
+class eager_one_thread:
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+
+
+def with_settings(ctx, fn):
+    def run():
+        with ctx():
+            fn()
+    return run
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def seed(args):
+    n = 4 if args.quick else 16
+    a, b = torch.randn(1000, 1000), torch.randn(1000, 1000)
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+
+    def streams(ss):
+        def run():
+            outs = []
+            for i in range(n):
+                with torch.cpu.StreamContext(ss[i % len(ss)]):
+                    outs.append(torch.matmul(a, b))
+            for s in ss:
+                s.synchronize()
+        return run
+
+    def eager():
+        for _ in range(n):
+            torch.matmul(a, b)
+
+    cases = {"one stream": streams([s1]), "two streams": streams([s1, s2]),
+             "eager (default threads)": with_settings(eager_defaults, eager)}
+    interleave(cases, 1)  # warm-up
+    m = interleave(cases, args.reps)
+    print(f"seed: {n} matmuls 1000x1000 float32, median of {args.reps}")
+    for k, v in m.items():
+        print(f"  {k:28s} {v * 1e3:8.1f} ms")
+    print(f"  two streams vs one stream     {m['one stream'] / m['two streams']:5.2f}x  (target >= 1.8)")
+    print(f"  two streams vs eager defaults {m['eager (default threads)'] / m['two streams']:5.2f}x  "
+          "(target >= 0.95)")
+
+
+def make_mlps(k, width, seed0=0):
+    nets = []
+    for i in range(k):
+        torch.manual_seed(seed0 + i)
+        net = torch.nn.Sequential(
+            torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+            torch.nn.ReLU(), torch.nn.Linear(width, 1))
+        nets.append((net, torch.optim.SGD(net.parameters(), lr=1e-3)))
+    return nets
+
+
+def step(net, opt, x, y):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+
+
+def ensemble(args, width, batch):
+    k, steps = 4, (5 if args.quick else 20)
+    nets = make_mlps(k, width)
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g))
+            for _ in range(k)]
+    streams = [torch.cpu.Stream() for _ in range(k)]
+
+    def on_streams(ss):
+        def run():
+            for _ in range(steps):
+                for i, (net, opt) in enumerate(nets):
+                    with torch.cpu.StreamContext(ss[i % len(ss)]):
+                        step(net, opt, *data[i])
+            for s in ss:
+                s.synchronize()
+        return run
+
+    def eager():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                step(net, opt, *data[i])
+
+    cases = {"one stream": on_streams(streams[:1]), "one stream each": on_streams(streams),
+             "eager (default threads)": with_settings(eager_defaults, eager),
+             "eager (1 thread)": with_settings(eager_one_thread, eager)}
+    interleave(cases, 1)
+    m = interleave(cases, args.reps)
+    print(f"ensemble: {k} MLPs {width} wide, batch {batch}, forward+backward+SGD, "
+          f"per step of the {k} (median of {args.reps} x {steps} steps)")
+    for name, v in m.items():
+        print(f"  {name:28s} {v / steps * 1e3:8.2f} ms")
+    print(f"  one stream each vs one stream     {m['one stream'] / m['one stream each']:5.2f}x"
+          "  (target >= 1.8 at 512/128)")
+    print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
+          "  (target >= 1.3 at 512/128)")
+
+
+def host(args):
+    n = 2000 if args.quick else 10000
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+
+    def loop():
+        for _ in range(n):
+            torch.add(a, b)
+
+    class PassThrough:
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            torch._C._set_torch_dispatch_mode(None)
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                torch._C._set_torch_dispatch_mode(self)
+
+    def passthrough():
+        torch._C._set_torch_dispatch_mode(PassThrough())
+        try:
+            loop()
+        finally:
+            torch._C._set_torch_dispatch_mode(None)
+
+    s = torch.cpu.Stream()
+
+    def held():
+        gate = threading.Event()
+        s.launch(gate.wait)
+        with torch.cpu.StreamContext(s):
+            t = time.perf_counter()
+            loop()
+            elapsed = time.perf_counter() - t
+        gate.set()
+        s.synchronize()
+        return elapsed
+
+    def running():
+        with torch.cpu.StreamContext(s):
+            loop()
+        s.synchronize()
+
+    srt.uninstall()
+    eager = min(timed(loop, args.reps))
+    mode = min(timed(passthrough, args.reps))
+    srt.install()
+    guarded = min(timed(loop, args.reps))  # outside a context, with install(): the guard
+    running()  # warm-up: the op's plan, its meta inference and its checked first run
+    hold = min(held() for _ in range(args.reps))
+    run = min(timed(running, args.reps))
+    us = 1e6 / n
+    print(f"host cost per op (64x64 add, best of {args.reps} x {n}):")
+    print(f"  eager torch                       {eager * us:6.1f} us")
+    print(f"  pass-through dispatch mode        {mode * us:6.1f} us  (+{(mode - eager) * us:.1f})")
+    print(f"  installed, outside a context      {guarded * us:6.1f} us  (+{(guarded - eager) * us:.1f})")
+    print(f"  enqueued, stream held             {hold * us:6.1f} us  (+{(hold - eager) * us:.1f}; "
+          "target <= +15)")
+    print(f"  enqueued and run (host + workers) {run * us:6.1f} us  (+{(run - eager) * us:.1f})")
+
+
+def large(args):
+    a = torch.randn(1000, 1000)
+    x = torch.randn(4000, 4000)
+    ops = {"matmul 1000x1000": lambda: torch.matmul(a, a), "exp 16M": lambda: torch.exp(x),
+           "sum 16M": lambda: x.sum()}
+    s = torch.cpu.Stream()
+    print(f"single ops of 1 ms or more (median of {args.reps}):")
+    for name, op in ops.items():
+        def stream_op(op=op):
+            with torch.cpu.StreamContext(s):
+                op()
+            s.synchronize()
+
+        cases = {"stream": stream_op, "eager (stream's threads)": op,
+                 "eager (default threads)": with_settings(eager_defaults, op)}
+        interleave(cases, 1)
+        m = interleave(cases, args.reps)
+        print(f"  {name:18s} stream {m['stream'] * 1e3:7.2f} ms, eager same threads "
+              f"{m['eager (stream' + chr(39) + 's threads)'] * 1e3:7.2f} ms "
+              f"({m['stream'] / m['eager (stream' + chr(39) + 's threads)']:4.2f}x; target <= 1.10), "
+              f"eager default threads {m['eager (default threads)'] * 1e3:7.2f} ms")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--only", choices=["seed", "ensemble", "host", "large"], default=None)
+    args = p.parse_args()
+    if args.reps is None:
+        args.reps = 3 if args.quick else 7
+    print(f"cores {CORES}, streamrt workers {streamrt.get_num_threads()}, torch {torch.__version__}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    srt.install()
+    try:
+        if args.only in (None, "seed"):
+            seed(args)
+        if args.only in (None, "ensemble"):
+            ensemble(args, 512, 128)
+            ensemble(args, 256, 32)
+        if args.only in (None, "host"):
+            host(args)
+        if args.only in (None, "large"):
+            large(args)
+    finally:
+        srt.uninstall()
+    print(f"load after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
