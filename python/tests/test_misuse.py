@@ -67,6 +67,10 @@ def test_an_overflowing_tensor_never_reads_the_heap():
 
 # ---- the buffer protocol -----------------------------------------------------------------------
 
+# The consumers, as source: the child interpreter below defines the same dict.
+BUFFER_CONSUMERS_SOURCE = """
+import struct
+import numpy as np
 BUFFER_CONSUMERS = {
     "np.asarray": lambda y: np.asarray(y),
     "np.array": lambda y: np.array(y),
@@ -75,22 +79,17 @@ BUFFER_CONSUMERS = {
     "np.frombuffer": lambda y: np.frombuffer(y, dtype=np.float32),
     "struct.unpack_from": lambda y: struct.unpack_from("4f", y),
 }
+"""
+exec(BUFFER_CONSUMERS_SOURCE)
 
 
 def test_every_buffer_consumer_raises_a_failed_writers_exception():
     # In a child: before the fix each of these ended the process with std::terminate.
     proc = run_child(
-        """
-        import struct
-        consumers = {
-            "np.asarray": lambda y: np.asarray(y),
-            "np.array": lambda y: np.array(y),
-            "memoryview": lambda y: memoryview(y),
-            "bytes": lambda y: bytes(y),
-            "np.frombuffer": lambda y: np.frombuffer(y, dtype=np.float32),
-            "struct.unpack_from": lambda y: struct.unpack_from("4f", y),
-        }
-        for name, consume in consumers.items():
+        BUFFER_CONSUMERS_SOURCE
+        + textwrap.dedent(
+            """
+        for name, consume in BUFFER_CONSUMERS.items():
             s = cpu.Stream()
             s.launch(lambda: 1 / 0)
             with s:
@@ -104,6 +103,7 @@ def test_every_buffer_consumer_raises_a_failed_writers_exception():
             s.synchronize()  # reported once: the stream runs again
             print(name, "after", consume(streamrt.ones(4) + 1) is not None, flush=True)
         """
+        )
     )
     assert proc.returncode == 0, proc.stderr
     expected = []
