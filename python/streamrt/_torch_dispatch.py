@@ -468,7 +468,7 @@ def _run_first(key, keys, fn, args, kwargs, outs):
 def host_op(func, plan, args, kwargs):
     """Runs `func` now on this thread, after the pending work on its tensors (writers; for the
     tensors it writes, readers too)."""
-    if _tracking._entries:
+    if _tracking.tracked():
         for t, written in _tensors_of(plan, args, kwargs):
             if t.is_cpu and t.layout is _strided:
                 _tracking.wait_host(t, written)
@@ -478,15 +478,21 @@ def host_op(func, plan, args, kwargs):
 def enqueue(func, args, kwargs):
     plan = _plans.get(id(func)) or plan_of(func)
     kind = plan.kind
+    teach = _fast is not None and _fast.pending()  # the fast path missed this call: teach it
     if kind <= _ALLOC:  # a view or an allocation: metadata only
+        if teach:
+            _fast.teach_kind(func, _FAST_META)
         return func(*args, **kwargs)
     if kind == _HOST:
+        if teach:
+            _fast.teach_kind(func, _FAST_HOST)
         return host_op(func, plan, args, kwargs)
     try:
         tensors, key = _scan(plan, args, kwargs)
     except _Unsupported:
         return host_op(func, plan, args, kwargs)
-    key = (plan, key)  # (the plan, not the op: its hash is cheap)
+    # (the plan, not the op: its hash is cheap; the default dtype decides factories' results)
+    key = (plan, key, torch.get_default_dtype())
     inferred = _meta_cache.get(key)
     if inferred is None:
         if len(_meta_cache) >= _META_CACHE_MAX:
@@ -496,17 +502,25 @@ def enqueue(func, args, kwargs):
         return host_op(func, plan, args, kwargs)
     spec, use_out, checked, single, sizes = inferred
 
-    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path).
+    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path of
+    # the Python registry). The C++ registry gives a new Python object for each lookup: the same
+    # storage may then be listed twice, which enqueue_tracked merges (written wins).
     accesses = {}
     entries = _tracking._entries
+    native_registry = _tracking.native is not None
     for t, written in tensors:
-        e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
-        if e is not None and not _expired(e.weak[0]):
-            h = e.tracker
-        else:
+        if native_registry:
             h = _tracking.tracker(t)
             if h is None:
                 continue
+        else:
+            e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
+            if e is not None and not _expired(e.weak[0]):
+                h = e.tracker
+            else:
+                h = _tracking.tracker(t)
+                if h is None:
+                    continue
         if written or id(h) not in accesses:
             accesses[id(h)] = (h, written)
     reads = [h for h, w in accesses.values() if not w]
@@ -530,6 +544,9 @@ def enqueue(func, args, kwargs):
             kw[name] = o
         if checked and _enqueue_native is not None:
             _enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes)
+            if teach and kind == _FUNCTIONAL:
+                _fast.teach(func, _FAST_OUT, (), plan.out_overload, plan.out_names,
+                            _flat_spec(spec, []))
         elif checked:
             _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
         else:
@@ -538,8 +555,12 @@ def enqueue(func, args, kwargs):
     elif outs is not None:
         _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
                       None, reads, writes)
+        if teach and kind == _FUNCTIONAL:
+            _fast.teach(func, _FAST_COPY, (), None, (), _flat_spec(spec, []))
     elif _enqueue_native is not None:
         _enqueue_native(stream, plan.label, func, args, kwargs or None, reads, writes)
+        if teach:
+            _fast.teach(func, _FAST_WRITE, tuple(plan.written), None, (), ())
     else:
         _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
     return _result(plan, args, kwargs, outs)
@@ -581,7 +602,7 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
             if tls.depth > 0 and installed:
                 return enqueue(func, args, kwargs)
             plan = _plans.get(id(func)) or plan_of(func)
-            if plan.kind <= _ALLOC or not _tracking._entries:
+            if plan.kind <= _ALLOC or not _tracking.tracked():
                 return func(*args, **kwargs)
             return host_op(func, plan, args, kwargs)
         finally:
@@ -595,23 +616,62 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
 MODE = Mode()
 _C._set_torch_runtime(_Exclude)
 
-# The kernel runner on torch's C++ API (built where Debian's libtorch-dev is installed): work items
-# then run with no GIL at all. Without it they call the op through Python (bind_torch.cpp).
+# The native part on torch's C++ API (built where Debian's libtorch-dev is installed): work items
+# run with no GIL at all, trackers live in its C++ registry, and small ops seen before are enqueued
+# by its fast path without Python (torch_runner_fast.cpp), taught by enqueue() above. Without it
+# work items call the op through Python (bind_torch.cpp) and everything else is this file's.
+_FAST_META, _FAST_HOST = 1, 2  # teach_kind
+_FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
 try:
     from . import _streamrt_torch as _native
 except ImportError:
     _native = None
+_enqueue_native = None
+_fast = None  # _native while its fast path is used
+fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
 if _native is not None:
     _C._set_torch_runner(_native.runner)
-_enqueue_native = _C._torch_enqueue_native if _native is not None else None
+    _ok, _why = _native.connect(_C._torch_host())
+    fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
 
 
 def set_native(on):
-    """Work items through _streamrt_torch's runner (True, where built) or through Python (False):
-    the tests run both. Returns whether the runner is used now."""
-    global _enqueue_native
-    _enqueue_native = _C._torch_enqueue_native if on and _native is not None else None
-    return _enqueue_native is not None
+    """streamrt.torch's native part (True, where built: the runner, the C++ registry and the fast
+    path) or its Python path alone (False), as without _streamrt_torch: the tests run both.
+    Returns whether the native part is used now. Not while stream contexts are open."""
+    global _enqueue_native, _fast
+    use = bool(on) and _native is not None
+    _enqueue_native = _C._torch_enqueue_native if use else None
+    _tracking.use_native(_native if use else None)
+    _fast = _native if use and fast_unavailable is None else None
+    _update_fast()
+    return use
+
+
+def _update_fast():
+    # The fast path runs while installed, with the native part.
+    if _native is not None:
+        _native.set_enabled(installed and _fast is not None)
+
+
+def context_entered():
+    """A stream context was entered on this thread (after arm())."""
+    tls.depth += 1
+    tls.stream = _C.current_stream()
+    if tls.depth == 1 and _fast is not None:
+        _fast.set_active(True)
+
+
+def context_left():
+    """A stream context of this thread was left."""
+    if tls.depth > 0:
+        tls.depth -= 1
+        tls.stream = _C.current_stream()
+        if tls.depth == 0 and _native is not None:
+            _native.set_active(False)
+
+
+set_native(True)
 
 
 def arm():
