@@ -195,6 +195,10 @@ PyObject* host_tracker_to_python(const void* tracker) noexcept {
 
 void host_tracker_free(void* tracker) noexcept { delete static_cast<Tensor*>(tracker); }
 
+void host_release_object(PyObject* obj) noexcept {
+  call_with_gil([](void* o) { Py_DECREF(static_cast<PyObject*>(o)); }, obj);
+}
+
 bool host_tracker_idle(const void* tracker) noexcept {
   try {
     return static_cast<const Tensor*>(tracker)->wait_for(std::chrono::nanoseconds(0),
@@ -230,9 +234,9 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
   return TorchEnqueued::kFailed;
 }
 
-const TorchHost g_host{kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_from_python,
-                       &host_tracker_to_python, &host_tracker_free, &host_tracker_idle,
-                       &host_enqueue};
+const TorchHost g_host{kTorchRunnerAbi,    &host_tracker_new,       &host_tracker_from_python,
+                       &host_tracker_to_python, &host_tracker_free, &host_release_object,
+                       &host_tracker_idle,      &host_enqueue};
 
 }  // namespace
 

@@ -48,12 +48,37 @@ const c10::OperatorHandle& operator_of(PyObject* op) {
 }
 
 c10::DispatchKeySet work_excluded() noexcept {
-  // Every key above Python's, as torch's Python fallback excludes them for a dispatch mode.
-  static const c10::DispatchKeySet above_python =
+  // Every key above Python's, as torch's Python fallback excludes them for a dispatch mode, and
+  // Python's own (the tensors are plain; a work item run on this thread must not reach the mode).
+  static const c10::DispatchKeySet python_and_above =
       c10::DispatchKeySet(c10::DispatchKeySet::FULL) ^
-      (c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python) |
-       c10::DispatchKeySet(c10::DispatchKey::Python));
-  return c10::impl::tls_local_dispatch_key_set().excluded_ | above_python;
+      c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
+  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above;
+}
+
+namespace {
+
+at::Tensor alias_for_work(const at::Tensor& t) {
+  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) return t;
+  auto impl =
+      c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides());
+  impl->set_storage_offset(t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+}  // namespace
+
+c10::IValue for_work(const c10::IValue& v) {
+  if (v.isTensor()) return alias_for_work(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    const auto items = v.toListRef();
+    list.reserve(items.size());
+    for (const c10::IValue& x : items) list.push_back(alias_for_work(x.toTensor()));
+    return list;
+  }
+  return v;
 }
 
 namespace {
@@ -71,6 +96,7 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
     auto stack = torch::jit::createStackForSchema(
         handle.schema(), torch::jit::tuple_slice(py::reinterpret_borrow<py::tuple>(args)),
         std::move(kw), c10::nullopt);
+    for (c10::IValue& v : stack) v = for_work(v);
     return new Prepared{handle, std::move(stack), c10::impl::tls_local_dispatch_key_set().excluded_,
                         {}};
   } catch (py::error_already_set& e) {
@@ -92,7 +118,17 @@ bool as(const std::exception& e, const char* name, std::string* type, std::strin
 }
 
 bool run(void* prepared, std::string* type, std::string* message) {
-  auto* p = static_cast<Prepared*>(prepared);
+  return run_prepared(*static_cast<Prepared*>(prepared), type, message);
+}
+
+void destroy(void* prepared) noexcept { delete static_cast<Prepared*>(prepared); }
+
+TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
+
+}  // namespace
+
+bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
+  Prepared* p = &prepared;
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
     p->op.callBoxed(&p->stack);
@@ -117,9 +153,7 @@ bool run(void* prepared, std::string* type, std::string* message) {
   return false;
 }
 
-void destroy(void* prepared) noexcept { delete static_cast<Prepared*>(prepared); }
-
-TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
+namespace {
 
 // ------------------------------------------------------------------------------------------------
 // Bindings
@@ -133,7 +167,7 @@ const at::Tensor& tensor_arg(py::handle obj, const char* what) {
 
 py::object tracker_object(const TrackerPtr& t) {
   if (!t) return py::none();
-  PyObject* obj = host()->tracker_to_python(t->get());
+  PyObject* obj = t->object();
   if (obj == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(obj);
 }
@@ -244,6 +278,9 @@ void bind_fast(py::module_& m) {
       "fast path is available, why not).");
   m.def("set_enabled", &set_enabled, "on"_a, "The fast path on or off for every thread.");
   m.def("set_active", &set_active, "on"_a, "This thread enters or leaves its outermost stream context.");
+  m.def("_set_probe", &set_probe, "probe"_a,
+        "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "
+        "3 work without the kernel.");
   m.def("pending", &pending, "Whether an op of this thread waits to be taught (teach, teach_kind).");
   m.def("fast_counts", &fast_counts,
         "(ops the fast path enqueued, ops of active threads sent on to the Python path) so far.");

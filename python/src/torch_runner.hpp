@@ -60,6 +60,9 @@ struct TorchHost {
   PyObject* (*tracker_to_python)(const void* tracker) noexcept;
   //! Frees a tracker. Never blocks on the GIL.
   void (*tracker_free)(void* tracker) noexcept;
+  //! Drops a reference to a Python object, with or without the GIL (without it, later: see
+  //! SafeObject). Never blocks on the GIL.
+  void (*release_object)(PyObject* obj) noexcept;
   //! True when no queued work reads or writes the tracker's storage any more. Never blocks.
   bool (*tracker_idle)(const void* tracker) noexcept;
   //! Enqueues `prepared` (a TorchRunner op; always taken over, freed on failure) on this thread's

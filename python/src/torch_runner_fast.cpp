@@ -50,6 +50,12 @@ std::atomic<bool> g_enabled{false};
 // Whether this thread is inside a stream context (set_active), with the key included.
 thread_local bool tls_active = false;
 
+// bench/torch_install.py's breakdown of the host's cost (set_probe): kProbeEntry sends every op
+// from the fallback straight to its kernel; kProbeWork does all of the fast path but the enqueue
+// and runs the work item at once; kProbeNoKernel does all but the enqueue and drops it unrun.
+constexpr int kProbeOff = 0, kProbeEntry = 1, kProbeWork = 2, kProbeNoKernel = 3;
+std::atomic<int> g_probe{kProbeOff};  // relaxed: a benchmark's switch, set between loops
+
 std::atomic<long> g_fast{0};    // ops enqueued here (fast_counts)
 std::atomic<long> g_python{0};  // ops sent on to the Python key from an active thread
 
@@ -279,22 +285,33 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   for (const Access& a : accesses) (a.write ? writes : reads).push_back(a.tracker);
 
   auto prepared = std::make_unique<Prepared>(Prepared{recipe.run_op, {}, work_excluded(), {}});
+  // (for_work: the worker never holds the last reference to a tensor Python saw.)
   if (recipe.mode == Mode::kOut) {
     prepared->stack.reserve(recipe.out_args.size());
     for (int a : recipe.out_args) {
-      prepared->stack.emplace_back(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a]));
+      prepared->stack.push_back(for_work(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a])));
     }
   } else {
-    prepared->stack.assign(stack.begin() + static_cast<std::ptrdiff_t>(first), stack.end());
-    if (recipe.mode == Mode::kCopy) prepared->copy_into = outs;
+    prepared->stack.reserve(n);
+    for (std::size_t i = first; i < stack.size(); ++i) prepared->stack.push_back(for_work(stack[i]));
+    if (recipe.mode == Mode::kCopy) {
+      for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
+    }
   }
   std::string error;
-  const TorchEnqueued done =
+  if (const int probe = g_probe.load(std::memory_order_relaxed); probe != kProbeOff) {
+    std::string type;
+    if (probe == kProbeWork) run_prepared(*prepared, &type, &error);
+    prepared.reset();
+    keep.clear();
+  } else {
+    const TorchEnqueued done =
       host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(), writes.size(),
                       prepared.release(), &error);
-  if (done == TorchEnqueued::kNo) return false;
-  TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
-              " was queued, but recording its accesses failed: ", error);
+    if (done == TorchEnqueued::kNo) return false;
+    TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
+                " was queued, but recording its accesses failed: ", error);
+  }
   // The returns: the written arguments they alias (kWrite), or the new outputs.
   c10::SmallVector<c10::IValue, 4> returns;
   for (int a : recipe.returns_from) returns.push_back(stack[first + a]);
@@ -332,6 +349,9 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   if (!tls_active || !g_enabled.load(std::memory_order_relaxed)) {
     if (!g_enabled.load(std::memory_order_relaxed)) set_active(false);  // uninstalled meanwhile
     return to_python(op, ks, stack);
+  }
+  if (g_probe.load(std::memory_order_relaxed) == kProbeEntry) {
+    return op.redispatchBoxed(ks & kBelowPython, stack);
   }
   Plan* plan;
   Kind kind;
@@ -515,6 +535,11 @@ bool register_fallback(std::string* why) {
   });
   if (!library && why != nullptr) *why = failure;
   return library != nullptr;
+}
+
+void set_probe(int probe) {
+  TORCH_CHECK(probe >= kProbeOff && probe <= kProbeNoKernel, "set_probe: 0 to 3");
+  g_probe.store(probe, std::memory_order_relaxed);
 }
 
 std::pair<long, long> fast_counts() noexcept {

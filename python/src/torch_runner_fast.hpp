@@ -57,6 +57,12 @@ void set_active(bool on);
 //! reason in `why`, when torch refused (another library registered one on that key).
 bool register_fallback(std::string* why);
 
+//! For bench/torch_install.py's breakdown of the host's cost, never for real work: 0 off; 1 every
+//! op of an active thread runs its kernel at once from the fallback (the key's entry cost); 2 the
+//! fast path does everything but the enqueue and runs the work item at once; 3 the same without
+//! running it (the outputs hold garbage). Not thread-safe with ops in flight.
+void set_probe(int probe);
+
 //! (ops enqueued by the fast path, ops of active threads sent on to the Python path) so far.
 std::pair<long, long> fast_counts() noexcept;
 

@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <atomic>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,29 +32,50 @@ struct Prepared {
   std::vector<at::Tensor> copy_into;
 };
 
+//! `v` for a work item's stack: each tensor (alone or in a list) replaced by a new TensorImpl on
+//! the same memory, with the same layout (wrapped numbers stay). The work item then never holds
+//! the last reference to a tensor that Python saw, whose release would take the GIL on the worker.
+//! Never blocks.
+c10::IValue for_work(const c10::IValue& v);
+
+//! Runs a prepared op as a worker does (TorchRunner::run). Needs no GIL.
+bool run_prepared(Prepared& prepared, std::string* type, std::string* message);
+
 //! streamrt's side (set once by connect(), then constant). Null before.
 const TorchHost* host() noexcept;
 
 //! The operator behind a torch OpOverload object, found once per object. Requires the GIL.
 const c10::OperatorHandle& operator_of(PyObject* op);
 
-//! The dispatch keys a work item excludes: those this thread excludes now plus every key above
-//! Python's (autograd, ADInplaceOrView, autocast: applied at the call already), as a dispatch
-//! mode's work item would have them.
+//! The dispatch keys a fast-path work item excludes: those this thread excludes now plus Python's
+//! and every key above it (autograd, ADInplaceOrView, autocast: applied at the call already), as
+//! a dispatch mode's work item has them.
 c10::DispatchKeySet work_excluded() noexcept;
 
-//! Owns one TorchHost tracker.
+//! Owns one TorchHost tracker, and the Python object standing for it once Python asked for it
+//! (one object per tracker, so Python code can tell trackers apart by identity).
 class Tracker {
  public:
   explicit Tracker(void* handle) noexcept : handle_(handle) {}
-  ~Tracker() { host()->tracker_free(handle_); }
+  ~Tracker() {
+    if (object_ != nullptr) host()->release_object(object_);
+    host()->tracker_free(handle_);
+  }
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
   //! The TorchHost handle. Never blocks.
   const void* get() const noexcept { return handle_; }
+  //! The Python object (a streamrt.Tensor), made on first use; a new reference, or null with a
+  //! Python error set. Requires the GIL (which also guards the object).
+  PyObject* object() {
+    if (object_ == nullptr) object_ = host()->tracker_to_python(handle_);
+    Py_XINCREF(object_);
+    return object_;
+  }
 
  private:
   void* handle_;
+  PyObject* object_ = nullptr;
 };
 using TrackerPtr = std::shared_ptr<Tracker>;
 

@@ -503,8 +503,7 @@ def enqueue(func, args, kwargs):
     spec, use_out, checked, single, sizes = inferred
 
     # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path of
-    # the Python registry). The C++ registry gives a new Python object for each lookup: the same
-    # storage may then be listed twice, which enqueue_tracked merges (written wins).
+    # the Python registry; the C++ registry gives one Python object per tracker too).
     accesses = {}
     entries = _tracking._entries
     native_registry = _tracking.native is not None
@@ -646,6 +645,16 @@ def set_native(on):
     _fast = _native if use and fast_unavailable is None else None
     _update_fast()
     return use
+
+
+def set_fast(on):
+    """The fast path on (where available) or off, the rest of the native part staying as it is:
+    how the benchmark and the tests run the dispatch mode's path. Returns whether it is on.
+    Threads already inside a stream context take it from their next outermost context."""
+    global _fast
+    _fast = _native if on and _tracking.native is not None and fast_unavailable is None else None
+    _update_fast()
+    return _fast is not None
 
 
 def _update_fast():
