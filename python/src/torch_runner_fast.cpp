@@ -15,6 +15,7 @@
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
+#include <pthread.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -461,6 +462,16 @@ Pending* pending_for(PyObject* op) {
   return p;
 }
 
+void lock_for_fork() {
+  g_mutex.lock();
+  registry().lock_for_fork();
+}
+
+void unlock_after_fork() {
+  registry().unlock_after_fork();
+  g_mutex.unlock();
+}
+
 }  // namespace
 
 bool pending() noexcept { return tls_pending != nullptr; }
@@ -520,20 +531,25 @@ void set_active(bool on) {
 }
 
 bool register_fallback(std::string* why) {
-  static std::unique_ptr<torch::Library> library;
+  // Leaked: the registration lasts as long as the process (no deregistration racing torch's own
+  // static destructors at exit).
+  static torch::Library* library = nullptr;
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
     try {
-      library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
+      auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
                                                   __LINE__);
-      library->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+      lib->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+      library = lib.release();
     } catch (const std::exception& e) {
-      library.reset();
       failure = e.what();
     }
+    // A fork() child gets these locks free (the forking thread holds them across the fork).
+    pthread_atfork([] { lock_for_fork(); }, [] { unlock_after_fork(); },
+                   [] { unlock_after_fork(); });
   });
-  if (!library && why != nullptr) *why = failure;
+  if (library == nullptr && why != nullptr) *why = failure;
   return library != nullptr;
 }
 

@@ -118,6 +118,10 @@ class Registry {
   //! Adds entries (taking over their weak references).
   void put(std::vector<Exported> entries);
 
+  //! fork(): taken by the forking thread before, released in parent and child after.
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
  private:
   struct Entry {
     TrackerPtr tracker;
