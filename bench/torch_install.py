@@ -44,39 +44,50 @@ def timed(fn, reps):
 
 
 def interleave(cases, reps):
-    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all)."""
+    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all).
+    A case is a function, or (settings, function): the settings (a context manager class) are
+    applied around the timed call, outside the timing."""
     times = {name: [] for name in cases}
     for _ in range(reps):
-        for name, fn in cases.items():
-            times[name] += timed(fn, 1)
+        for name, case in cases.items():
+            if isinstance(case, tuple):
+                with case[0]():
+                    times[name] += timed(case[1], 1)
+            else:
+                times[name] += timed(case, 1)
     return {name: statistics.median(v) for name, v in times.items()}
 
 
 class eager_defaults:
-    """Eager torch as it is without streamrt: OpenBLAS at every core, torch's own threads."""
+    """Eager torch as it is without streamrt: not installed, OpenBLAS at every core, torch's own
+    threads."""
 
     def __enter__(self):
+        srt.uninstall()
         self.blas = streamrt._blas_threads()
         streamrt._set_blas_threads(CORES)
 
     def __exit__(self, *exc):
         streamrt._set_blas_threads(self.blas)
+        srt.install()
 
 
 class eager_one_thread:
+    """Eager torch, not installed, one intra-op and one BLAS thread (what a stream's kernel gets)."""
+
     def __enter__(self):
+        srt.uninstall()
         self.threads = torch.get_num_threads()
         torch.set_num_threads(1)
 
     def __exit__(self, *exc):
         torch.set_num_threads(self.threads)
+        srt.install()
 
 
 def with_settings(ctx, fn):
-    def run():
-        with ctx():
-            fn()
-    return run
+    """A case of interleave(): fn timed under the settings `ctx`."""
+    return (ctx, fn)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -166,6 +177,72 @@ def ensemble(args, width, batch):
           "  (target >= 1.8 at 512/128)")
     print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
           "  (target >= 1.3 at 512/128)")
+    if srt._dispatch._fast is not None:
+        ensemble_breakdown(args, nets, data, streams, steps)
+
+
+def ensemble_breakdown(args, nets, data, streams, steps):
+    """Where a step's time goes: the host thread's CPU time per step (the only thread issuing
+    ops) against the kernels' (the fast path's probes run them on the host thread), interleaved,
+    medians."""
+
+    def body():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                with torch.cpu.StreamContext(streams[i]):
+                    step(net, opt, *data[i])
+
+    def host_time(fn):
+        t = time.thread_time()
+        fn()
+        return time.thread_time() - t
+
+    def held():
+        gates = [threading.Event() for _ in streams]
+        for s, gate in zip(streams, gates):
+            s.launch(gate.wait)
+        t = host_time(body)
+        for gate in gates:
+            gate.set()
+        for s in streams:
+            s.synchronize()
+        return t
+
+    def probe(n):
+        def run():
+            srt._dispatch._native._set_probe(n)
+            try:
+                t = host_time(body)
+            finally:
+                srt._dispatch._native._set_probe(0)
+            for s in streams:
+                s.synchronize()
+            return t
+        return run
+
+    def eager():
+        with eager_one_thread():
+            return host_time(lambda: [step(net, opt, *data[i]) for _ in range(steps)
+                                      for i, (net, opt) in enumerate(nets)])
+
+    cases = {"eager": eager, "kernels run by the host": probe(2), "no kernels": probe(3),
+             "held": held}
+    times = {name: [] for name in cases}
+    for rep in range(args.reps + 1):
+        for name, fn in cases.items():
+            t = fn() / steps * 1e3
+            if rep:
+                times[name].append(t)
+    m = {name: statistics.median(v) for name, v in times.items()}
+    kernels = m["kernels run by the host"] - m["no kernels"]
+    held_ms = m["held"]
+    print(f"  where the time goes (host thread CPU per step, median of {args.reps}):")
+    print(f"    eager, 1 thread: {m['eager']:.2f} ms, of which kernels {kernels:.2f} ms and "
+          f"framework (Python, autograd, dispatch) {m['eager'] - kernels:.2f} ms")
+    print(f"    streams: the host thread {held_ms:.2f} ms (framework and enqueue, streams held); "
+          f"the kernels need {kernels / CORES:.2f} ms on {CORES} workers -> "
+          f"{'the host decides' if held_ms > kernels / CORES else 'the kernels decide'} "
+          f"(a step takes at least {max(held_ms, kernels / CORES):.2f} ms)")
 
 
 class _PassThrough:
@@ -330,7 +407,7 @@ def large(args):
                 op()
             s.synchronize()
 
-        cases = {"stream": stream_op, "eager (stream's threads)": op,
+        cases = {"stream": stream_op, "eager (stream's threads)": with_settings(eager_one_thread, op),
                  "eager (default threads)": with_settings(eager_defaults, op)}
         interleave(cases, 1)
         m = interleave(cases, args.reps)

@@ -15,6 +15,7 @@
 
 #include <exception>
 #include <new>
+#include <typeinfo>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -59,7 +60,12 @@ c10::DispatchKeySet work_excluded() noexcept {
 namespace {
 
 at::Tensor alias_for_work(const at::Tensor& t) {
-  if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) return t;
+  // Only plain TensorImpls (no wrappers, sparse, quantized or opaque tensors); the key set
+  // carries the conjugate, negative and zero-tensor bits along.
+  if (!t.defined() || typeid(*t.unsafeGetTensorImpl()) != typeid(c10::TensorImpl) ||
+      t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) {
+    return t;
+  }
   auto impl =
       c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides());

@@ -64,6 +64,12 @@ _ALLOC_NAMES = frozenset(
               "storage_offset _version _nnz sparse_dim dense_dim is_coalesced output_nr "
               "_has_same_storage_numel _debug_has_internal_overlap").split()
 )
+# torch.autograd.profiler.record_function's ops (the optimizer's step and zero_grad use it): they
+# only mark a range for torch's profiler and touch no tensor data, so they run at once.
+_IMMEDIATE_NAMES = frozenset(
+    "profiler::" + n
+    for n in ("_record_function_enter", "_record_function_enter_new", "_record_function_exit")
+)
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
 # Functional ops whose out= overload in torch 1.13 reallocates the output it is given (it uses
@@ -130,7 +136,7 @@ class _Plan:
             for r in rets
         ]
         tags = getattr(func, "tags", ())
-        if name in _ALLOC_NAMES:
+        if name in _ALLOC_NAMES or name in _IMMEDIATE_NAMES:
             self.kind = _ALLOC
         elif not name.startswith("aten::"):
             # Other libraries' ops (the profiler's record_function, quantized, custom ops): what
