@@ -40,6 +40,7 @@ _expired = torch.UntypedStorage._expired
 _Exclude = torch._C.ExcludeDispatchKeyGuard
 _empty_strided = torch.empty_strided
 _enqueue_item = _C._torch_enqueue
+_current_stream = _C.current_stream
 
 # Ops with results that depend on the data, or that change a tensor's metadata or memory in place
 # (pending work must not see that change): host ops.
@@ -94,7 +95,6 @@ _HOST_TAGS = tuple(
 class _Local(threading.local):
     depth = 0  # stream contexts entered on this thread since install()
     armed = False  # whether the mode is this thread's dispatch mode
-    stream = None  # the current stream, as the innermost context left it
 
 
 tls = _Local()
@@ -542,7 +542,7 @@ def enqueue(func, args, kwargs):
                 writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))
 
     keys = _KEYS[0] if _KEYS else _keys()
-    stream = tls.stream
+    stream = _current_stream()  # (the thread's, as the fast path's: set_stream() included)
     if outs is not None and use_out:
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
@@ -672,7 +672,6 @@ def _update_fast():
 def context_entered():
     """A stream context was entered on this thread (after arm())."""
     tls.depth += 1
-    tls.stream = _C.current_stream()
     if tls.depth == 1 and _fast is not None:
         _fast.set_active(True)
 
@@ -681,7 +680,6 @@ def context_left():
     """A stream context of this thread was left."""
     if tls.depth > 0:
         tls.depth -= 1
-        tls.stream = _C.current_stream()
         if tls.depth == 0 and _native is not None:
             _native.set_active(False)
 

@@ -305,3 +305,26 @@ def test_uninstall_stops_the_fast_path(fast):
     finally:
         srt.install()
     streamrt.synchronize()
+
+
+def test_the_registry_hand_over_keeps_shares(fast):
+    # set_native() hands the tracker registry over between its C++ and Python forms: memory
+    # shared with a streamrt tensor before is still tracked once after, both ways.
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+    x = streamrt.zeros(64)
+    r = torch.from_dlpack(x)  # shared while the C++ registry is used
+
+    def check(value):
+        gate = Gate().hold(s1)
+        with streamrt.cpu.StreamContext(s1):
+            x.fill_(value)  # a streamrt write, held
+        with torch.cpu.StreamContext(s2):
+            y = r + 1  # a torch read of the same memory: must wait for it
+        gate.open()
+        assert y.tolist() == [value + 1] * 64
+
+    for native in (False, True):
+        srt.uninstall()
+        assert _torch_dispatch.set_native(native) == native
+        srt.install()
+        check(4.0 + native)
