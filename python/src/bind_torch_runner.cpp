@@ -84,6 +84,15 @@ c10::IValue for_work(const c10::IValue& v) {
     for (const c10::IValue& x : items) list.push_back(alias_for_work(x.toTensor()));
     return list;
   }
+  if (v.isList() && v.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+    c10::List<c10::optional<at::Tensor>> list;  // Tensor?[] (index's indices)
+    const auto items = v.toListRef();
+    list.reserve(items.size());
+    for (const c10::IValue& x : items) {
+      list.push_back(x.isNone() ? c10::optional<at::Tensor>() : alias_for_work(x.toTensor()));
+    }
+    return list;
+  }
   return v;
 }
 
