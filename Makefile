@@ -159,7 +159,8 @@ test-pip: deps
 	cd build-venv && bin/python -c 'import streamrt.distributed as d; \
 	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
 	cd build-venv && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
-	  assert d._native is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"'
+	  assert d._native is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"; \
+	  assert d.fast_unavailable is None, d.fast_unavailable'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
 	cd build-venv && bin/streamrt --help | grep -q "^  demo "

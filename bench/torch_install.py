@@ -10,8 +10,9 @@ Prints ratios, each against a baseline measured in the same run, interleaved rep
   one thread; at 512 wide / batch 128 and at 256 wide / batch 32 (small ops: the host's
   dispatch cost decides).
 * ``host``: the host's cost per enqueued small op (64x64 add) against eager torch, with the
-  stream held (so workers do not compete for the GIL) and running; with a pass-through torch
-  dispatch mode as the floor any Python mode pays.
+  stream held (so workers do not compete for the cores) and running; through the C++ fast path
+  and through the dispatch mode's path, with a pass-through torch dispatch mode as the floor any
+  Python mode pays, and the fast path's breakdown (dispatch-key entry, our work, the enqueue).
 * ``large``: single ops of 1 ms or more, on a stream against eager at the same thread settings
   (one BLAS thread; what a stream's kernel gets) and against eager with the default threads.
 
@@ -43,39 +44,50 @@ def timed(fn, reps):
 
 
 def interleave(cases, reps):
-    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all)."""
+    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all).
+    A case is a function, or (settings, function): the settings (a context manager class) are
+    applied around the timed call, outside the timing."""
     times = {name: [] for name in cases}
     for _ in range(reps):
-        for name, fn in cases.items():
-            times[name] += timed(fn, 1)
+        for name, case in cases.items():
+            if isinstance(case, tuple):
+                with case[0]():
+                    times[name] += timed(case[1], 1)
+            else:
+                times[name] += timed(case, 1)
     return {name: statistics.median(v) for name, v in times.items()}
 
 
 class eager_defaults:
-    """Eager torch as it is without streamrt: OpenBLAS at every core, torch's own threads."""
+    """Eager torch as it is without streamrt: not installed, OpenBLAS at every core, torch's own
+    threads."""
 
     def __enter__(self):
+        srt.uninstall()
         self.blas = streamrt._blas_threads()
         streamrt._set_blas_threads(CORES)
 
     def __exit__(self, *exc):
         streamrt._set_blas_threads(self.blas)
+        srt.install()
 
 
 class eager_one_thread:
+    """Eager torch, not installed, one intra-op and one BLAS thread (what a stream's kernel gets)."""
+
     def __enter__(self):
+        srt.uninstall()
         self.threads = torch.get_num_threads()
         torch.set_num_threads(1)
 
     def __exit__(self, *exc):
         torch.set_num_threads(self.threads)
+        srt.install()
 
 
 def with_settings(ctx, fn):
-    def run():
-        with ctx():
-            fn()
-    return run
+    """A case of interleave(): fn timed under the settings `ctx`."""
+    return (ctx, fn)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -165,65 +177,221 @@ def ensemble(args, width, batch):
           "  (target >= 1.8 at 512/128)")
     print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
           "  (target >= 1.3 at 512/128)")
+    if srt._dispatch._fast is not None:
+        ensemble_breakdown(args, nets, data, streams, steps)
+
+
+def ensemble_breakdown(args, nets, data, streams, steps):
+    """Where a step's time goes: the host thread's CPU time per step (the only thread issuing
+    ops) against the kernels' (the fast path's probes run them on the host thread), interleaved,
+    medians."""
+
+    def body():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                with torch.cpu.StreamContext(streams[i]):
+                    step(net, opt, *data[i])
+
+    def host_time(fn):
+        t = time.thread_time()
+        fn()
+        return time.thread_time() - t
+
+    def held():
+        gates = [threading.Event() for _ in streams]
+        for s, gate in zip(streams, gates):
+            s.launch(gate.wait)
+        t = host_time(body)
+        for gate in gates:
+            gate.set()
+        for s in streams:
+            s.synchronize()
+        return t
+
+    def probe(n):
+        def run():
+            srt._dispatch._native._set_probe(n)
+            try:
+                t = host_time(body)
+            finally:
+                srt._dispatch._native._set_probe(0)
+            for s in streams:
+                s.synchronize()
+            return t
+        return run
+
+    def eager():
+        with eager_one_thread():
+            return host_time(lambda: [step(net, opt, *data[i]) for _ in range(steps)
+                                      for i, (net, opt) in enumerate(nets)])
+
+    cases = {"eager": eager, "kernels run by the host": probe(2), "no kernels": probe(3),
+             "held": held}
+    times = {name: [] for name in cases}
+    for rep in range(args.reps + 1):
+        for name, fn in cases.items():
+            t = fn() / steps * 1e3
+            if rep:
+                times[name].append(t)
+    m = {name: statistics.median(v) for name, v in times.items()}
+    kernels = m["kernels run by the host"] - m["no kernels"]
+    held_ms = m["held"]
+    print(f"  where the time goes (host thread CPU per step, median of {args.reps}):")
+    print(f"    eager, 1 thread: {m['eager']:.2f} ms, of which kernels {kernels:.2f} ms and "
+          f"framework (Python, autograd, dispatch) {m['eager'] - kernels:.2f} ms")
+    print(f"    streams: the host thread {held_ms:.2f} ms (framework and enqueue, streams held); "
+          f"the kernels need {kernels / CORES:.2f} ms on {CORES} workers -> "
+          f"{'the host decides' if held_ms > kernels / CORES else 'the kernels decide'} "
+          f"(a step takes at least {max(held_ms, kernels / CORES):.2f} ms)")
+
+
+class _PassThrough:
+    """A dispatch mode that only runs each op: the floor any Python dispatch mode pays."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        torch._C._set_torch_dispatch_mode(None)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            torch._C._set_torch_dispatch_mode(self)
 
 
 def host(args):
-    n = 2000 if args.quick else 10000
+    """The host's cost per small op (64x64 add), in batches of BATCH calls: each batch is timed
+    alone (wall and the host thread's CPU time), the median batch counts. For the enqueued cases
+    the stream is held by a gate during the batch (so the workers neither compete for the cores
+    nor free memory meanwhile) and released and synchronized after it, untimed; the batch is short
+    enough that the outputs' memory is reused from batch to batch as eager torch reuses it."""
+    batch = 100
+    batches = 60 if args.quick else 400
     a, b = torch.randn(64, 64), torch.randn(64, 64)
+    s = torch.cpu.Stream()
+    native = srt._dispatch._native
 
     def loop():
-        for _ in range(n):
+        for _ in range(batch):
             torch.add(a, b)
 
-    class PassThrough:
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            torch._C._set_torch_dispatch_mode(None)
-            try:
-                return func(*args, **(kwargs or {}))
-            finally:
-                torch._C._set_torch_dispatch_mode(self)
-
-    def passthrough():
-        torch._C._set_torch_dispatch_mode(PassThrough())
-        try:
+    def timed_batch(before=None, after=None, context=False):
+        if before:
+            before()
+        if context:
+            with torch.cpu.StreamContext(s):
+                w, c = time.perf_counter_ns(), time.thread_time_ns()
+                loop()
+                c, w = time.thread_time_ns() - c, time.perf_counter_ns() - w
+        else:
+            w, c = time.perf_counter_ns(), time.thread_time_ns()
             loop()
-        finally:
-            torch._C._set_torch_dispatch_mode(None)
+            c, w = time.thread_time_ns() - c, time.perf_counter_ns() - w
+        if after:
+            after()
+        return w / batch / 1e3, c / batch / 1e3
 
-    s = torch.cpu.Stream()
+    gate = []
 
-    def held():
-        gate = threading.Event()
-        s.launch(gate.wait)
-        with torch.cpu.StreamContext(s):
-            t = time.perf_counter()
-            loop()
-            elapsed = time.perf_counter() - t
-        gate.set()
+    def hold():
+        gate.append(threading.Event())
+        s.launch(gate[-1].wait)
+
+    def release():
+        gate.pop().set()
         s.synchronize()
-        return elapsed
+
+    def mode_on():
+        torch._C._set_torch_dispatch_mode(_PassThrough())
+
+    def mode_off():
+        torch._C._set_torch_dispatch_mode(None)
+
+    def probe(n):
+        return lambda: native._set_probe(n)
+
+    def probe_off():
+        native._set_probe(0)
+
+    def dispatch_mode_path():
+        srt._dispatch.set_fast(False)
+
+    def fast_path():
+        srt._dispatch.set_fast(True)
+
+    # name -> (before, after, inside a context); installed for all but the first two
+    cases = {}
+    srt.uninstall()
+    cases["eager"] = (None, None, False)
+    cases["pass-through mode"] = (mode_on, mode_off, False)
+    plain = dict(cases)
+    cases = {"guard": (None, None, False)}
+    fast = srt._dispatch._fast is not None
+    if fast:
+        cases["probe: entry"] = (probe(1), probe_off, True)
+        cases["probe: work"] = (probe(2), probe_off, True)
+        cases["probe: work, no kernel"] = (probe(3), probe_off, True)
+        cases["fast path, held"] = (hold, release, True)
+        cases["mode path, held"] = (lambda: (dispatch_mode_path(), hold()),
+                                    lambda: (release(), fast_path()), True)
+    else:
+        cases["mode path, held"] = (hold, release, True)
+    times = {name: [] for name in list(plain) + list(cases)}
+
+    def run_all(record):
+        srt.uninstall()
+        for name, (before, after, ctx) in plain.items():
+            r = timed_batch(before, after, ctx)
+            if record:
+                times[name].append(r)
+        srt.install()
+        for name, (before, after, ctx) in cases.items():
+            r = timed_batch(before, after, ctx)
+            if record:
+                times[name].append(r)
+
+    for _ in range(5):  # warm-up: plans, meta inference, the checked first run, the fast path's cache
+        run_all(False)
+        s.synchronize()
+    for _ in range(batches):  # interleaved: drifting load hits every case alike
+        run_all(True)
+    n_run = batch * (4 if args.quick else 20)
 
     def running():
         with torch.cpu.StreamContext(s):
-            loop()
+            for _ in range(n_run):
+                torch.add(a, b)
         s.synchronize()
 
-    srt.uninstall()
-    eager = min(timed(loop, args.reps))
-    mode = min(timed(passthrough, args.reps))
-    srt.install()
-    guarded = min(timed(loop, args.reps))  # outside a context, with install(): the guard
-    running()  # warm-up: the op's plan, its meta inference and its checked first run
-    hold = min(held() for _ in range(args.reps))
-    run = min(timed(running, args.reps))
-    us = 1e6 / n
-    print(f"host cost per op (64x64 add, best of {args.reps} x {n}):")
-    print(f"  eager torch                       {eager * us:6.1f} us")
-    print(f"  pass-through dispatch mode        {mode * us:6.1f} us  (+{(mode - eager) * us:.1f})")
-    print(f"  installed, outside a context      {guarded * us:6.1f} us  (+{(guarded - eager) * us:.1f})")
-    print(f"  enqueued, stream held             {hold * us:6.1f} us  (+{(hold - eager) * us:.1f}; "
-          "target <= +15)")
-    print(f"  enqueued and run (host + workers) {run * us:6.1f} us  (+{(run - eager) * us:.1f})")
+    run = statistics.median(timed(running, args.reps)) / n_run * 1e6
+    med = {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+           for name, v in times.items()}
+    eager_w, eager_c = med["eager"]
+    print(f"host cost per op (64x64 add; median of {batches} batches of {batch}; wall and the "
+          "host thread's CPU time):")
+
+    def row(label, name, note=""):
+        w, c = med[name]
+        print(f"  {label:34s} {w:6.2f} us (+{w - eager_w:5.2f})   cpu {c:6.2f} us "
+              f"(+{c - eager_c:5.2f}){note}")
+
+    row("eager torch", "eager")
+    row("pass-through dispatch mode", "pass-through mode", "  (the floor of a Python mode)")
+    row("installed, outside a context", "guard")
+    if fast:
+        row("enqueued, fast path (C++), held", "fast path, held", "  (target <= +15)")
+        row("enqueued, dispatch mode's path, held", "mode path, held")
+        e, p1, p2, p3, h = (med[k][0] for k in ("eager", "probe: entry", "probe: work",
+                                                 "probe: work, no kernel", "fast path, held"))
+        print("  fast path breakdown (wall): dispatch-key entry "
+              f"{p1 - e:+.2f} us, our work (scan, cache, outputs, trackers) {p2 - p1:+.2f} us, "
+              f"the enqueue {h - p3:+.2f} us, less the kernel no longer run on the host "
+              f"{-(p2 - p3):+.2f} us")
+        print(f"  fast path vs dispatch mode's path: "
+              f"{(med['mode path, held'][0] - eager_w) / max(med['fast path, held'][0] - eager_w, 1e-9):.1f}x"
+              " less added host time")
+    else:
+        row("enqueued, dispatch mode's path, held", "mode path, held",
+            f"  (target <= +15; fast path unavailable: {srt._dispatch.fast_unavailable})")
+    print(f"  enqueued and run (host + workers)  {run:6.2f} us (+{run - eager_w:5.2f}) "
+          f"(median of {args.reps} x {n_run})")
 
 
 def large(args):
@@ -239,7 +407,7 @@ def large(args):
                 op()
             s.synchronize()
 
-        cases = {"stream": stream_op, "eager (stream's threads)": op,
+        cases = {"stream": stream_op, "eager (stream's threads)": with_settings(eager_one_thread, op),
                  "eager (default threads)": with_settings(eager_defaults, op)}
         interleave(cases, 1)
         m = interleave(cases, args.reps)

@@ -162,6 +162,82 @@ void submit(Stream& s, const char* label, const std::vector<const Tensor*>& read
   chunks([&](auto r, auto w) { enqueue_tracked(s, label, r, w, nothing); });
 }
 
+// TorchHost: what _streamrt_torch's fast path needs from streamrt. Trackers are heap Tensors.
+
+void* host_tracker_new(std::uintptr_t address, std::int64_t nbytes) noexcept {
+  try {
+    return new Tensor(from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool));
+  } catch (...) {
+    return nullptr;  // (out of memory): the caller takes the Python path, which raises
+  }
+}
+
+void* host_tracker_from_python(PyObject* obj) noexcept {
+  const Tensor* t = borrowed_tensor(obj);
+  if (t == nullptr) return nullptr;
+  try {
+    return new Tensor(*t);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+PyObject* host_tracker_to_python(const void* tracker) noexcept {
+  try {
+    return wrap_tensor(Tensor(*static_cast<const Tensor*>(tracker))).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+void host_tracker_free(void* tracker) noexcept { delete static_cast<Tensor*>(tracker); }
+
+void host_release_object(PyObject* obj) noexcept {
+  call_with_gil([](void* o) { Py_DECREF(static_cast<PyObject*>(o)); }, obj);
+}
+
+bool host_tracker_idle(const void* tracker) noexcept {
+  try {
+    return static_cast<const Tensor*>(tracker)->wait_for(std::chrono::nanoseconds(0),
+                                                          /*for_write=*/true);
+  } catch (...) {
+    return true;  // failed work is finished work
+  }
+}
+
+TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::size_t n_reads,
+                           const void* const* writes, std::size_t n_writes, void* prepared,
+                           std::string* error) noexcept {
+  bool launched = false;
+  try {
+    NativeTorchWork work(prepared, label);  // owns the prepared op from here
+    Stream s = current_stream();
+    if (s.is_capturing()) return TorchEnqueued::kNo;  // the Python path raises the error
+    std::vector<const Tensor*> r(n_reads), w(n_writes);
+    for (std::size_t i = 0; i < n_reads; ++i) r[i] = static_cast<const Tensor*>(reads[i]);
+    for (std::size_t i = 0; i < n_writes; ++i) w[i] = static_cast<const Tensor*>(writes[i]);
+    submit(s, label, r, w, [&](Stream& st) {
+      st.launch(label, std::move(work));
+      launched = true;
+    });
+    return TorchEnqueued::kYes;
+  } catch (const std::exception& e) {
+    if (!launched) return TorchEnqueued::kNo;
+    *error = e.what();
+  } catch (...) {
+    if (!launched) return TorchEnqueued::kNo;
+    *error = "unknown error";
+  }
+  return TorchEnqueued::kFailed;
+}
+
+const TorchHost g_host{kTorchRunnerAbi,    &host_tracker_new,       &host_tracker_from_python,
+                       &host_tracker_to_python, &host_tracker_free, &host_release_object,
+                       &host_tracker_idle,      &host_enqueue};
+
 }  // namespace
 
 py::object dlpack_capsule(py::handle obj, Tensor& tracker) {
@@ -241,6 +317,10 @@ void bind_torch(py::module_& m) {
         g_runner = r;
       },
       "runner"_a, "Takes streamrt._streamrt_torch.runner (torch_runner.hpp).");
+  m.def(
+      "_torch_host",
+      [] { return py::capsule(static_cast<const void*>(&g_host), kTorchHostCapsule); },
+      "The TorchHost of torch_runner.hpp, for streamrt._streamrt_torch's fast path.");
   m.def(
       "_torch_enqueue_native",
       [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,

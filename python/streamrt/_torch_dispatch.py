@@ -40,6 +40,7 @@ _expired = torch.UntypedStorage._expired
 _Exclude = torch._C.ExcludeDispatchKeyGuard
 _empty_strided = torch.empty_strided
 _enqueue_item = _C._torch_enqueue
+_current_stream = _C.current_stream
 
 # Ops with results that depend on the data, or that change a tensor's metadata or memory in place
 # (pending work must not see that change): host ops.
@@ -63,6 +64,12 @@ _ALLOC_NAMES = frozenset(
               "size stride sym_size sym_stride sym_numel sym_storage_offset numel dim "
               "storage_offset _version _nnz sparse_dim dense_dim is_coalesced output_nr "
               "_has_same_storage_numel _debug_has_internal_overlap").split()
+)
+# torch.autograd.profiler.record_function's ops (the optimizer's step and zero_grad use it): they
+# only mark a range for torch's profiler and touch no tensor data, so they run at once.
+_IMMEDIATE_NAMES = frozenset(
+    "profiler::" + n
+    for n in ("_record_function_enter", "_record_function_enter_new", "_record_function_exit")
 )
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
@@ -88,7 +95,6 @@ _HOST_TAGS = tuple(
 class _Local(threading.local):
     depth = 0  # stream contexts entered on this thread since install()
     armed = False  # whether the mode is this thread's dispatch mode
-    stream = None  # the current stream, as the innermost context left it
 
 
 tls = _Local()
@@ -130,7 +136,7 @@ class _Plan:
             for r in rets
         ]
         tags = getattr(func, "tags", ())
-        if name in _ALLOC_NAMES:
+        if name in _ALLOC_NAMES or name in _IMMEDIATE_NAMES:
             self.kind = _ALLOC
         elif not name.startswith("aten::"):
             # Other libraries' ops (the profiler's record_function, quantized, custom ops): what
@@ -468,7 +474,7 @@ def _run_first(key, keys, fn, args, kwargs, outs):
 def host_op(func, plan, args, kwargs):
     """Runs `func` now on this thread, after the pending work on its tensors (writers; for the
     tensors it writes, readers too)."""
-    if _tracking._entries:
+    if _tracking.tracked():
         for t, written in _tensors_of(plan, args, kwargs):
             if t.is_cpu and t.layout is _strided:
                 _tracking.wait_host(t, written)
@@ -478,15 +484,21 @@ def host_op(func, plan, args, kwargs):
 def enqueue(func, args, kwargs):
     plan = _plans.get(id(func)) or plan_of(func)
     kind = plan.kind
+    teach = _fast is not None and _fast.pending()  # the fast path missed this call: teach it
     if kind <= _ALLOC:  # a view or an allocation: metadata only
+        if teach:
+            _fast.teach_kind(func, _FAST_META)
         return func(*args, **kwargs)
     if kind == _HOST:
+        if teach:
+            _fast.teach_kind(func, _FAST_HOST)
         return host_op(func, plan, args, kwargs)
     try:
         tensors, key = _scan(plan, args, kwargs)
     except _Unsupported:
         return host_op(func, plan, args, kwargs)
-    key = (plan, key)  # (the plan, not the op: its hash is cheap)
+    # (the plan, not the op: its hash is cheap; the default dtype decides factories' results)
+    key = (plan, key, torch.get_default_dtype())
     inferred = _meta_cache.get(key)
     if inferred is None:
         if len(_meta_cache) >= _META_CACHE_MAX:
@@ -496,17 +508,24 @@ def enqueue(func, args, kwargs):
         return host_op(func, plan, args, kwargs)
     spec, use_out, checked, single, sizes = inferred
 
-    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path).
+    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path of
+    # the Python registry; the C++ registry gives one Python object per tracker too).
     accesses = {}
     entries = _tracking._entries
+    native_registry = _tracking.native is not None
     for t, written in tensors:
-        e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
-        if e is not None and not _expired(e.weak[0]):
-            h = e.tracker
-        else:
+        if native_registry:
             h = _tracking.tracker(t)
             if h is None:
                 continue
+        else:
+            e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
+            if e is not None and not _expired(e.weak[0]):
+                h = e.tracker
+            else:
+                h = _tracking.tracker(t)
+                if h is None:
+                    continue
         if written or id(h) not in accesses:
             accesses[id(h)] = (h, written)
     reads = [h for h, w in accesses.values() if not w]
@@ -523,13 +542,16 @@ def enqueue(func, args, kwargs):
                 writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))
 
     keys = _KEYS[0] if _KEYS else _keys()
-    stream = tls.stream
+    stream = _current_stream()  # (the thread's, as the fast path's: set_stream() included)
     if outs is not None and use_out:
         kw = {k: v for k, v in kwargs.items() if k in plan.keep}
         for name, o in zip(plan.out_names, _as_list(outs)):
             kw[name] = o
         if checked and _enqueue_native is not None:
             _enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes)
+            if teach and kind == _FUNCTIONAL:
+                _fast.teach(func, _FAST_OUT, (), plan.out_overload, plan.out_names,
+                            _flat_spec(spec, []))
         elif checked:
             _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
         else:
@@ -538,8 +560,12 @@ def enqueue(func, args, kwargs):
     elif outs is not None:
         _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
                       None, reads, writes)
+        if teach and kind == _FUNCTIONAL:
+            _fast.teach(func, _FAST_COPY, (), None, (), _flat_spec(spec, []))
     elif _enqueue_native is not None:
         _enqueue_native(stream, plan.label, func, args, kwargs or None, reads, writes)
+        if teach:
+            _fast.teach(func, _FAST_WRITE, tuple(plan.written), None, (), ())
     else:
         _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
     return _result(plan, args, kwargs, outs)
@@ -581,7 +607,7 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
             if tls.depth > 0 and installed:
                 return enqueue(func, args, kwargs)
             plan = _plans.get(id(func)) or plan_of(func)
-            if plan.kind <= _ALLOC or not _tracking._entries:
+            if plan.kind <= _ALLOC or not _tracking.tracked():
                 return func(*args, **kwargs)
             return host_op(func, plan, args, kwargs)
         finally:
@@ -595,23 +621,70 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
 MODE = Mode()
 _C._set_torch_runtime(_Exclude)
 
-# The kernel runner on torch's C++ API (built where Debian's libtorch-dev is installed): work items
-# then run with no GIL at all. Without it they call the op through Python (bind_torch.cpp).
+# The native part on torch's C++ API (built where Debian's libtorch-dev is installed): work items
+# run with no GIL at all, trackers live in its C++ registry, and small ops seen before are enqueued
+# by its fast path without Python (torch_runner_fast.cpp), taught by enqueue() above. Without it
+# work items call the op through Python (bind_torch.cpp) and everything else is this file's.
+_FAST_META, _FAST_HOST = 1, 2  # teach_kind
+_FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
 try:
     from . import _streamrt_torch as _native
 except ImportError:
     _native = None
+_enqueue_native = None
+_fast = None  # _native while its fast path is used
+fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
 if _native is not None:
     _C._set_torch_runner(_native.runner)
-_enqueue_native = _C._torch_enqueue_native if _native is not None else None
+    _ok, _why = _native.connect(_C._torch_host())
+    fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
 
 
 def set_native(on):
-    """Work items through _streamrt_torch's runner (True, where built) or through Python (False):
-    the tests run both. Returns whether the runner is used now."""
-    global _enqueue_native
-    _enqueue_native = _C._torch_enqueue_native if on and _native is not None else None
-    return _enqueue_native is not None
+    """streamrt.torch's native part (True, where built: the runner, the C++ registry and the fast
+    path) or its Python path alone (False), as without _streamrt_torch: the tests run both.
+    Returns whether the native part is used now. Not while stream contexts are open."""
+    global _enqueue_native, _fast
+    use = bool(on) and _native is not None
+    _enqueue_native = _C._torch_enqueue_native if use else None
+    _tracking.use_native(_native if use else None)
+    _fast = _native if use and fast_unavailable is None else None
+    _update_fast()
+    return use
+
+
+def set_fast(on):
+    """The fast path on (where available) or off, the rest of the native part staying as it is:
+    how the benchmark and the tests run the dispatch mode's path. Returns whether it is on.
+    Threads already inside a stream context take it from their next outermost context."""
+    global _fast
+    _fast = _native if on and _tracking.native is not None and fast_unavailable is None else None
+    _update_fast()
+    return _fast is not None
+
+
+def _update_fast():
+    # The fast path runs while installed, with the native part.
+    if _native is not None:
+        _native.set_enabled(installed and _fast is not None)
+
+
+def context_entered():
+    """A stream context was entered on this thread (after arm())."""
+    tls.depth += 1
+    if tls.depth == 1 and _fast is not None:
+        _fast.set_active(True)
+
+
+def context_left():
+    """A stream context of this thread was left."""
+    if tls.depth > 0:
+        tls.depth -= 1
+        if tls.depth == 0 and _native is not None:
+            _native.set_active(False)
+
+
+set_native(True)
 
 
 def arm():

@@ -9,6 +9,10 @@ streamrt op taking it) shares its tracker's tracking: the memory is tracked once
 
 An entry lives while one of its torch storages does (weak references), or while work on it is
 pending (pending work keeps its memory alive, so the address cannot have been reused).
+
+Where streamrt._streamrt_torch is built, the registry is its C++ twin (so that its fast path, which
+runs without the GIL, and this code find the same trackers): use_native() hands the entries over,
+and every function here asks it. The Python registry below is used without that module.
 """
 
 import threading
@@ -52,6 +56,40 @@ class _Entry:
 _entries = {}  # storage start address -> _Entry
 _lock = threading.Lock()  # serialises making entries (lookups need none: the GIL)
 _sweep_at = 1024
+native = None  # streamrt._streamrt_torch while its registry is the one used (use_native)
+
+
+def use_native(module):
+    """Makes `module`'s C++ registry the one used (None: this module's), handing the entries over
+    with their weak references, so trackers and DLPack shares stay as they were."""
+    global native
+    if module is native:
+        return
+    with _lock:
+        if native is None:
+            items = []
+            for base, e in _entries.items():
+                items.append((base, e.tracker, e.weak))
+                e.weak = []  # handed over: the C++ registry frees them
+            _entries.clear()
+            module.registry_put(items)
+        else:
+            items = native.registry_take_all()
+            if module is not None:
+                module.registry_put(items)
+            else:
+                for base, tracker, weak in items:
+                    e = _Entry(tracker, None)
+                    e.weak = list(weak)
+                    _entries[base] = e
+        native = module
+
+
+def tracked():
+    """Whether any storage has a tracker (a cheap check before looking one up)."""
+    if native is not None:
+        return native.registry_size() > 0
+    return bool(_entries)
 
 
 def base_of(t):
@@ -71,6 +109,8 @@ def _live(base):
 
 def find(t):
     """The tracker of `t`'s storage, or None when no stream work has used it."""
+    if native is not None:
+        return native.registry_find(t)
     if not _entries:
         return None
     e = _live(base_of(t))
@@ -79,6 +119,8 @@ def find(t):
 
 def tracker(t):
     """The tracker of `t`'s storage, made on first use; None for a tensor without memory."""
+    if native is not None:
+        return native.registry_tracker(t)
     base = base_of(t)
     e = _entries.get(base)
     if e is not None and e.alive():
@@ -101,6 +143,8 @@ def new_tracker(t, base, nbytes):
     """The tracker of `t`, a tensor just allocated at `base` with `nbytes` of storage: an entry
     found at that address belongs to memory freed before (pending work would have kept it), so
     it is replaced without asking."""
+    if native is not None:
+        return native.registry_fresh(t)
     h = _C._torch_tracker(base, nbytes)
     _entries[base] = _Entry(h, _storage(t)._weak_ref())
     if len(_entries) >= _sweep_at:
@@ -112,6 +156,9 @@ def new_tracker(t, base, nbytes):
 def share(t, streamrt_tensor):
     """Records that torch tensor `t` was made on `streamrt_tensor`'s memory (torch.from_dlpack):
     torch work on `t` is tracked as work on the streamrt tensor's storage."""
+    if native is not None:
+        native.registry_share(t, streamrt_tensor)
+        return
     base = base_of(t)
     if base == 0:
         return
@@ -137,6 +184,9 @@ def _maybe_sweep():
 def sweep():
     """Drops every entry whose storages are gone and whose work has finished (tests, uninstall)."""
     global _sweep_at
+    if native is not None:
+        native.registry_sweep()
+        return
     with _lock:
         _sweep_at = 0
         _maybe_sweep()
@@ -144,12 +194,19 @@ def sweep():
 
 def entry_count():
     """Entries alive now (a test's leak check)."""
+    if native is not None:
+        return native.registry_size()
     return len(_entries)
 
 
 def wait_host(t, for_write):
     """Host access to torch tensor `t`: waits (GIL released) for the pending writes to its storage,
     and its pending reads too when `for_write`; raises the failure of the work waited for."""
+    if native is not None:
+        h = native.registry_find(t)
+        if h is not None:
+            _C._torch_host_access(h, for_write)
+        return
     if not _entries:
         return
     e = _live(base_of(t))

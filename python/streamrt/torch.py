@@ -144,8 +144,7 @@ def _wrap_enter(orig, is_context):
             _dispatch.arm()
         result = orig(self)
         if active:
-            _dispatch.tls.depth += 1
-            _dispatch.tls.stream = _C.current_stream()
+            _dispatch.context_entered()
         return result
 
     return __enter__
@@ -154,9 +153,8 @@ def _wrap_enter(orig, is_context):
 def _wrap_exit(orig, is_context):
     def __exit__(self, *exc):
         result = orig(self, *exc)
-        if (not is_context or self.stream is not None) and _dispatch.tls.depth > 0:
-            _dispatch.tls.depth -= 1
-            _dispatch.tls.stream = _C.current_stream()
+        if not is_context or self.stream is not None:
+            _dispatch.context_left()
         return result
 
     return __exit__
@@ -167,7 +165,7 @@ def _wrap_exit(orig, is_context):
 
 def _reader(orig, for_write):
     def method(self, *args, **kwargs):
-        if _tracking._entries and self.is_cpu:
+        if self.is_cpu and _tracking.tracked():
             _tracking.wait_host(self, for_write)
         return orig(self, *args, **kwargs)
 
@@ -329,6 +327,7 @@ def install(cuda=False):
         _torch.set_num_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
         _dispatch.installed = True
+        _dispatch._update_fast()
         _dispatch.arm()
 
 
@@ -340,6 +339,7 @@ def uninstall():
             return
         _C.synchronize()
         _dispatch.installed = False
+        _dispatch._update_fast()
         _C._set_torch_dlpack_hook(None)
         _restore()
         _torch.set_num_threads(_settings.pop("threads", _torch.get_num_threads()))

@@ -228,3 +228,25 @@ def test_torch_ops_are_refused_in_a_graph_capture(installed):
     with pytest.raises(streamrt.Error, match="cannot be captured"):
         with streamrt.graph(g):
             torch.ones(3) + 1
+
+
+def test_ops_go_to_the_threads_current_stream(installed):
+    # streamrt.set_stream() inside a context moves the thread's later ops, on every path.
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+    x = torch.zeros(10)
+    for _ in range(3):  # the checked first run, then what the fast path learns from
+        with torch.cpu.StreamContext(s1):
+            x + 1
+        s1.synchronize()
+    gate = Gate().hold(s2)
+    with torch.cpu.StreamContext(s1):
+        streamrt.set_stream(s2)
+        try:
+            y = x + 1
+            z = x * 3  # a first call: the dispatch mode's path
+        finally:
+            streamrt.set_stream(s1)
+    s1.synchronize()
+    assert not srt.ready(y) and not srt.ready(z)  # queued behind the gate on s2
+    gate.open()
+    assert y.tolist() == [1.0] * 10 and z.tolist() == [0.0] * 10
