@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -173,6 +174,49 @@ void BM_SmallMatmuls(benchmark::State& state) {
 BENCHMARK(BM_SmallMatmuls)
     ->ArgName("streams")
     ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+
+// The baselines of BM_SmallMatmuls, in the same binary: the 400 products as direct cblas_sgemm
+// calls, one after the other, with OpenBLAS's own threads (all cores: what one stream is compared
+// with), or split over `threads` plain threads each making single-threaded calls (what two
+// streams are compared with).
+void BM_SmallMatmulsDirect(benchmark::State& state) {
+  const auto threads = static_cast<int>(state.range(0));
+  const int n = 256, total = 400;
+  Tensor a = rand({n, n}, 3), b = rand({n, n}, 4);
+  matmul(ones({1, 1}), ones({1, 1})).wait();  // let streamrt set its OpenBLAS setting first
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  std::vector<std::vector<float>> cs(static_cast<std::size_t>(std::max(threads, 1)),
+                                     std::vector<float>(static_cast<std::size_t>(n) * n));
+  auto run = [&](int t, int count) {
+    for (int i = 0; i < count; ++i)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, pa, n, pb, n, 0.0f,
+                  cs[static_cast<std::size_t>(t)].data(), n);
+  };
+  if (threads == 0) openblas_set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  for (auto _ : state) {
+    if (threads == 0) {
+      run(0, total);
+    } else {
+      std::vector<std::thread> ts;
+      for (int t = 0; t < threads; ++t) ts.emplace_back(run, t, total / threads);
+      for (auto& t : ts) t.join();
+    }
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);  // back to streamrt's setting for the cases that follow
+  state.counters["products/s"] =
+      benchmark::Counter(total, benchmark::Counter::kIsIterationInvariantRate);
+  set_flops(state, n, total);
+}
+// threads=0: OpenBLAS's own threads; threads=2: two plain threads of single-threaded calls.
+BENCHMARK(BM_SmallMatmulsDirect)
+    ->ArgName("threads")
+    ->Arg(0)
     ->Arg(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

@@ -112,7 +112,12 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
   // At most 4 chunks per worker: enough to even out chunks of unequal cost.
   const std::int64_t num_chunks =
       std::min(4 * static_cast<std::int64_t>(workers), (n + grain - 1) / grain);
-  if (num_chunks <= 1 || workers <= 1 || tls_parallel_depth > 0) {
+  // Help-first: only workers idle now are asked to help, so that an op on a busy pool runs
+  // inline at no cost (a busy worker would reach a helper's task only after its own). Under the
+  // schedule fuzzer every split is made, so that its orders are explored whatever the load.
+  std::int64_t helpers = std::min<std::int64_t>(num_chunks, workers) - 1;
+  if (!p.randomized()) helpers = std::min<std::int64_t>(helpers, p.idle_workers());
+  if (helpers <= 0 || tls_parallel_depth > 0) {
     ++tls_parallel_depth;
     struct Leave {
       ~Leave() { --tls_parallel_depth; }
@@ -127,7 +132,7 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
   state->num_chunks = (n + state->chunk - 1) / state->chunk;
   state->fn = &f;
   state->caller = this_thread_parker();
-  const std::int64_t helpers = std::min<std::int64_t>(state->num_chunks, workers) - 1;
+  helpers = std::min<std::int64_t>(helpers, state->num_chunks - 1);
   for (std::int64_t i = 0; i < helpers; ++i) {
     // Out of memory for a helper's task: fewer helpers. The caller claims the chunks left itself,
     // and returns only once every chunk is done, so a queued helper never outlives `f`.

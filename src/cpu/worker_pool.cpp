@@ -275,7 +275,10 @@ void WorkerPool::worker_main(int index) {
   std::uint64_t pause_state = schedule_.seed ^ (0x5851f42d4c957f2dULL * (index + 1));
   while (auto t = next_task(index)) {
     if (random_) random_pause(pause_state);
+    // Relaxed: idle_workers() is a hint for splitting work; it orders nothing.
+    busy_.fetch_add(1, std::memory_order_relaxed);
     t->run();
+    busy_.fetch_sub(1, std::memory_order_relaxed);
   }
   policy_.leave();
 }

@@ -129,6 +129,14 @@ class WorkerPool {
   // task within a poll, so a host thread competing for the same task only adds lock traffic.
   bool worker_polling() const noexcept { return spinning_.load(std::memory_order_relaxed) > 0; }
 
+  // How many workers neither run a task nor have one waiting for them: those a pushed task could
+  // start on at once. A hint (relaxed loads): a worker between two tasks counts as idle.
+  int idle_workers() const noexcept {
+    const int idle = size() - busy_.load(std::memory_order_relaxed) -
+                     ready_count_.load(std::memory_order_relaxed);
+    return idle > 0 ? idle : 0;
+  }
+
   // How long an idle worker polls before it parks; polls under way see the new value within 64
   // polls. Never blocks; thread-safe.
   void set_spin(std::chrono::nanoseconds spin) noexcept {
@@ -188,6 +196,7 @@ class WorkerPool {
   // Written under mutex_; read without it only for the snapshot park_helper re-checks under it.
   std::atomic<std::uint64_t> push_gen_{0};
   std::atomic<int> spinning_{0};
+  std::atomic<int> busy_{0};  // workers running a task (idle_workers)
   std::atomic<std::int64_t> spin_ns_;  // set_spin
 
   WorkerPolicy policy_;  // before the threads that join it

@@ -97,11 +97,14 @@ bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, const 
 
 // ---- matmul ------------------------------------------------------------------------------------
 
-// Products smaller than this many multiply-adds (about 320^3) run as one BLAS call on the
-// stream's worker. Below it, parallelism comes from streams (a 256x256 product per stream keeps one
-// core busy, so two streams double throughput); splitting would make one stream take both cores in
-// small slices, with extra hand-offs and repeated packing of B (see docs/performance.md).
-constexpr double kSplitMacs = 32.0 * 1024 * 1024;
+// Products smaller than this many multiply-adds (about 128^3) run as one BLAS call on the
+// stream's worker: below it a block's share of the product costs about as much as the hand-off to
+// a helper and the re-packing of B. Above it a product is cut into blocks of rows that the workers
+// idle at the call help with (docs/performance.md, "Matrix products").
+constexpr double kSplitMacs = 2.0 * 1024 * 1024;
+// A batch of products each smaller than this (about 320^3) spreads whole products over the pool,
+// at least this many multiply-adds per chunk; larger ones are split one after the other.
+constexpr double kBatchChunkMacs = 32.0 * 1024 * 1024;
 // Fewest rows per block when splitting.
 constexpr std::int64_t kMinRows = 32;
 
@@ -170,11 +173,17 @@ void gemm(const T* a, const MatLayout& la, const T* b, const MatLayout& lb, T* c
     gemm_rows(a, la, b, lb, c, m, n, k);
     return;
   }
-  // One block per worker: each block re-packs B, so more blocks cost more than they balance.
+  // One block per worker, whoever runs them: the blocks depend on the shape and the worker count
+  // only, never on the load, so a product's result is the same bits at every run (OpenBLAS's
+  // rounding depends on the block shape). On a busy pool the caller runs them one after the
+  // other (each re-packs B, a few per cent); idle workers take blocks of it (help-first).
   const std::int64_t blocks = std::min<std::int64_t>(workers, m / kMinRows);
   const std::int64_t rows = (m + blocks - 1) / blocks;
-  runtime::parallel_for(0, m, rows, [&](std::int64_t r0, std::int64_t r1) {
-    gemm_rows(a + r0 * la.row_stride, la, b, lb, c + r0 * n, r1 - r0, n, k);
+  runtime::parallel_for(0, blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      const std::int64_t r0 = blk * rows, r1 = std::min(m, r0 + rows);
+      gemm_rows(a + r0 * la.row_stride, la, b, lb, c + r0 * n, r1 - r0, n, k);
+    }
   });
 }
 
@@ -183,13 +192,14 @@ void batched_gemm(const T* a, const MatLayout& la, const T* b, const MatLayout& 
                   std::int64_t batch, std::int64_t a_stride, std::int64_t b_stride, std::int64_t m,
                   std::int64_t n, std::int64_t k) {
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (batch == 1 || macs >= kSplitMacs) {
+  if (batch == 1 || macs >= kBatchChunkMacs) {
     for (std::int64_t i = 0; i < batch; ++i)
       gemm(a + i * a_stride, la, b + i * b_stride, lb, c + i * m * n, m, n, k);
     return;
   }
   // Small products: spread whole products over the pool.
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, kSplitMacs / std::max(macs, 1.0)));
+  const auto grain =
+      static_cast<std::int64_t>(std::max(1.0, kBatchChunkMacs / std::max(macs, 1.0)));
   runtime::parallel_for(0, batch, grain, [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i)
       gemm(a + i * a_stride, la, b + i * b_stride, lb, c + i * m * n, m, n, k);

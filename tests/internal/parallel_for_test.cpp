@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "core/parallel.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/worker_pool.hpp"
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
 
@@ -132,6 +134,56 @@ TEST_P(ParallelForMulti, CompletesWhenEveryOtherWorkerIsBusy) {
     EXPECT_FALSE(g->timed_out());
   }
   synchronize();
+}
+
+// Help-first: a loop inside stream work while every other worker runs its own stream's work
+// asks no worker to help (no task pushed, every chunk on the calling worker); with the same
+// workers idle, it does. Fails with helpers pushed regardless of the idle count.
+TEST_P(ParallelForMulti, AsksOnlyIdleWorkersToHelp) {
+  cpu::WorkerPool& pool = static_cast<cpu::CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
+  if (pool.randomized()) GTEST_SKIP() << "the schedule fuzzer makes every split, idle or not";
+  test::Gate gate;
+  std::vector<Stream> holders(static_cast<std::size_t>(GetParam() - 1));
+  auto entered = std::make_shared<std::atomic<int>>(0);
+  for (auto& h : holders) gate.hold(h, entered);
+  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
+  while (entered->load() < GetParam() - 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(entered->load(), GetParam() - 1) << "the other workers never all reached the gates";
+  auto loop_on_a_stream = [&pool] {
+    struct Seen {
+      std::uint64_t pushes = 0;
+      bool other_thread = false;
+    };
+    auto seen = std::make_shared<Seen>();
+    Stream s;
+    s.launch([seen, &pool] {
+      const auto me = std::this_thread::get_id();
+      std::atomic<bool> other{false};
+      const std::uint64_t before = pool.push_generation();
+      runtime::parallel_for(0, 64, 1, [&](std::int64_t, std::int64_t) {
+        if (std::this_thread::get_id() != me) other.store(true);
+      });
+      seen->pushes = pool.push_generation() - before;
+      seen->other_thread = other.load();
+    });
+    // Polled, not synchronize(): a host-run item would make this thread the loop's caller.
+    while (!s.query()) std::this_thread::yield();
+    return *seen;
+  };
+  const auto busy = loop_on_a_stream();
+  EXPECT_EQ(busy.pushes, 0u) << "a helper was asked for while every other worker was busy";
+  EXPECT_FALSE(busy.other_thread);
+  gate.open();
+  for (auto& h : holders) h.synchronize();
+  // A released worker may still be leaving its drain: it counts as busy until it has.
+  std::uint64_t idle_pushes = 0;
+  for (int i = 0; i < 1000 && idle_pushes == 0; ++i) {
+    idle_pushes = loop_on_a_stream().pushes;
+    if (idle_pushes == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(idle_pushes, 1u) << "no idle worker was asked to help";
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, ParallelFor, ::testing::ValuesIn(test::kWorkerCounts),
