@@ -26,8 +26,8 @@ struct Options {
   long size = 1000;        // seed example 1: matrix size
   long streams = 2;        // streams run side by side
   long iters = 4;          // products per stream in the seed scenario
-  long small_size = 256;   // scenario 2: size of the small products
-  long small_iters = 200;  // scenario 2: products per stream
+  long small_size = 100;    // scenario 2: size of the small products (below the split size)
+  long small_iters = 1000;  // scenario 2: products per stream
   long runs = 3;           // measured runs of each side of a comparison
   std::string out = ".";   // folder for the trace and the timeline
 };
@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "Runs the seed articles' scenarios on CPU streams and prints a report:\n"
     "  1. the seed's two streams of matrix products (per-stream time from timing events, wall\n"
     "     time of one stream vs the streams side by side, speedup, allclose of the results);\n"
-    "  2. many small products (too small to split across workers) on one stream vs side by side;\n"
+    "  2. many small products (too small to split across workers: below 128x128) on one stream\n"
+    "     vs side by side;\n"
     "  2b. a two-stream step captured into a graph once, replayed --small-iters times vs eager.\n"
     "  Each comparison runs both sides once unrecorded (warm-up), then --runs times, alternated,\n"
     "  and compares the medians;\n"
