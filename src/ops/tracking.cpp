@@ -8,7 +8,10 @@
 #include <utility>
 
 #include "core/capture.hpp"
+#include "checks.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 
