@@ -152,6 +152,16 @@ void CpuStream::enqueue(detail::Work work, const char* label) {
   }
 }
 
+std::uint64_t CpuStream::push_or_recycle(Node* n) {
+  try {
+    return push(n);
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
+}
+
 std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto self = shared_from_this();
   // No queue entry: the record is the current end of the stream. Every launch that happens-before
@@ -170,13 +180,7 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto ev = std::make_shared<CpuEvent>(self, 0, options, -1);
   Node* n = NodeCache::get();
   n->set_event(Kind::kStamp, ev);
-  try {
-    ev->seq = push(n);  // the drainer only stamps the event; it never reads seq
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
+  ev->seq = push_or_recycle(n);  // the drainer only stamps the event; it never reads seq
   return ev;
 }
 
@@ -188,13 +192,7 @@ void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
   }
   Node* n = NodeCache::get();
   n->set_event(Kind::kWait, position);
-  try {
-    push(n);
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
+  push_or_recycle(n);
 }
 
 void CpuStream::absorb_locked(std::size_t limit) {

@@ -162,6 +162,8 @@ class CpuStream final : public impl::StreamImpl,
   // Producer side: pushes a node (lock-free) and schedules the stream on its empty -> non-empty
   // transition. Returns the node's sequence number.
   std::uint64_t push(Node* n);
+  // push(n); when it throws, `n` is cleared and back in the cache before the exception goes on.
+  std::uint64_t push_or_recycle(Node* n);
   // Consumer side (mutex_ held): moves linked nodes from the inbox to local_, in sequence order.
   // At most `limit` in-order nodes are moved (the drainer takes one at a time); the default moves
   // all.
