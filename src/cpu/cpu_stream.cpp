@@ -358,29 +358,31 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMu
   }
 }
 
+namespace {
+
+// Moves `item` to the end of `list`: the slot first, then a move that cannot throw. False, with
+// `item` untouched, when there is no memory for the slot.
+template <class T>
+bool append_moved(std::vector<T>& list, T& item) {
+  try {
+    list.emplace_back() = std::move(item);
+    return true;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void CpuStream::fire(Continuation& c, Deferred* defer) {
+  // Held back for the drainer when it asks (drain()); with no room to defer, done now, which is
+  // correct, only less direct.
   if (c.parker) {
     c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
   } else if (c.resume) {
-    // The slot first, then a move that cannot throw.
-    try {
-      if (defer != nullptr) {
-        defer->resumes.emplace_back() = std::move(c.resume);
-        return;
-      }
-    } catch (const std::bad_alloc&) {
-      // No room to defer it: resume it now, which is correct, only less direct.
-    }
-    c.resume->resume();
+    if (defer == nullptr || !append_moved(defer->resumes, c.resume)) c.resume->resume();
   } else if (c.callback) {
-    try {
-      if (defer != nullptr) {
-        defer->callbacks.emplace_back() = std::move(c.callback);
-        return;
-      }
-    } catch (const std::bad_alloc&) {
-    }
-    start_callback(c.callback);
+    if (defer == nullptr || !append_moved(defer->callbacks, c.callback)) start_callback(c.callback);
   }
 }
 
