@@ -99,29 +99,28 @@ double enqueue_cpu(P& p, std::vector<typename P::Stream>& streams, int items) {
   return static_cast<double>(process_cpu_ns() - c0) / items;
 }
 
+//! Event record on an idle stream, then `reach(event)` until the stream is there. ns per op.
+template <class P, class Reach>
+double record_then(P& p, typename P::Stream& s, int ops, Reach&& reach) {
+  p.sync(s);
+  const auto t0 = now_ns();
+  for (int i = 0; i < ops; ++i) reach(p.record(s));
+  return static_cast<double>(now_ns() - t0) / ops;
+}
+
 //! Event record + poll on an idle stream: record, then poll query() until it reports complete.
 //! ns per op.
 template <class P>
 double record_poll(P& p, typename P::Stream& s, int ops) {
-  p.sync(s);
-  const auto t0 = now_ns();
-  for (int i = 0; i < ops; ++i) {
-    auto e = p.record(s);
+  return record_then(p, s, ops, [&](const auto& e) {
     while (!p.query(e)) cpu_relax();
-  }
-  return static_cast<double>(now_ns() - t0) / ops;
+  });
 }
 
 //! Event record + host wait on an idle stream. ns per op.
 template <class P>
 double record_wait(P& p, typename P::Stream& s, int ops) {
-  p.sync(s);
-  const auto t0 = now_ns();
-  for (int i = 0; i < ops; ++i) {
-    auto e = p.record(s);
-    p.wait(e);
-  }
-  return static_cast<double>(now_ns() - t0) / ops;
+  return record_then(p, s, ops, [&](const auto& e) { p.wait(e); });
 }
 
 //! How long the host sleeps after releasing the measured work, so that it does not compete

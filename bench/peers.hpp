@@ -83,6 +83,15 @@ inline int hardware_threads() noexcept {
 //! streamrt's host waits, so the comparison is about scheduling, not about the wait policy.
 inline constexpr std::int64_t kHostSpinNs = 20'000;
 
+//! What the front-ends ask of a peer, with the usual answers; a peer states only where it differs.
+struct PeerTraits {
+  static constexpr bool kInOrder = true;        //!< launches on one stream run in order
+  static constexpr bool kHasEvents = true;      //!< record/query/wait/wait_event exist
+  static constexpr bool kHasCallbacks = false;  //!< completion callbacks exist
+  //! One OS thread per queued item: the front-ends cap how many items may be outstanding.
+  static constexpr bool kThreadPerItem = false;
+};
+
 //! A one-shot completion flag (the "event" of peers without a native one). Thread-safe.
 struct Flag {
   //! 0 until set; C++20 atomic wait/notify (a futex on Linux) for sleeping waiters.
@@ -111,18 +120,48 @@ struct Flag {
 //! Shared handle of a Flag (what flag-based peers return from record()).
 using FlagEvent = std::shared_ptr<Flag>;
 
+//! The events of a peer without native ones, written once: record() launches an item that sets a
+//! Flag, and a stream-side wait is an item that blocks the thread running the stream until the
+//! flag is set. `Peer` (CRTP) provides launch(Stream&, F&&).
+template <class Peer>
+class FlagEvents : public PeerTraits {
+ public:
+  using Event = FlagEvent;
+
+  //! Blocks until the work submitted to the stream so far has run.
+  template <class Stream>
+  void sync(Stream& s) {
+    wait(record(s));
+  }
+  //! A marker at the current end of the stream. Returns at once.
+  template <class Stream>
+  Event record(Stream& s) {
+    auto f = std::make_shared<Flag>();
+    static_cast<Peer&>(*this).launch(s, [f] { f->set(); });
+    return f;
+  }
+  //! True once the marker is reached. Never blocks.
+  bool query(const Event& e) { return e->is_set(); }
+  //! Blocks until the marker is reached.
+  void wait(const Event& e) { e->wait(); }
+  //! Later work on the stream waits for the marker. Returns at once.
+  template <class Stream>
+  void wait_event(Stream& s, const Event& e) {
+    static_cast<Peer&>(*this).launch(s, [e] { e->wait(); });
+  }
+  //! Worker threads the peer uses.
+  int workers() const { return hardware_threads(); }
+};
+
 // ------------------------------------------------------------------------------------------------
 //! streamrt itself, through its public API only.
-class StreamrtPeer {
+class StreamrtPeer : public PeerTraits {
  public:
   //! Display name and short id (used in filters, JSON and plots).
   static constexpr const char* kName = "streamrt";
   static constexpr const char* kId = "streamrt";
   //! In-order streams, events and completion callbacks.
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
   static constexpr bool kHasCallbacks = true;
-  static constexpr bool kThreadPerItem = false;
   using Stream = streamrt::Stream;
   using Event = streamrt::Event;
 
@@ -157,14 +196,10 @@ class StreamrtPeer {
 // ------------------------------------------------------------------------------------------------
 //! std::async + std::future: every item is a new thread (std::launch::async) that first waits for
 //! the previous item of its stream (and for events the stream was told to wait on).
-class AsyncPeer {
+class AsyncPeer : public PeerTraits {
  public:
   static constexpr const char* kName = "std::async";
   static constexpr const char* kId = "async";
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
-  static constexpr bool kHasCallbacks = false;
-  //! One OS thread per queued item: the front-ends cap how many items may be outstanding.
   static constexpr bool kThreadPerItem = true;
 
   //! The last item's future, and events the next item must wait for.
@@ -220,14 +255,10 @@ class AsyncPeer {
 // ------------------------------------------------------------------------------------------------
 //! The naive design: one std::thread per stream, a mutex + condition_variable queue of
 //! std::function, a notify per launch.
-class ThreadQueuePeer {
+class ThreadQueuePeer : public FlagEvents<ThreadQueuePeer> {
  public:
   static constexpr const char* kName = "thread+queue";
   static constexpr const char* kId = "thread_queue";
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
-  static constexpr bool kHasCallbacks = false;
-  static constexpr bool kThreadPerItem = false;
 
   //! One thread and its queue; the destructor drains the queue and joins.
   class Worker {
@@ -272,7 +303,6 @@ class ThreadQueuePeer {
     std::thread thread_;  // last: starts after the members above exist
   };
   using Stream = std::shared_ptr<Worker>;
-  using Event = FlagEvent;
 
   //! A new stream. Never blocks long.
   Stream make_stream() { return std::make_shared<Worker>(); }
@@ -281,24 +311,6 @@ class ThreadQueuePeer {
   void launch(Stream& s, F&& fn) {
     s->push(std::forward<F>(fn));
   }
-  //! Blocks until the work submitted to the stream so far has run.
-  void sync(Stream& s) { wait(record(s)); }
-  //! A marker at the current end of the stream. Returns at once.
-  Event record(Stream& s) {
-    auto f = std::make_shared<Flag>();
-    s->push([f] { f->set(); });
-    return f;
-  }
-  //! True once the marker is reached. Never blocks.
-  bool query(const Event& e) { return e->is_set(); }
-  //! Blocks until the marker is reached.
-  void wait(const Event& e) { e->wait(); }
-  //! Later work on the stream waits for the marker. Returns at once.
-  void wait_event(Stream& s, const Event& e) {
-    s->push([e] { e->wait(); });
-  }
-  //! Worker threads the peer uses.
-  int workers() const { return hardware_threads(); }
   //! Library version text.
   static std::string version() { return "libstdc++ " + std::to_string(__GLIBCXX__); }
 };
@@ -322,14 +334,12 @@ inline std::shared_ptr<tbb::global_control> tbb_worker_limit() {
 
 //! oneTBB task_group: unordered tasks, host wait() helps run them. No order, no events: the
 //! front-ends use it only where order does not matter.
-class TbbGroupPeer {
+class TbbGroupPeer : public PeerTraits {
  public:
   static constexpr const char* kName = "tbb::task_group";
   static constexpr const char* kId = "tbb_group";
   static constexpr bool kInOrder = false;
   static constexpr bool kHasEvents = false;
-  static constexpr bool kHasCallbacks = false;
-  static constexpr bool kThreadPerItem = false;
   using Stream = std::unique_ptr<tbb::task_group>;
   struct Event {};
 
@@ -354,21 +364,16 @@ class TbbGroupPeer {
 //! An in-order strand on a oneTBB task_arena: a concurrent_queue of std::function per stream and
 //! a pending counter; the launch that finds the strand idle enqueues one drain task into the
 //! arena, which runs items until the counter drops to zero.
-class TbbStrandPeer {
+class TbbStrandPeer : public FlagEvents<TbbStrandPeer> {
  public:
   static constexpr const char* kName = "tbb strand";
   static constexpr const char* kId = "tbb_strand";
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
-  static constexpr bool kHasCallbacks = false;
-  static constexpr bool kThreadPerItem = false;
 
   struct State {
     tbb::concurrent_queue<std::function<void()>> queue;
     std::atomic<std::int64_t> pending{0};
   };
   using Stream = std::shared_ptr<State>;
-  using Event = FlagEvent;
 
   //! A new stream. Never blocks long.
   Stream make_stream() { return std::make_shared<State>(); }
@@ -381,24 +386,6 @@ class TbbStrandPeer {
       arena_.enqueue([st = s] { drain(*st); });
     }
   }
-  //! Blocks until the work submitted to the stream so far has run.
-  void sync(Stream& s) { wait(record(s)); }
-  //! A marker at the current end of the stream. Returns at once.
-  Event record(Stream& s) {
-    auto f = std::make_shared<Flag>();
-    launch(s, [f] { f->set(); });
-    return f;
-  }
-  //! True once the marker is reached. Never blocks.
-  bool query(const Event& e) { return e->is_set(); }
-  //! Blocks until the marker is reached.
-  void wait(const Event& e) { e->wait(); }
-  //! Later work on the stream waits for the marker. Returns at once.
-  void wait_event(Stream& s, const Event& e) {
-    launch(s, [e] { e->wait(); });
-  }
-  //! Worker threads the peer uses.
-  int workers() const { return hardware_threads(); }
   //! Library version text.
   static std::string version() { return TBB_runtime_version(); }
 
@@ -418,16 +405,11 @@ class TbbStrandPeer {
 
 #ifdef STREAMRT_BENCH_HAVE_ASIO
 //! Boost.Asio: a strand per stream on one asio::thread_pool.
-class AsioStrandPeer {
+class AsioStrandPeer : public FlagEvents<AsioStrandPeer> {
  public:
   static constexpr const char* kName = "asio strand";
   static constexpr const char* kId = "asio_strand";
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
-  static constexpr bool kHasCallbacks = false;
-  static constexpr bool kThreadPerItem = false;
   using Stream = boost::asio::strand<boost::asio::thread_pool::executor_type>;
-  using Event = FlagEvent;
 
   AsioStrandPeer() : pool_(static_cast<std::size_t>(hardware_threads())) {}
   ~AsioStrandPeer() { pool_.join(); }
@@ -441,24 +423,6 @@ class AsioStrandPeer {
   void launch(Stream& s, F&& fn) {
     boost::asio::post(s, std::forward<F>(fn));
   }
-  //! Blocks until the work submitted to the stream so far has run.
-  void sync(Stream& s) { wait(record(s)); }
-  //! A marker at the current end of the stream. Returns at once.
-  Event record(Stream& s) {
-    auto f = std::make_shared<Flag>();
-    launch(s, [f] { f->set(); });
-    return f;
-  }
-  //! True once the marker is reached. Never blocks.
-  bool query(const Event& e) { return e->is_set(); }
-  //! Blocks until the marker is reached.
-  void wait(const Event& e) { e->wait(); }
-  //! Later work on the stream waits for the marker. Returns at once.
-  void wait_event(Stream& s, const Event& e) {
-    launch(s, [e] { e->wait(); });
-  }
-  //! Worker threads the peer uses.
-  int workers() const { return hardware_threads(); }
   //! Library version text.
   static std::string version() {
     return std::to_string(BOOST_VERSION / 100000) + "." +
@@ -475,14 +439,11 @@ class AsioStrandPeer {
 //! native kernels (clEnqueueNativeKernel: no kernel compilation), markers as events,
 //! clWaitForEvents, barriers with wait lists for cross-queue waits, clSetEventCallback for
 //! completion callbacks, and profiling timestamps on queues made with `timing`.
-class OpenClPeer {
+class OpenClPeer : public PeerTraits {
  public:
   static constexpr const char* kName = "OpenCL (PoCL)";
   static constexpr const char* kId = "opencl";
-  static constexpr bool kInOrder = true;
-  static constexpr bool kHasEvents = true;
   static constexpr bool kHasCallbacks = true;
-  static constexpr bool kThreadPerItem = false;
 
   //! Throws std::runtime_error when an OpenCL call fails, naming the call and the code.
   static void check(cl_int rc, const char* what) {

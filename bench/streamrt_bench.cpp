@@ -90,28 +90,27 @@ void BM_Launch(benchmark::State& state) {
       benchmark::Counter(items, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
-// Event record + poll until complete, on an idle stream.
-template <class P>
-void BM_RecordPoll(benchmark::State& state) {
+// Event record on an idle stream, then `reach(p, event)` until the stream is there.
+template <class P, class Reach>
+void record_then(benchmark::State& state, Reach reach) {
   STREAMRT_BENCH_PEER(state, P, p);
   auto s = p.make_stream();
   p.sync(s);
-  for (auto _ : state) {
-    auto e = p.record(s);
+  for (auto _ : state) reach(p, p.record(s));
+}
+
+// Event record + poll until complete, on an idle stream.
+template <class P>
+void BM_RecordPoll(benchmark::State& state) {
+  record_then<P>(state, [](P& p, const auto& e) {
     while (!p.query(e)) sb::cpu_relax();
-  }
+  });
 }
 
 // Event record + host wait, on an idle stream.
 template <class P>
 void BM_RecordWait(benchmark::State& state) {
-  STREAMRT_BENCH_PEER(state, P, p);
-  auto s = p.make_stream();
-  p.sync(s);
-  for (auto _ : state) {
-    auto e = p.record(s);
-    p.wait(e);
-  }
+  record_then<P>(state, [](P& p, const auto& e) { p.wait(e); });
 }
 
 // Cross-stream hand-off: time from the end of A's item to the start of B's next item, B waiting

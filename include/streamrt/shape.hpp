@@ -5,7 +5,8 @@
 //! dropping a tensor then costs no allocation (c10 keeps sizes in a SmallVector for the same
 //! reason). Longer lists (an invalid shape on its way to a clear error) spill to the heap. The
 //! interface is std::vector's where shapes use it, and a Shape converts to and from
-//! std::vector<std::int64_t>. Not thread-safe (a value type).
+//! std::vector<std::int64_t>. Not thread-safe (a value type). The free functions below do the
+//! shape arithmetic tensors share (element counts, strides, broadcasting).
 
 #include <algorithm>
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "streamrt/export.hpp"
@@ -206,5 +208,22 @@ class STREAMRT_API Shape {
   std::unique_ptr<std::int64_t[]> heap_;  // null while the entries fit inline
   std::int64_t inline_[kMaxDims];  // NOLINT: entries past size_ are indeterminate (never read)
 };
+
+// ---- Shape arithmetic: element counts, strides, broadcasting ---------------------------------
+
+//! "[2, 3]" style text of a shape, for messages. Never blocks.
+STREAMRT_API std::string to_string(const Shape& shape);
+
+//! The shape of broadcasting `a` with `b` (numpy rules: sizes aligned from the right, equal or 1).
+//! Throws Error naming both shapes when they cannot be broadcast. Never blocks.
+STREAMRT_API Shape broadcast_shapes(const Shape& a, const Shape& b);
+
+//! Element strides of a compact row-major tensor of `shape` (what new tensors have; a size of 0
+//! counts as 1). Never blocks.
+STREAMRT_API Shape contiguous_strides(const Shape& shape);
+
+//! Product of the sizes (1 for {}). Throws Error for negative sizes, more than kMaxDims
+//! dimensions or an element count that overflows. Never blocks.
+STREAMRT_API std::int64_t shape_numel(const Shape& shape);
 
 }  // namespace streamrt

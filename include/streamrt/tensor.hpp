@@ -71,22 +71,6 @@ inline constexpr DType kDTypeOf = [] {
   }
 }();
 
-
-//! "[2, 3]" style text of a shape, for messages. Never blocks.
-STREAMRT_API std::string to_string(const Shape& shape);
-
-//! The shape of broadcasting `a` with `b` (numpy rules: sizes aligned from the right, equal or 1).
-//! Throws Error naming both shapes when they cannot be broadcast. Never blocks.
-STREAMRT_API Shape broadcast_shapes(const Shape& a, const Shape& b);
-
-//! Element strides of a compact row-major tensor of `shape` (what new tensors have; a size of 0
-//! counts as 1). Never blocks.
-STREAMRT_API Shape contiguous_strides(const Shape& shape);
-
-//! Product of the sizes (1 for {}). Throws Error for negative sizes, more than kMaxDims
-//! dimensions or an element count that overflows. Never blocks.
-STREAMRT_API std::int64_t shape_numel(const Shape& shape);
-
 //! The most bytes one tensor may span: byte offsets within it must fit a signed 64-bit integer.
 inline constexpr std::int64_t kMaxTensorBytes = std::numeric_limits<std::int64_t>::max();
 

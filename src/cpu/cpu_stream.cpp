@@ -152,6 +152,16 @@ void CpuStream::enqueue(detail::Work work, const char* label) {
   }
 }
 
+std::uint64_t CpuStream::push_or_recycle(Node* n) {
+  try {
+    return push(n);
+  } catch (...) {
+    n->clear();
+    NodeCache::put(n);
+    throw;
+  }
+}
+
 std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto self = shared_from_this();
   // No queue entry: the record is the current end of the stream. Every launch that happens-before
@@ -170,13 +180,7 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   auto ev = std::make_shared<CpuEvent>(self, 0, options, -1);
   Node* n = NodeCache::get();
   n->set_event(Kind::kStamp, ev);
-  try {
-    ev->seq = push(n);  // the drainer only stamps the event; it never reads seq
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
+  ev->seq = push_or_recycle(n);  // the drainer only stamps the event; it never reads seq
   return ev;
 }
 
@@ -188,13 +192,7 @@ void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
   }
   Node* n = NodeCache::get();
   n->set_event(Kind::kWait, position);
-  try {
-    push(n);
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
+  push_or_recycle(n);
 }
 
 void CpuStream::absorb_locked(std::size_t limit) {
@@ -360,29 +358,31 @@ void CpuStream::complete_locked(std::uint64_t seq, std::unique_lock<core::SpinMu
   }
 }
 
+namespace {
+
+// Moves `item` to the end of `list`: the slot first, then a move that cannot throw. False, with
+// `item` untouched, when there is no memory for the slot.
+template <class T>
+bool append_moved(std::vector<T>& list, T& item) {
+  try {
+    list.emplace_back() = std::move(item);
+    return true;
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void CpuStream::fire(Continuation& c, Deferred* defer) {
+  // Held back for the drainer when it asks (drain()); with no room to defer, done now, which is
+  // correct, only less direct.
   if (c.parker) {
     c.parker->unpark();  // a futex wake, only if the waiter sleeps: no pool round trip
   } else if (c.resume) {
-    // The slot first, then a move that cannot throw.
-    try {
-      if (defer != nullptr) {
-        defer->resumes.emplace_back() = std::move(c.resume);
-        return;
-      }
-    } catch (const std::bad_alloc&) {
-      // No room to defer it: resume it now, which is correct, only less direct.
-    }
-    c.resume->resume();
+    if (defer == nullptr || !append_moved(defer->resumes, c.resume)) c.resume->resume();
   } else if (c.callback) {
-    try {
-      if (defer != nullptr) {
-        defer->callbacks.emplace_back() = std::move(c.callback);
-        return;
-      }
-    } catch (const std::bad_alloc&) {
-    }
-    start_callback(c.callback);
+    if (defer == nullptr || !append_moved(defer->callbacks, c.callback)) start_callback(c.callback);
   }
 }
 
@@ -465,183 +465,217 @@ void CpuStream::drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next) n
   }
 }
 
-CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at,
-                                       Deferred& deferred) noexcept {
-  // Not started here: a synchronize in a fork child drains its own entry with no pool (and must
-  // start no threads); with no pool, nothing else waits for a worker.
-  WorkerPool* const pool = cpu_.pool_if_started();
-  WorkerPool::TimeSlice slice;  // against equal-priority streams (WorkerPool::should_yield)
+// One drain_items() call's state, shared by its steps.
+struct CpuStream::DrainState {
+  // Null when the pool is not started: a synchronize in a fork child drains its own entry with
+  // no pool (and must start no threads); with no pool, nothing else waits for a worker.
+  WorkerPool* const pool;
+  // Nonzero: a waiting thread runs us only up to this sequence number (help_towards).
+  const std::uint64_t stop_at;
   // Callbacks wait for the end of the drain only on a worker's own drain: a helping waiter or a
   // host thread posts them (rule 9: they run on a runtime thread, never nested under other work).
-  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
+  Deferred* const defer;
+  // Whether this drain may keep the stream for a moment when it runs dry (linger_locked).
+  const bool linger;
+  WorkerPool::TimeSlice slice{};  // against equal-priority streams (WorkerPool::should_yield)
   // Entries finished since pending_ was last lowered: pending_ is settled once per batch, when
   // the linked entries run out or the drainer leaves, not once per entry.
   std::uint64_t done = 0;
-  int link_polls = 0;  // pauses spent waiting for a producer's link (see below)
-  const bool linger = defer != nullptr && stop_at == 0 && pool != nullptr;
+  int link_polls = 0;  // pauses spent waiting for a producer's link (wait_for_link_locked)
   Clock::time_point linger_until{};
+};
+
+bool CpuStream::linger_locked(DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  // A worker's own drain keeps the stream for a moment when it runs dry and nothing else is
+  // ready: the next launch of a producer working back to back then needs no pool push (a lock
+  // and often a wake-up) and no pop, and a launch + synchronize loop no hand-over at all. The
+  // stream stays owned (pending_ not settled) while it lingers. Not with callbacks or resumed
+  // streams held back: the worker leaves at once and runs them itself (drain()).
+  if (!st.linger || !st.defer->empty() || st.pool->has_ready()) return false;
+  const auto now = Clock::now();
+  if (st.linger_until == Clock::time_point{}) st.linger_until = now + kLinger;
+  if (now >= st.linger_until) return false;
+  lock.unlock();
+  for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
+  lock.lock();
+  return true;
+}
+
+std::optional<CpuStream::Exit> CpuStream::wait_for_link_locked(
+    DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  // acq_rel: release hands this drainer's work to the push that next finds 0 (and its drainer);
+  // acquire sees the nodes counted by pushes since.
+  const auto left = pending_.fetch_sub(st.done, std::memory_order_acq_rel) - st.done;
+  st.done = 0;
+  if (left == 0) return Exit::kIdle;
+  // Counted but not linked in order yet: a producer is inside push(). Callbacks held so far go
+  // now rather than wait behind it. The link usually lands within a cache miss or two (a
+  // producer launching back to back makes this common): look again after a short pause, and
+  // give up the core only once kLinkSpin pauses have gone by without it (the producer was
+  // preempted mid-push).
+  lock.unlock();
+  if (st.defer != nullptr && !st.defer->empty()) flush(*st.defer);
+  if (st.link_polls < kLinkSpin) {
+    for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
+    st.link_polls += kLinkPause;
+  } else {
+    sched_yield();
+  }
+  lock.lock();
+  return std::nullopt;
+}
+
+std::optional<CpuStream::Exit> CpuStream::park_on_wait_locked(
+    Node* front, DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
+  auto target = front->event;
+  blocked_ = true;
+  lock.unlock();
+  // Cannot reach 0: the wait itself is pending. acq_rel as in wait_for_link_locked.
+  pending_.fetch_sub(st.done, std::memory_order_acq_rel);
+  st.done = 0;
+  Continuation c;
+  c.seq = target->seq;
+  c.resume = shared_from_this();
+  bool parked = false;
+  try {
+    parked = target->stream->add_continuation(std::move(c));
+  } catch (const std::bad_alloc&) {
+    // No memory to park on the target: look again later from the back of the ready queue, a
+    // poll that lasts only while memory is exhausted.
+    unblock();
+    sched_yield();
+    cpu_.pool().push(shared_from_this());
+    return Exit::kRequeue;
+  }
+  if (parked) return Exit::kBlocked;
+  lock.lock();
+  blocked_ = false;
+  return std::nullopt;
+}
+
+void CpuStream::run_work_locked(Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  if (failures_.active()) {
+    // Skipped: nothing runs on the results of failed work. Its state is released now.
+    lock.unlock();
+    e->work.reset();
+    lock.lock();
+    work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);  // written under mutex_ only
+    return;
+  }
+  // The next node was written on its producer's core, and this drainer will read and then write
+  // it (clear, free): fetch it, to own, while this item runs.
+  if (Node* next = local_head_ != nullptr ? local_head_ : inbox_.peek()) {
+    core::prefetch_for_write(next);
+  }
+  lock.unlock();
+  std::exception_ptr error;
+  try {
+    e->work();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  e->work.reset();
+  lock.lock();
+  work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
+                       std::memory_order_relaxed);  // written under mutex_ only
+  if (error) record_failure(std::move(error), nullptr, e->seq());
+}
+
+void CpuStream::run_node_locked(Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  switch (e->kind()) {
+    case Kind::kWork:
+      run_work_locked(e, lock);
+      break;
+    case Kind::kDropped:
+      try {
+        failures_.reach_dropped(e->seq());
+      } catch (...) {
+        report_unrecorded(std::make_exception_ptr(Cancelled("work was dropped by cancel()")));
+      }
+      break;
+    case Kind::kMark:
+      failures_.reach_mark(e->seq());
+      break;
+    case Kind::kWait:
+      if (!failures_.active()) {
+        if (auto f = e->event->stream->failure_at(e->event->seq)) {
+          std::exception_ptr error = f->error;
+          record_failure(std::move(error), std::move(f), e->seq());
+        }
+      }
+      break;
+    case Kind::kStamp:
+      // Relaxed: published by the release store of completed_ in complete_locked.
+      e->event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);
+      break;
+    case Kind::kSync:
+      if (failures_.active() && (!e->sync->only || e->sync->only == failures_.active())) {
+        e->sync->error = failures_.active();
+        int expected = SyncPoint::kWaiting;
+        // acq_rel: the host that sees kConsumed must see `error`.
+        if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
+                                                   std::memory_order_acq_rel)) {
+          failures_.consume(e->seq());
+        }
+      }
+      break;
+  }
+}
+
+std::optional<CpuStream::Exit> CpuStream::leave_if_due_locked(
+    std::uint64_t seq, DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept {
+  const bool helped_enough = st.stop_at != 0 && seq >= st.stop_at;
+  if (!helped_enough && (st.pool == nullptr || !st.pool->should_yield(level(), st.slice))) {
+    return std::nullopt;
+  }
+  // acq_rel as in wait_for_link_locked.
+  const auto left = pending_.fetch_sub(st.done, std::memory_order_acq_rel) - st.done;
+  st.done = 0;
+  if (left == 0) return Exit::kIdle;
+  // Let a more urgent stream, or an equal one after our time slice, run; we stay scheduled and
+  // go to the back.
+  lock.unlock();
+  cpu_.pool().push(shared_from_this());
+  return Exit::kRequeue;
+}
+
+CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept {
+  WorkerPool* const pool = cpu_.pool_if_started();
+  auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
+  DrainState st{pool, stop_at, defer, defer != nullptr && stop_at == 0 && pool != nullptr};
   std::unique_lock lock(mutex_);
   for (;;) {
-    Node* front = front_locked();
-    if (front == nullptr && linger && deferred.empty() && !pool->has_ready()) {
-      // A worker's own drain keeps the stream for a moment when it runs dry and nothing else is
-      // ready: the next launch of a producer working back to back then needs no pool push (a
-      // lock and often a wake-up) and no pop, and a launch + synchronize loop no hand-over at
-      // all. The stream stays owned (pending_ not settled) while it lingers. Not with callbacks
-      // or resumed streams held back: the worker leaves at once and runs them itself (drain()).
-      const auto now = Clock::now();
-      if (linger_until == Clock::time_point{}) linger_until = now + kLinger;
-      if (now < linger_until) {
-        lock.unlock();
-        for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
-        lock.lock();
-        continue;
-      }
-    }
+    Node* const front = front_locked();
     if (front == nullptr) {
-      // acq_rel: release hands this drainer's work to the push that next finds 0 (and its
-      // drainer); acquire sees the nodes counted by pushes since.
-      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;
-      done = 0;
-      if (left == 0) return Exit::kIdle;
-      // Counted but not linked in order yet: a producer is inside push(). Callbacks held so far
-      // go now rather than wait behind it.
-      // The link usually lands within a cache miss or two (a producer launching back to back
-      // makes this common): look again after a short pause, and give up the core only once
-      // kLinkSpin pauses have gone by without it (the producer was preempted mid-push).
-      lock.unlock();
-      if (defer != nullptr && !deferred.empty()) flush(deferred);
-      if (link_polls < kLinkSpin) {
-        for (int spins = 0; spins < kLinkPause; ++spins) cpu_relax();
-        link_polls += kLinkPause;
-      } else {
-        sched_yield();
-      }
-      lock.lock();
+      if (linger_locked(st, lock)) continue;
+      if (const auto exit = wait_for_link_locked(st, lock)) return *exit;
       continue;
     }
-    link_polls = 0;
-    linger_until = Clock::time_point{};  // a new gap lingers afresh
-    if (defer != nullptr && !deferred.empty()) {
+    st.link_polls = 0;
+    st.linger_until = Clock::time_point{};  // a new gap lingers afresh
+    if (defer != nullptr && !defer->empty()) {
       // More work follows: callbacks and resumed streams must not wait for it.
       lock.unlock();
-      flush(deferred);
+      flush(*defer);
       lock.lock();
       continue;
     }
     // Waits hold even while a failure is active: a synchronize may report it before the event
     // completes, and work launched after that must still wait for the event.
     if (front->kind() == Kind::kWait && !front->event->stream->is_complete(front->event->seq)) {
-      // Park the stream, not the worker: the waited-on stream resumes us when it gets there.
-      auto target = front->event;
-      blocked_ = true;
-      lock.unlock();
-      // Cannot reach 0: the wait itself is pending. acq_rel as above.
-      pending_.fetch_sub(done, std::memory_order_acq_rel);
-      done = 0;
-      Continuation c;
-      c.seq = target->seq;
-      c.resume = shared_from_this();
-      bool parked = false;
-      try {
-        parked = target->stream->add_continuation(std::move(c));
-      } catch (const std::bad_alloc&) {
-        // No memory to park on the target: look again later from the back of the ready queue,
-        // a poll that lasts only while memory is exhausted.
-        unblock();
-        sched_yield();
-        cpu_.pool().push(shared_from_this());
-        return Exit::kRequeue;
-      }
-      if (parked) return Exit::kBlocked;
-      lock.lock();
-      blocked_ = false;
+      if (const auto exit = park_on_wait_locked(front, st, lock)) return *exit;
       continue;
     }
     pop_front_locked();
-    Node* const e = front;
-    switch (e->kind()) {
-      case Kind::kWork: {
-        if (failures_.active()) {
-          // Skipped: nothing runs on the results of failed work. Its state is released now.
-          lock.unlock();
-          e->work.reset();
-          lock.lock();
-          work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
-                               std::memory_order_relaxed);  // written under mutex_ only
-          break;
-        }
-        // The next node was written on its producer's core, and this drainer will read and then
-        // write it (clear, free): fetch it, to own, while this item runs.
-        if (Node* next = local_head_ != nullptr ? local_head_ : inbox_.peek()) {
-          core::prefetch_for_write(next);
-        }
-        lock.unlock();
-        std::exception_ptr error;
-        try {
-          e->work();
-        } catch (...) {
-          error = std::current_exception();
-        }
-        e->work.reset();
-        lock.lock();
-        work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
-                             std::memory_order_relaxed);  // written under mutex_ only
-        if (error) record_failure(std::move(error), nullptr, e->seq());
-        break;
-      }
-      case Kind::kDropped:
-        try {
-          failures_.reach_dropped(e->seq());
-        } catch (...) {
-          report_unrecorded(std::make_exception_ptr(Cancelled("work was dropped by cancel()")));
-        }
-        break;
-      case Kind::kMark:
-        failures_.reach_mark(e->seq());
-        break;
-      case Kind::kWait:
-        if (!failures_.active()) {
-          if (auto f = e->event->stream->failure_at(e->event->seq)) {
-            std::exception_ptr error = f->error;
-            record_failure(std::move(error), std::move(f), e->seq());
-          }
-        }
-        break;
-      case Kind::kStamp:
-        // Relaxed: published by the release store of completed_ below.
-        e->event->timestamp_ns.store(now_ns(), std::memory_order_relaxed);
-        break;
-      case Kind::kSync:
-        if (failures_.active() && (!e->sync->only || e->sync->only == failures_.active())) {
-          e->sync->error = failures_.active();
-          int expected = SyncPoint::kWaiting;
-          // acq_rel: the host that sees kConsumed must see `error`.
-          if (e->sync->state.compare_exchange_strong(expected, SyncPoint::kConsumed,
-                                                     std::memory_order_acq_rel)) {
-            failures_.consume(e->seq());
-          }
-        }
-        break;
-    }
-    const auto seq = e->seq();
-    e->clear();
-    NodeCache::put(e);
+    run_node_locked(front, lock);
+    const auto seq = front->seq();
+    front->clear();
+    NodeCache::put(front);
     complete_locked(seq, lock, defer);
-    ++done;
-    // A waiting thread runs us only up to what it waits for (help_towards).
-    const bool helped_enough = stop_at != 0 && seq >= stop_at;
-    if (helped_enough ||
-        (pool != nullptr && pool->should_yield(level(), slice))) {
-      const auto left = pending_.fetch_sub(done, std::memory_order_acq_rel) - done;  // as above
-      done = 0;
-      if (left == 0) return Exit::kIdle;
-      // Let a more urgent stream, or an equal one after our time slice, run; we stay scheduled
-      // and go to the back.
-      lock.unlock();
-      cpu_.pool().push(shared_from_this());
-      return Exit::kRequeue;
-    }
+    ++st.done;
+    if (const auto exit = leave_if_due_locked(seq, st, lock)) return *exit;
   }
 }
 

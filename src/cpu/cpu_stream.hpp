@@ -162,6 +162,8 @@ class CpuStream final : public impl::StreamImpl,
   // Producer side: pushes a node (lock-free) and schedules the stream on its empty -> non-empty
   // transition. Returns the node's sequence number.
   std::uint64_t push(Node* n);
+  // push(n); when it throws, `n` is cleared and back in the cache before the exception goes on.
+  std::uint64_t push_or_recycle(Node* n);
   // Consumer side (mutex_ held): moves linked nodes from the inbox to local_, in sequence order.
   // At most `limit` in-order nodes are moved (the drainer takes one at a time); the default moves
   // all.
@@ -169,7 +171,30 @@ class CpuStream final : public impl::StreamImpl,
   // The next entry in sequence order, or null when it is not linked yet.
   Node* front_locked();
   void pop_front_locked();
+  // Runs the stream's linked entries in order until it runs dry, parks on a wait, reaches
+  // `stop_at` (nonzero) or yields to another stream; the steps below are its parts, inlined into
+  // it (mutex_ held on entry and on a nullopt return).
   Exit drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept;
+  struct DrainState;
+  // Ran dry: keeps the stream for a moment when nothing else is ready (true: look again).
+  [[gnu::always_inline]] inline bool linger_locked(DrainState& st,
+                                            std::unique_lock<core::SpinMutex>& lock) noexcept;
+  // Ran dry: settles pending_ (kIdle when nothing is left), else waits briefly for the link.
+  [[gnu::always_inline]] inline std::optional<Exit> wait_for_link_locked(
+      DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
+  // The front is a wait on an incomplete event: parks the stream on it (kBlocked, kRequeue), or
+  // nullopt when the event completed meanwhile.
+  [[gnu::always_inline]] inline std::optional<Exit> park_on_wait_locked(
+      Node* front, DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
+  // Runs (or, after a failure, skips) one popped entry.
+  [[gnu::always_inline]] inline void run_node_locked(Node* e,
+                                              std::unique_lock<core::SpinMutex>& lock) noexcept;
+  [[gnu::always_inline]] inline void run_work_locked(Node* e,
+                                              std::unique_lock<core::SpinMutex>& lock) noexcept;
+  // After entry `seq`: kIdle or kRequeue when the drainer should leave (helped far enough, or
+  // the pool wants the worker for another stream).
+  [[gnu::always_inline]] inline std::optional<Exit> leave_if_due_locked(
+      std::uint64_t seq, DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
   bool add_continuation(Continuation c);
   // Advances completed_ to `seq` and fires the continuations it satisfies. Callbacks and resumed
   // streams go to `defer` when given, else to the pool.

@@ -149,13 +149,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
     inbox_.push(n);
     drain(seq);
   } else {
-    try {
-      seq = push(n);
-    } catch (...) {
-      n->clear();
-      NodeCache::put(n);
-      throw;
-    }
+    seq = push_or_recycle(n);
   }
   if (!wait_complete(seq, deadline, false)) {
     int expected = SyncPoint::kWaiting;
@@ -192,13 +186,7 @@ void CpuStream::clear_reported(const std::shared_ptr<ErrorRecord>& error) {
     drain(n->seq());
     return;
   }
-  try {
-    push(n);
-  } catch (...) {
-    n->clear();
-    NodeCache::put(n);
-    throw;
-  }
+  push_or_recycle(n);
 }
 
 }  // namespace streamrt::cpu

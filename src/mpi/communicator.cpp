@@ -93,65 +93,106 @@ int checked_count(std::size_t count, const char* what) {
   return static_cast<int>(count);
 }
 
+// What one arrive() call has to do once the communicator mutex is released.
+struct Arrivals {
+  struct Failure {
+    std::shared_ptr<Op> op;
+    int code;  // an MPI error code, or kFinalized
+  };
+  static constexpr int kFinalized = -1;  // MPI was finalized before the operation could start
+  std::vector<std::shared_ptr<Op>> started, skipped;
+  std::vector<Failure> failed;
+};
+
+// Starts `next`, whose turn has come (communicator mutex held), or files it as failed; `mine`
+// (the operation arrive() would poll) is cleared when it goes to the Runner instead.
+void start_in_turn(CommState& cs, std::shared_ptr<Op> next, Op*& mine, Arrivals& out) {
+  if (!initialized()) {
+    out.failed.push_back({std::move(next), Arrivals::kFinalized});
+    return;
+  }
+  // Large collectives go to the Runner (blocking); a small one follows them there while the
+  // Runner has some left to issue, so MPI sees this rank's collectives in ticket order.
+  const bool blocking = next->run && next->bytes >= kBlockingBytes;
+  if (blocking || (next->run && cs.runner.outstanding() > 0)) {
+    if (next.get() == mine) mine = nullptr;  // not polled here: the Runner takes it
+    try {
+      cs.runner.add(next, blocking);
+    } catch (...) {
+      // No thread or no memory: fail it, never park for ever.
+      out.failed.push_back({std::move(next), MPI_ERR_OTHER});
+    }
+    return;
+  }
+  const int rc = next->start(&next->request);
+  if (rc != MPI_SUCCESS) {
+    out.failed.push_back({std::move(next), rc});
+  } else {
+    out.started.push_back(std::move(next));
+  }
+}
+
+// Files `op` under `ticket` (communicator mutex held), then starts every operation whose turn has
+// come, in ticket order.
+void take_turns(CommState& cs, std::uint64_t ticket, std::shared_ptr<Op>& op, bool skipped,
+                Op*& mine, Arrivals& out) {
+  // An operation whose turn has come (the usual case: one stream, or streams in step) is not
+  // filed: it goes first, then whatever had arrived for the tickets after it.
+  const bool its_turn = ticket == cs.next_start;
+  std::shared_ptr<Op> first;
+  if (skipped) {
+    if (!its_turn) cs.arrived.emplace(ticket, nullptr);
+    out.skipped.push_back(std::move(op));
+  } else if (its_turn) {
+    first = op;  // copies: `op` keeps *mine alive for arrive()'s out-of-memory path
+  } else {
+    cs.arrived.emplace(ticket, op);
+  }
+  for (bool take_first = its_turn;; take_first = false) {
+    std::shared_ptr<Op> next;
+    if (take_first) {
+      next = std::move(first);  // null when skipped: it only takes its turn
+    } else if (!cs.arrived.empty() && cs.arrived.begin()->first == cs.next_start) {
+      next = std::move(cs.arrived.begin()->second);
+      cs.arrived.erase(cs.arrived.begin());
+    } else {
+      break;
+    }
+    ++cs.next_start;
+    if (next) start_in_turn(cs, std::move(next), mine, out);
+  }
+}
+
+// Polls `op` briefly when it is the caller's own (a small operation often completes at once),
+// else, or when it has not completed, hands it to the progress engine.
+void poll_or_hand_over(std::shared_ptr<Op> op, bool poll) {
+  if (poll) {
+    const auto until = std::chrono::steady_clock::now() + kInlinePoll;
+    int flag = 0;
+    MPI_Status st;
+    int rc = MPI_SUCCESS;
+    for (unsigned i = 0;; ++i) {
+      rc = MPI_Test(&op->request, &flag, &st);
+      if (rc != MPI_SUCCESS || flag != 0) break;
+      if (i % 16 == 15 && std::chrono::steady_clock::now() >= until) break;
+    }
+    if (rc != MPI_SUCCESS || flag != 0) {
+      detail::finish(*op, st, rc);
+      return;
+    }
+  }
+  detail::Engine::get().add(std::move(op));
+}
+
 // Starts the operations whose turn has come, in ticket order (under the communicator mutex, so no
 // later ticket can start in between), and returns them; `mine` is polled briefly here.
 void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::shared_ptr<Op> op,
             bool skipped) noexcept {
-  std::vector<std::shared_ptr<Op>> started, skipped_ops, failed;
-  std::vector<int> codes;
+  Arrivals out;
   Op* mine = skipped ? nullptr : op.get();
   try {
     std::lock_guard lock(cs->mutex);
-    // An operation whose turn has come (the usual case: one stream, or streams in step) is not
-    // filed: it goes first, then whatever had arrived for the tickets after it.
-    const bool its_turn = ticket == cs->next_start;
-    std::shared_ptr<Op> first;
-    if (skipped) {
-      if (!its_turn) cs->arrived.emplace(ticket, nullptr);
-      skipped_ops.push_back(std::move(op));
-    } else if (its_turn) {
-      first = op;  // copies: `op` keeps *mine alive for the out-of-memory path below
-    } else {
-      cs->arrived.emplace(ticket, op);
-    }
-    for (bool take_first = its_turn;; take_first = false) {
-      std::shared_ptr<Op> next;
-      if (take_first) {
-        next = std::move(first);  // null when skipped: it only takes its turn
-      } else if (!cs->arrived.empty() && cs->arrived.begin()->first == cs->next_start) {
-        next = std::move(cs->arrived.begin()->second);
-        cs->arrived.erase(cs->arrived.begin());
-      } else {
-        break;
-      }
-      ++cs->next_start;
-      if (!next) continue;
-      if (!initialized()) {
-        codes.push_back(-1);  // fail_finalized below
-        failed.push_back(std::move(next));
-        continue;
-      }
-      // Large collectives go to the Runner (blocking); a small one follows them there while the
-      // Runner has some left to issue, so MPI sees this rank's collectives in ticket order.
-      const bool blocking = next->run && next->bytes >= kBlockingBytes;
-      if (blocking || (next->run && cs->runner.outstanding() > 0)) {
-        if (next.get() == mine) mine = nullptr;  // not polled here: the Runner takes it
-        try {
-          cs->runner.add(next, blocking);
-        } catch (...) {
-          codes.push_back(MPI_ERR_OTHER);  // no thread or no memory: fail it, never park for ever
-          failed.push_back(std::move(next));
-        }
-        continue;
-      }
-      const int rc = next->start(&next->request);
-      if (rc != MPI_SUCCESS) {
-        codes.push_back(rc);
-        failed.push_back(std::move(next));
-      } else {
-        started.push_back(std::move(next));
-      }
-    }
+    take_turns(*cs, ticket, op, skipped, mine, out);
   } catch (...) {
     // Out of memory in the bookkeeping: fail this operation instead of parking its stream.
     if (mine != nullptr) {
@@ -163,7 +204,7 @@ void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::sha
     }
     return;
   }
-  for (auto& s : skipped_ops) {
+  for (auto& s : out.skipped) {
     // Skipped (the stream failed or was cancelled before it got here): the stream's own failure
     // or cancellation covers what follows; the wait entry just must not park for ever.
     try {
@@ -171,30 +212,16 @@ void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::sha
     } catch (...) {
     }
   }
-  for (std::size_t i = 0; i < failed.size(); ++i) {
-    if (codes[i] == -1) {
-      detail::fail_finalized(*failed[i]);
+  for (auto& f : out.failed) {
+    if (f.code == Arrivals::kFinalized) {
+      detail::fail_finalized(*f.op);
     } else {
-      detail::fail(*failed[i], codes[i]);
+      detail::fail(*f.op, f.code);
     }
   }
-  for (auto& s : started) {
-    if (s.get() == mine) {
-      const auto until = std::chrono::steady_clock::now() + kInlinePoll;
-      int flag = 0;
-      MPI_Status st;
-      int rc = MPI_SUCCESS;
-      for (unsigned i = 0;; ++i) {
-        rc = MPI_Test(&s->request, &flag, &st);
-        if (rc != MPI_SUCCESS || flag != 0) break;
-        if (i % 16 == 15 && std::chrono::steady_clock::now() >= until) break;
-      }
-      if (rc != MPI_SUCCESS || flag != 0) {
-        detail::finish(*s, st, rc);
-        continue;
-      }
-    }
-    detail::Engine::get().add(std::move(s));
+  for (auto& s : out.started) {
+    const bool poll = s.get() == mine;
+    poll_or_hand_over(std::move(s), poll);
   }
 }
 

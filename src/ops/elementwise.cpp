@@ -13,70 +13,37 @@
 #include <string>
 
 #include "layout.hpp"
+#include "checks.hpp"
+#include "creation.hpp"
+#include "fill_copy.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 
 namespace streamrt {
 namespace ops {
 
+#define STREAMRT_CASE(Name, name, ...) \
+  case Op::k##Name:                     \
+    return #name;
 const char* op_name(BinaryOp op) noexcept {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return "add";
-    case BinaryOp::kSub:
-      return "sub";
-    case BinaryOp::kMul:
-      return "mul";
-    case BinaryOp::kDiv:
-      return "div";
-    case BinaryOp::kMaximum:
-      return "maximum";
-    case BinaryOp::kMinimum:
-      break;
-  }
-  return "minimum";
+  using Op = BinaryOp;
+  switch (op) { STREAMRT_ARITHMETIC_OPS(STREAMRT_CASE) STREAMRT_OTHER_BINARY_OPS(STREAMRT_CASE) }
+  return "unknown";
 }
-
 const char* op_name(UnaryOp op) noexcept {
-  switch (op) {
-    case UnaryOp::kNeg:
-      return "neg";
-    case UnaryOp::kAbs:
-      return "abs";
-    case UnaryOp::kExp:
-      return "exp";
-    case UnaryOp::kLog:
-      return "log";
-    case UnaryOp::kTanh:
-      return "tanh";
-    case UnaryOp::kSigmoid:
-      return "sigmoid";
-    case UnaryOp::kSqrt:
-      return "sqrt";
-    case UnaryOp::kRelu:
-      break;
-  }
-  return "relu";
+  using Op = UnaryOp;
+  switch (op) { STREAMRT_UNARY_OPS(STREAMRT_CASE) }
+  return "unknown";
 }
-
 const char* op_name(CompareOp op) noexcept {
-  switch (op) {
-    case CompareOp::kEq:
-      return "eq";
-    case CompareOp::kNe:
-      return "ne";
-    case CompareOp::kLt:
-      return "lt";
-    case CompareOp::kLe:
-      return "le";
-    case CompareOp::kGt:
-      return "gt";
-    case CompareOp::kGe:
-      break;
-  }
-  return "ge";
+  using Op = CompareOp;
+  switch (op) { STREAMRT_COMPARE_OPS(STREAMRT_CASE) }
+  return "unknown";
 }
+#undef STREAMRT_CASE
 
 namespace {
 
@@ -457,21 +424,11 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
              bool* o = static_cast<bool*>(out_data);
              const T* p = ax.ptr<const T>();
              const T* q = ay.ptr<const T>();
-             switch (op) {
-               case CompareOp::kEq:
-                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u == v; });
-               case CompareOp::kNe:
-                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u != v; });
-               case CompareOp::kLt:
-                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u < v; });
-               case CompareOp::kLe:
-                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u <= v; });
-               case CompareOp::kGt:
-                 return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u > v; });
-               case CompareOp::kGe:
-                 break;
-             }
-             binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u >= v; });
+#define STREAMRT_CASE(Name, name, op)                                               \
+  case CompareOp::k##Name:                                                          \
+    return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u op v; });
+             switch (op) { STREAMRT_COMPARE_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
            });
          });
   return out;
@@ -490,21 +447,11 @@ Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
           // In double, except int64 against an integral scalar in range (exact there; a double
           // cannot hold every int64).
           auto run = [&](auto value, auto convert) {
-            switch (op) {
-              case CompareOp::kEq:
-                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) == value; });
-              case CompareOp::kNe:
-                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) != value; });
-              case CompareOp::kLt:
-                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) < value; });
-              case CompareOp::kLe:
-                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) <= value; });
-              case CompareOp::kGt:
-                return unary_strided(shape, o, p, in, [&](T x) { return convert(x) > value; });
-              case CompareOp::kGe:
-                break;
-            }
-            unary_strided(shape, o, p, in, [&](T x) { return convert(x) >= value; });
+#define STREAMRT_CASE(Name, name, op) \
+  case CompareOp::k##Name:            \
+    return unary_strided(shape, o, p, in, [&](T x) { return convert(x) op value; });
+            switch (op) { STREAMRT_COMPARE_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
           };
           constexpr double kTwo63 = 9223372036854775808.0;
           if (std::is_same_v<T, std::int64_t> && s == std::trunc(s) && s >= -kTwo63 && s < kTwo63) {
@@ -522,61 +469,25 @@ using ops::BinaryOp;
 using ops::CompareOp;
 using ops::UnaryOp;
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kAdd, a, b);
-}
-Tensor add(const Tensor& a, double s) {
-  return ops::binary_scalar(BinaryOp::kAdd, a, s, false);
-}
-Tensor sub(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kSub, a, b);
-}
-Tensor sub(const Tensor& a, double s) {
-  return ops::binary_scalar(BinaryOp::kSub, a, s, false);
-}
-Tensor mul(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kMul, a, b);
-}
-Tensor mul(const Tensor& a, double s) {
-  return ops::binary_scalar(BinaryOp::kMul, a, s, false);
-}
-Tensor div(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kDiv, a, b);
-}
-Tensor div(const Tensor& a, double s) {
-  return ops::binary_scalar(BinaryOp::kDiv, a, s, false);
-}
-Tensor maximum(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kMaximum, a, b);
-}
-Tensor minimum(const Tensor& a, const Tensor& b) {
-  return ops::binary(BinaryOp::kMinimum, a, b);
-}
-
-Tensor neg(const Tensor& a) {
-  return ops::unary(UnaryOp::kNeg, a);
-}
-Tensor abs(const Tensor& a) {
-  return ops::unary(UnaryOp::kAbs, a);
-}
-Tensor exp(const Tensor& a) {
-  return ops::unary(UnaryOp::kExp, a);
-}
-Tensor log(const Tensor& a) {
-  return ops::unary(UnaryOp::kLog, a);
-}
-Tensor tanh(const Tensor& a) {
-  return ops::unary(UnaryOp::kTanh, a);
-}
-Tensor sigmoid(const Tensor& a) {
-  return ops::unary(UnaryOp::kSigmoid, a);
-}
-Tensor sqrt(const Tensor& a) {
-  return ops::unary(UnaryOp::kSqrt, a);
-}
-Tensor relu(const Tensor& a) {
-  return ops::unary(UnaryOp::kRelu, a);
-}
+#define STREAMRT_TENSOR_TENSOR(Name, name, ...)         \
+  Tensor name(const Tensor& a, const Tensor& b) {         \
+    return ops::binary(BinaryOp::k##Name, a, b);          \
+  }
+#define STREAMRT_TENSOR_SCALAR(Name, name, ...)           \
+  Tensor name(const Tensor& a, double s) {                \
+    return ops::binary_scalar(BinaryOp::k##Name, a, s, false); \
+  }
+#define STREAMRT_UNARY(Name, name, ...) \
+  Tensor name(const Tensor& a) {        \
+    return ops::unary(UnaryOp::k##Name, a); \
+  }
+STREAMRT_ARITHMETIC_OPS(STREAMRT_TENSOR_TENSOR)
+STREAMRT_ARITHMETIC_OPS(STREAMRT_TENSOR_SCALAR)
+STREAMRT_OTHER_BINARY_OPS(STREAMRT_TENSOR_TENSOR)
+STREAMRT_UNARY_OPS(STREAMRT_UNARY)
+#undef STREAMRT_TENSOR_TENSOR
+#undef STREAMRT_TENSOR_SCALAR
+#undef STREAMRT_UNARY
 
 Tensor pow(const Tensor& a, double exponent) {
   using ops::Arg;
@@ -638,42 +549,15 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
       });
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kEq, a, b);
-}
-Tensor ne(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kNe, a, b);
-}
-Tensor lt(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kLt, a, b);
-}
-Tensor le(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kLe, a, b);
-}
-Tensor gt(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kGt, a, b);
-}
-Tensor ge(const Tensor& a, const Tensor& b) {
-  return ops::compare(CompareOp::kGe, a, b);
-}
-Tensor eq(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kEq, a, s);
-}
-Tensor ne(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kNe, a, s);
-}
-Tensor lt(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kLt, a, s);
-}
-Tensor le(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kLe, a, s);
-}
-Tensor gt(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kGt, a, s);
-}
-Tensor ge(const Tensor& a, double s) {
-  return ops::compare_scalar(CompareOp::kGe, a, s);
-}
+#define STREAMRT_COMPARE(Name, name, ...)                     \
+  Tensor name(const Tensor& a, const Tensor& b) {               \
+    return ops::compare(CompareOp::k##Name, a, b);              \
+  }                                                             \
+  Tensor name(const Tensor& a, double s) {                      \
+    return ops::compare_scalar(CompareOp::k##Name, a, s);       \
+  }
+STREAMRT_COMPARE_OPS(STREAMRT_COMPARE)
+#undef STREAMRT_COMPARE
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   using ops::Arg;

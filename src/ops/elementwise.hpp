@@ -9,15 +9,21 @@
 #include <type_traits>
 
 #include "kernels.hpp"
+#include "op_list.hpp"
 #include "simd_kernels.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt::ops {
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMaximum, kMinimum };
-enum class UnaryOp { kNeg, kAbs, kExp, kLog, kTanh, kSigmoid, kSqrt, kRelu };
-enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
+#define STREAMRT_ENUMERATOR(Name, ...) k##Name,
+// The arithmetic ops come first, in simd::Binary's order (a cast converts one to the other).
+enum class BinaryOp {
+  STREAMRT_ARITHMETIC_OPS(STREAMRT_ENUMERATOR) STREAMRT_OTHER_BINARY_OPS(STREAMRT_ENUMERATOR)
+};
+enum class UnaryOp { STREAMRT_UNARY_OPS(STREAMRT_ENUMERATOR) };
+enum class CompareOp { STREAMRT_COMPARE_OPS(STREAMRT_ENUMERATOR) };
+#undef STREAMRT_ENUMERATOR
 
 // The ops (elementwise.cpp): argument checks at the call, then one queued kernel.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
@@ -82,21 +88,15 @@ struct Binary {
 // Calls f(Binary<op>{}).
 template <class F>
 decltype(auto) with_binary(BinaryOp op, F&& f) {
+#define STREAMRT_CASE(Name, ...) \
+  case BinaryOp::k##Name:        \
+    return f(Binary<BinaryOp::k##Name>{});
   switch (op) {
-    case BinaryOp::kAdd:
-      return f(Binary<BinaryOp::kAdd>{});
-    case BinaryOp::kSub:
-      return f(Binary<BinaryOp::kSub>{});
-    case BinaryOp::kMul:
-      return f(Binary<BinaryOp::kMul>{});
-    case BinaryOp::kDiv:
-      return f(Binary<BinaryOp::kDiv>{});
-    case BinaryOp::kMaximum:
-      return f(Binary<BinaryOp::kMaximum>{});
-    case BinaryOp::kMinimum:
-      break;
+    STREAMRT_ARITHMETIC_OPS(STREAMRT_CASE)
+    STREAMRT_OTHER_BINARY_OPS(STREAMRT_CASE)
   }
-  return f(Binary<BinaryOp::kMinimum>{});
+#undef STREAMRT_CASE
+  throw Error("internal error: an unknown binary op");
 }
 
 template <UnaryOp Op>
@@ -140,48 +140,48 @@ struct Unary {
 
 // True for the ops that take and give floating dtypes only (ints are converted to float32).
 constexpr bool is_floating_op(UnaryOp op) noexcept {
-  return op != UnaryOp::kNeg && op != UnaryOp::kAbs && op != UnaryOp::kRelu;
+#define STREAMRT_CASE(Name, name, floating) \
+  case UnaryOp::k##Name:                    \
+    return floating;
+  switch (op) { STREAMRT_UNARY_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
+  return false;
 }
 
 // Calls f(Unary<op>{}). T must be floating for the floating ops (callers convert first).
 template <class T, class F>
 void with_unary(UnaryOp op, F&& f) {
-  switch (op) {
-    case UnaryOp::kNeg:
-      return f(Unary<UnaryOp::kNeg>{});
-    case UnaryOp::kAbs:
-      return f(Unary<UnaryOp::kAbs>{});
-    case UnaryOp::kRelu:
-      return f(Unary<UnaryOp::kRelu>{});
-    default:
-      break;
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case UnaryOp::kExp:
-        return f(Unary<UnaryOp::kExp>{});
-      case UnaryOp::kLog:
-        return f(Unary<UnaryOp::kLog>{});
-      case UnaryOp::kTanh:
-        return f(Unary<UnaryOp::kTanh>{});
-      case UnaryOp::kSigmoid:
-        return f(Unary<UnaryOp::kSigmoid>{});
-      case UnaryOp::kSqrt:
-        return f(Unary<UnaryOp::kSqrt>{});
-      default:
-        break;
-    }
-  }
+#define STREAMRT_CASE(Name, name, floating)                           \
+  case UnaryOp::k##Name:                                              \
+    if constexpr (!(floating) || std::is_floating_point_v<T>) {       \
+      return f(Unary<UnaryOp::k##Name>{});                            \
+    }                                                                 \
+    break;
+  switch (op) { STREAMRT_UNARY_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
   throw Error(std::string("internal error: ") + op_name(op) + " on an integer kernel");
 }
 
 // ---- contiguous kernels (the fast path; all pointers dense, n elements) ------------------------
 
-// The four arithmetic ops on floats have SIMD kernels (simd_kernels.hpp, same order of enumerators).
+// The arithmetic ops on floats have SIMD kernels (simd_kernels.hpp, same order of enumerators).
 constexpr bool has_simd(BinaryOp op) noexcept {
-  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul ||
-         op == BinaryOp::kDiv;
+#define STREAMRT_CASE(Name, ...) \
+  case BinaryOp::k##Name:        \
+    return true;
+  switch (op) {
+    STREAMRT_ARITHMETIC_OPS(STREAMRT_CASE)
+    default:
+      break;
+  }
+#undef STREAMRT_CASE
+  return false;
 }
+#define STREAMRT_SAME_ORDER(Name, ...)                                        \
+  static_assert(static_cast<int>(BinaryOp::k##Name) ==                        \
+                static_cast<int>(simd::Binary::k##Name));
+STREAMRT_ARITHMETIC_OPS(STREAMRT_SAME_ORDER)
+#undef STREAMRT_SAME_ORDER
 
 // Streaming stores for outputs that would not stay in the cache anyway (simd_kernels.hpp).
 template <class T>

@@ -16,7 +16,11 @@
 #include "elementwise.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
+#include "checks.hpp"
+#include "creation.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 

@@ -10,8 +10,13 @@
 
 #include "kernels.hpp"
 #include "layout.hpp"
+#include "op_list.hpp"
 #include "reduce_kernels.hpp"
+#include "checks.hpp"
+#include "creation.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 
@@ -59,28 +64,10 @@ Tensor reduce_all(const char* name, const Tensor& input, bool mean) {
 
 // ---- over one dimension ------------------------------------------------------------------------
 
-// Lines of `shape` along `dim`: for each position of the other dimensions, fn(in_offset,
-// out_offset) with offsets relative to each tensor's first element. `out_strides` are the
+// Lines of `shape` along `dim`, a run of `count` lines at a time: for each run, fn(in_offset,
+// out_offset, count, in_step, out_step), the lines' starts being in_offset + i * in_step
+// (i < count) with offsets relative to each tensor's first element. `out_strides` are the
 // output's strides over `shape`'s dimensions (any value at `dim`).
-template <class Fn>
-void for_each_line(const Shape& shape, const Shape& in_strides, const Shape& out_strides, int dim,
-                   Fn&& fn) {
-  Shape outer = shape;
-  const std::int64_t len = shape[static_cast<std::size_t>(dim)];
-  outer[static_cast<std::size_t>(dim)] = 1;
-  const auto loop = make_loop<2>(outer, {&in_strides, &out_strides});
-  const std::int64_t grain =
-      std::max<std::int64_t>(1, kElementGrain / std::max<std::int64_t>(len, 1));
-  parallel_runs(
-      loop,
-      [&](const auto& off, std::int64_t count, const auto& inc) {
-        for (std::int64_t i = 0; i < count; ++i) fn(off[0] + i * inc[0], off[1] + i * inc[1]);
-      },
-      grain);
-}
-
-// As for_each_line, a run of `count` lines at a time: fn(in_offset, out_offset, count, in_step,
-// out_step), the lines' starts being in_offset + i * in_step (i < count).
 template <class Fn>
 void for_each_line_run(const Shape& shape, const Shape& in_strides, const Shape& out_strides,
                        int dim, Fn&& fn) {
@@ -96,6 +83,19 @@ void for_each_line_run(const Shape& shape, const Shape& in_strides, const Shape&
         fn(off[0], off[1], count, inc[0], inc[1]);
       },
       grain);
+}
+
+// As for_each_line_run, one line at a time: fn(in_offset, out_offset).
+template <class Fn>
+void for_each_line(const Shape& shape, const Shape& in_strides, const Shape& out_strides, int dim,
+                   Fn&& fn) {
+  for_each_line_run(shape, in_strides, out_strides, dim,
+                    [&](std::int64_t in, std::int64_t out, std::int64_t count,
+                        std::int64_t in_step, std::int64_t out_step) {
+                      for (std::int64_t i = 0; i < count; ++i) {
+                        fn(in + i * in_step, out + i * out_step);
+                      }
+                    });
 }
 
 // Sums (or means) along `dim`, in index order per output (deterministic). When the lines lie
@@ -138,24 +138,19 @@ void sum_lines(const T* in, Out* o, const Shape& shape, const Shape& strides,
       });
 }
 
-enum class Reduce { kSum, kMean, kMax, kMin, kArgmax, kArgmin };
+#define STREAMRT_ENUMERATOR(Name, name) k##Name,
+enum class Reduce {
+  STREAMRT_SUM_REDUCTIONS(STREAMRT_ENUMERATOR) STREAMRT_SELECT_REDUCTIONS(STREAMRT_ENUMERATOR)
+};
+#undef STREAMRT_ENUMERATOR
 
 const char* reduce_name(Reduce r) {
-  switch (r) {
-    case Reduce::kSum:
-      return "sum";
-    case Reduce::kMean:
-      return "mean";
-    case Reduce::kMax:
-      return "max";
-    case Reduce::kMin:
-      return "min";
-    case Reduce::kArgmax:
-      return "argmax";
-    case Reduce::kArgmin:
-      break;
-  }
-  return "argmin";
+#define STREAMRT_CASE(Name, name) \
+  case Reduce::k##Name:           \
+    return #name;
+  switch (r) { STREAMRT_SUM_REDUCTIONS(STREAMRT_CASE) STREAMRT_SELECT_REDUCTIONS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
+  return "unknown";
 }
 
 // The reduced shape: `dim` removed, or kept with size 1.
@@ -322,47 +317,32 @@ Tensor softmax_impl(const char* name, const Tensor& a, int dim_arg, bool log) {
   return out;
 }
 
+
 }  // namespace
 }  // namespace ops
 
 using ops::Reduce;
 
-Tensor sum(const Tensor& a) {
-  return ops::reduce_all("sum", a, false);
-}
-Tensor mean(const Tensor& a) {
-  return ops::reduce_all("mean", a, true);
-}
-Tensor sum(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kSum, a, dim, keepdim);
-}
-Tensor mean(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kMean, a, dim, keepdim);
-}
-Tensor max(const Tensor& a) {
-  return ops::reduce_flat(Reduce::kMax, a);
-}
-Tensor max(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kMax, a, dim, keepdim);
-}
-Tensor min(const Tensor& a) {
-  return ops::reduce_flat(Reduce::kMin, a);
-}
-Tensor min(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kMin, a, dim, keepdim);
-}
-Tensor argmax(const Tensor& a) {
-  return ops::reduce_flat(Reduce::kArgmax, a);
-}
-Tensor argmax(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kArgmax, a, dim, keepdim);
-}
-Tensor argmin(const Tensor& a) {
-  return ops::reduce_flat(Reduce::kArgmin, a);
-}
-Tensor argmin(const Tensor& a, int dim, bool keepdim) {
-  return ops::reduce_dim(Reduce::kArgmin, a, dim, keepdim);
-}
+#define STREAMRT_SUM(Name, name)                               \
+  Tensor name(const Tensor& a) {                               \
+    return ops::reduce_all(#name, a, Reduce::k##Name == Reduce::kMean); \
+  }
+#define STREAMRT_SELECT(Name, name)          \
+  Tensor name(const Tensor& a) {             \
+    return ops::reduce_flat(Reduce::k##Name, a); \
+  }
+#define STREAMRT_DIM(Name, name)                             \
+  Tensor name(const Tensor& a, int dim, bool keepdim) {      \
+    return ops::reduce_dim(Reduce::k##Name, a, dim, keepdim); \
+  }
+STREAMRT_SUM_REDUCTIONS(STREAMRT_SUM)
+STREAMRT_SELECT_REDUCTIONS(STREAMRT_SELECT)
+STREAMRT_SUM_REDUCTIONS(STREAMRT_DIM)
+STREAMRT_SELECT_REDUCTIONS(STREAMRT_DIM)
+#undef STREAMRT_SUM
+#undef STREAMRT_SELECT
+#undef STREAMRT_DIM
+
 Tensor softmax(const Tensor& a, int dim) {
   return ops::softmax_impl("softmax", a, dim, false);
 }

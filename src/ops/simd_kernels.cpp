@@ -25,32 +25,22 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 template <class D, class V>
 HWY_INLINE V Apply(D, Binary op, V x, V y) {
-  switch (op) {
-    case Binary::kAdd:
-      return hn::Add(x, y);
-    case Binary::kSub:
-      return hn::Sub(x, y);
-    case Binary::kMul:
-      return hn::Mul(x, y);
-    case Binary::kDiv:
-      break;
-  }
-  return hn::Div(x, y);
+#define STREAMRT_CASE(Name, name, Hwy, op) \
+  case Binary::k##Name:                    \
+    return hn::Hwy(x, y);
+  switch (op) { STREAMRT_ARITHMETIC_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
+  return hn::Div(x, y);  // not reached: the switch covers every op
 }
 
 template <class T>
 HWY_INLINE T ApplyScalar(Binary op, T x, T y) {
-  switch (op) {
-    case Binary::kAdd:
-      return x + y;
-    case Binary::kSub:
-      return x - y;
-    case Binary::kMul:
-      return x * y;
-    case Binary::kDiv:
-      break;
-  }
-  return x / y;
+#define STREAMRT_CASE(Name, name, Hwy, op) \
+  case Binary::k##Name:                    \
+    return x op y;
+  switch (op) { STREAMRT_ARITHMETIC_OPS(STREAMRT_CASE) }
+#undef STREAMRT_CASE
+  return x / y;  // not reached: the switch covers every op
 }
 
 // Stores `v` at out + i: streaming when asked and the address is vector aligned.

@@ -6,9 +6,13 @@
 // rounding depends only on its range, and random fills only on (seed, index).
 #include <cstdint>
 
+#include "op_list.hpp"
+
 namespace streamrt::ops::simd {
 
-enum class Binary : std::uint8_t { kAdd, kSub, kMul, kDiv };
+#define STREAMRT_ENUMERATOR(Name, ...) k##Name,
+enum class Binary : std::uint8_t { STREAMRT_ARITHMETIC_OPS(STREAMRT_ENUMERATOR) };
+#undef STREAMRT_ENUMERATOR
 
 // The element-wise kernels take `stream`: true when the whole op's output is at least
 // kStreamBytes (see below); a kernel then writes with streaming stores where `out` is aligned,

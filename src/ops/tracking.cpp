@@ -8,7 +8,10 @@
 #include <utility>
 
 #include "core/capture.hpp"
+#include "checks.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 
@@ -52,57 +55,67 @@ namespace {
 // (`enqueue` adds whatever an external op needs; its accesses are recorded after all of it).
 using EnqueueFn = void (*)(void* ctx, Stream& s);
 
-void submit_on(Stream& s, const char* label, std::span<const Tensor* const> reads,
-               std::span<const Tensor* const> writes, EnqueueFn enqueue, void* ctx) {
-  // The distinct storages involved; one both read and written counts as written.
-  constexpr std::size_t kMax = 8;
+// The distinct storages an op uses (one both read and written counts as written), locked in a
+// global order (by address) for the submission, so that concurrent submissions never lock in
+// opposite orders; unlocked when the submission ends, however it ends.
+class LockedUses {
+ public:
   struct Use {
     Storage* storage;
     bool write;
   };
-  // Left uninitialised (only the first `count` entries are read): zero-filling these arrays was
-  // a visible part of a small op's host time.
-  std::array<Use, kMax> uses;
-  std::size_t count = 0;
-  auto add = [&](const Tensor* t, bool write) {
+  static constexpr std::size_t kMax = 8;
+
+  [[gnu::always_inline]] LockedUses(const char* label, std::span<const Tensor* const> reads,
+                                    std::span<const Tensor* const> writes) {
+    for (const Tensor* t : writes) add(label, t, true);
+    for (const Tensor* t : reads) add(label, t, false);
+    // Insertion sort: at most kMax entries (and std::sort on a partial std::array trips g++ 12's
+    // -Warray-bounds).
+    for (std::size_t i = 1; i < count_; ++i) {
+      for (std::size_t j = i; j > 0 && std::less<>()(uses_[j].storage, uses_[j - 1].storage);
+           --j) {
+        std::swap(uses_[j], uses_[j - 1]);
+      }
+    }
+    for (; locked_ < count_; ++locked_) uses_[locked_].storage->mutex.lock();
+  }
+  ~LockedUses() {
+    for (std::size_t i = locked_; i > 0; --i) uses_[i - 1].storage->mutex.unlock();
+  }
+  LockedUses(const LockedUses&) = delete;
+  LockedUses& operator=(const LockedUses&) = delete;
+
+  std::size_t size() const noexcept { return count_; }
+  const Use& operator[](std::size_t i) const noexcept { return uses_[i]; }
+
+ private:
+  void add(const char* label, const Tensor* t, bool write) {
     Storage* st = &detail::TensorAccess::storage(*t)->tracking();
-    for (std::size_t i = 0; i < count; ++i) {
-      if (uses[i].storage == st) {
-        uses[i].write = uses[i].write || write;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (uses_[i].storage == st) {
+        uses_[i].write = uses_[i].write || write;
         return;
       }
     }
-    if (count == kMax) throw Error(std::string(label) + ": too many operands for the tracker");
-    uses[count++] = Use{st, write};
-  };
-  for (const Tensor* t : writes) add(t, true);
-  for (const Tensor* t : reads) add(t, false);
-  // A global order (by address) so that concurrent submissions never lock in opposite orders.
-  // Insertion sort: at most kMax entries (and std::sort on a partial std::array trips g++ 12's
-  // -Warray-bounds).
-  for (std::size_t i = 1; i < count; ++i) {
-    for (std::size_t j = i; j > 0 && std::less<>()(uses[j].storage, uses[j - 1].storage); --j) {
-      std::swap(uses[j], uses[j - 1]);
-    }
+    if (count_ == kMax) throw Error(std::string(label) + ": too many operands for the tracker");
+    uses_[count_++] = Use{st, write};
   }
-  // Unlocks the first `count` storages when the submission ends, however it ends.
-  struct Locks {
-    std::array<Use, kMax>& uses;
-    std::size_t count = 0;
-    ~Locks() {
-      for (std::size_t i = count; i > 0; --i) uses[i - 1].storage->mutex.unlock();
-    }
-  } locks{uses};
-  for (; locks.count < count; ++locks.count) uses[locks.count].storage->mutex.lock();
 
-  // The locks are held until the new accesses are recorded, so two threads submitting ops on the
-  // same storage see each other's accesses in the order the stream queues got them.
-  impl::StreamImpl& si = *s.impl();
-  impl::Backend& backend = si.backend();
-  // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits below
-  // become graph edges.
-  const std::uint64_t sid = capture::tracking_id(si);
-  std::array<const impl::EventImpl*, 2 * kMax> blocked;
+  // Left uninitialised (only the first `count_` entries are read): zero-filling these arrays was
+  // a visible part of a small op's host time.
+  std::array<Use, kMax> uses_;
+  std::size_t count_ = 0;
+  std::size_t locked_ = 0;
+};
+
+// Makes `s` wait for the accesses on other streams that `uses` conflict with: the last writer of
+// each storage (read-after-write, write-after-write) and, for written ones, the readers since
+// (write-after-read). `sid` is the id accesses on `s` are tracked under.
+[[gnu::always_inline]] inline void wait_for_conflicts(Stream& s, std::uint64_t sid,
+                                                      const LockedUses& uses) {
+  impl::Backend& backend = s.impl()->backend();
+  std::array<const impl::EventImpl*, 2 * LockedUses::kMax> blocked;
   std::size_t num_blocked = 0;
   auto wait_for = [&](const std::shared_ptr<impl::EventImpl>& pos) {
     for (std::size_t i = 0; i < num_blocked; ++i) {
@@ -113,22 +126,28 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
     capture::block(backend, pos, s.impl());
     if (num_blocked < blocked.size()) blocked[num_blocked++] = pos.get();
   };
-  for (std::size_t i = 0; i < count; ++i) {
+  for (std::size_t i = 0; i < uses.size(); ++i) {
     Storage& st = *uses[i].storage;
-    // Read-after-write and write-after-write: wait for the last writer, inheriting its failure
-    // (nothing runs on the results of failed work).
+    // Waiting for the last writer inherits its failure (nothing runs on the results of failed
+    // work).
     if (st.last_write.position && st.last_write.stream_id != sid) wait_for(st.last_write.position);
     if (uses[i].write) {
-      // Write-after-read: wait until other streams' readers are done. A finished reader is not
-      // waited for at all, so its stream's failure (not ours) is not inherited.
+      // A finished reader is not waited for at all, so its stream's failure (not ours) is not
+      // inherited.
       for (const auto& r : st.reads) {
         if (r.stream_id != sid && !capture::query(backend, r.position)) wait_for(r.position);
       }
     }
   }
-  enqueue(ctx, s);
+}
+
+// Records the position `si` has reached as the latest access of each of `uses`.
+[[gnu::always_inline]] inline void record_accesses(impl::StreamImpl& si, std::uint64_t sid,
+                                                   const LockedUses& uses) {
+  impl::Backend& backend = si.backend();
   // During a capture the accesses are the capture's positions (graph nodes), not the backend's.
   auto pos = capture::record_position(si, EventOptions{});
+  const std::size_t count = uses.size();
   for (std::size_t i = 0; i < count; ++i) {
     Storage& st = *uses[i].storage;
     if (uses[i].write) {
@@ -155,6 +174,20 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
       st.reads.push_back(detail::Access{sid, pos});
     }
   }
+}
+
+void submit_on(Stream& s, const char* label, std::span<const Tensor* const> reads,
+               std::span<const Tensor* const> writes, EnqueueFn enqueue, void* ctx) {
+  // The locks are held until the new accesses are recorded, so two threads submitting ops on the
+  // same storage see each other's accesses in the order the stream queues got them.
+  const LockedUses uses(label, reads, writes);
+  impl::StreamImpl& si = *s.impl();
+  // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits
+  // become graph edges.
+  const std::uint64_t sid = capture::tracking_id(si);
+  wait_for_conflicts(s, sid, uses);
+  enqueue(ctx, s);
+  record_accesses(si, sid, uses);
 }
 
 // Whether the memory of the storages an op uses could be freed and reused while its kernel is

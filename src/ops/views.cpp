@@ -9,7 +9,12 @@
 
 #include "kernels.hpp"
 #include "layout.hpp"
+#include "checks.hpp"
+#include "creation.hpp"
+#include "fill_copy.hpp"
 #include "storage.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 

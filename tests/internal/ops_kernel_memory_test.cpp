@@ -9,7 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "ops/storage.hpp"
+#include "ops/creation.hpp"
+#include "ops/tracking.hpp"
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
 

@@ -10,19 +10,8 @@
 namespace streamrt {
 namespace {
 
+using test::expect_error_containing;
 using test::to_vector;
-
-template <class F>
-void expect_error_containing(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected streamrt::Error";
-  } catch (const Error& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
 
 // C = A B in float64 loops, plus the bound sum_k |a_ik b_kj| for the rounding tolerance.
 struct Reference {

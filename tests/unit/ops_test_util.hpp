@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +18,20 @@
 #include "streamrt/streamrt.hpp"
 
 namespace streamrt::test {
+
+// Runs f() and expects a streamrt::Error whose message contains every one of `parts`.
+template <class F>
+void expect_error_containing(F&& f, std::initializer_list<const char*> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected streamrt::Error";
+  } catch (const Error& e) {
+    for (const char* p : parts) {
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << p << "'";
+    }
+  }
+}
 
 // Generous: a rendezvous or gate that takes this long means the work did not run concurrently.
 inline constexpr auto kMeetTimeout = std::chrono::seconds(60);

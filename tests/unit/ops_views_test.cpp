@@ -14,20 +14,9 @@
 namespace streamrt {
 namespace {
 
+using test::expect_error_containing;
 using test::Gate;
 using test::to_vector;
-
-template <class F>
-void expect_error_containing(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected streamrt::Error";
-  } catch (const Error& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
 
 // 0, 1, ..., n-1 as float32 of `shape`.
 Tensor iota(Shape shape) {

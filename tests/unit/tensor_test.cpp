@@ -13,20 +13,9 @@
 namespace streamrt {
 namespace {
 
+using test::expect_error_containing;
 using test::Gate;
 using test::to_vector;
-
-template <class F>
-void expect_error_containing(F&& f, std::initializer_list<const char*> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected streamrt::Error";
-  } catch (const Error& e) {
-    for (const char* p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "message '" << e.what() << "' lacks '" << p << "'";
-  }
-}
 
 TEST(TensorCreate, ZerosOnesFullArangeAllDtypes) {
   for (DType dt : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
