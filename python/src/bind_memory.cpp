@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "streamrt/memory.hpp"
 

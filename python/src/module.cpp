@@ -1,4 +1,5 @@
-// The _streamrt extension module: exceptions, then the bindings of each area.
+// The _streamrt extension module: exceptions, then the binders of each file (bindings.hpp), in
+// an order that binds each class before the signatures that name it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -7,11 +8,11 @@
 #include <optional>
 #include <string>
 
-#include "bind_ops.hpp"
 #include "bindings.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/version.hpp"
+#include "waits.hpp"
 
 namespace py = pybind11;
 namespace sp = streamrt::python;
@@ -51,9 +52,19 @@ PYBIND11_MODULE(_streamrt, m) {
     }
   });
 
-  sp::bind_core(m);
+  sp::remember_main_thread();
+  sp::bind_device(m);
+  sp::bind_cpu(m);
+  sp::bind_stream(m);
+  sp::bind_event(m);
+  sp::bind_dtype(m);
   sp::bind_tensor(m);
+  sp::bind_generator(m);
+  sp::bind_factories(m);
   sp::bind_ops(m);
+  sp::bind_indexing(m);
+  sp::bind_tracking(m);
+  sp::bind_profiler(m);
 
   // streamrt.__version__ and `python3 -m streamrt` (the same text as `streamrt --version`).
   m.attr("__version__") = streamrt::version_info().version;
