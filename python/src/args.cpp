@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "error_text.hpp"
 #include "interop.hpp"
-#include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::python {
@@ -68,7 +68,7 @@ Device to_device(py::handle obj, const char* what) {
     try {
       return Device::parse(obj.cast<std::string>());
     } catch (const Error& e) {
-      throw py::value_error(std::string(what) + ": " + python_spelling(e.what()));
+      throw py::value_error(std::string(what) + ": " + python_text(e.text()));
     }
   }
   throw py::type_error(std::string(what) +

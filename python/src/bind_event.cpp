@@ -14,6 +14,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "error_text.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
@@ -92,7 +93,7 @@ struct DoneCallback {
     } catch (py::error_already_set& e) {
       e.discard_as_unraisable(fn.object());
     } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, python_spelling(e.what()).c_str());
+      PyErr_SetString(PyExc_RuntimeError, python_message(e).c_str());
       PyErr_WriteUnraisable(fn.get().ptr());
     }
     fn.reset();

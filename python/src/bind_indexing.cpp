@@ -13,6 +13,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "error_text.hpp"
 #include "interop.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
@@ -32,7 +33,7 @@ Tensor index_op(F&& f) {
   try {
     return f();
   } catch (const Error& e) {
-    throw py::index_error(e.what());
+    throw py::index_error(python_text(e.text()));
   }
 }
 

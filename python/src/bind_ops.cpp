@@ -17,8 +17,8 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "error_text.hpp"
 #include "interop.hpp"
-#include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/tensor.hpp"
@@ -156,7 +156,7 @@ bool allclose_op(py::object a, py::object b, double rtol, double atol) {
   try {
     broadcast_shapes(x.shape(), y.shape());
   } catch (const Error& e) {
-    throw py::value_error("allclose: " + python_spelling(e.what()));
+    throw py::value_error("allclose: " + python_text(e.text()));
   }
   if (!(rtol >= 0) || !(atol >= 0)) {
     throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" +

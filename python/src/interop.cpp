@@ -11,6 +11,7 @@
 
 #include "args.hpp"
 #include "dlpack.hpp"
+#include "error_text.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "tensor_object.hpp"
@@ -107,11 +108,13 @@ std::function<void(void*)> keep_alive(py::object owner) {
   return [holder](void*) { holder->reset(); };  // any thread; see SafeObject
 }
 
-// A from_blob() Error's message for an import: the Python caller never called from_blob.
-std::string without_from_blob(std::string message) {
+// A from_blob() Error's message for an import, in Python spelling, without the name of
+// from_blob, which the Python caller never called.
+std::string without_from_blob(const Error& e) {
   constexpr std::string_view kPrefix = "from_blob: ";
+  std::string message = python_text(e.text());
   if (message.rfind(kPrefix, 0) == 0) message.erase(0, kPrefix.size());
-  return python_spelling(std::move(message));
+  return message;
 }
 
 // Element strides of a numpy array (ValueError when a byte stride is not whole elements).
@@ -186,7 +189,7 @@ Tensor from_numpy_array(py::handle obj, bool allow_readonly, const char* what) {
     return from_blob(data, std::move(shape), std::move(strides), *dtype, keep_alive(arr));
   } catch (const Error& e) {
     // Overlapping strides (np.lib.stride_tricks.as_strided windows): not shareable.
-    throw py::value_error(std::string(what) + ": " + without_from_blob(e.what()) +
+    throw py::value_error(std::string(what) + ": " + without_from_blob(e) +
                           " (streamrt.asarray(a) copies)");
   }
 }
@@ -319,7 +322,7 @@ Tensor from_dlpack_object(py::handle obj) {
   try {
     probe = from_blob(data, shape, strides, dtype);
   } catch (const Error& e) {
-    throw py::value_error(std::string(what) + ": " + without_from_blob(e.what()) +
+    throw py::value_error(std::string(what) + ": " + without_from_blob(e) +
                           " (streamrt.asarray copies)");
   }
   // Ours from here: the producer's capsule must no longer free it.

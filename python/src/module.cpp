@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "error_text.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/version.hpp"
@@ -29,7 +30,7 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Error& e) {
-      (*error)(sp::python_spelling(e.what()).c_str());
+      (*error)(sp::python_text(e.text()).c_str());
     }
   });
   static auto* cancelled = new py::exception<streamrt::Cancelled>(m, "Cancelled", error->ptr());
@@ -37,7 +38,7 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Cancelled& e) {
-      (*cancelled)(sp::python_spelling(e.what()).c_str());
+      (*cancelled)(sp::python_text(e.text()).c_str());
     }
   });
   // Shown as streamrt.Error / streamrt.Cancelled (the package's names), not streamrt._streamrt.

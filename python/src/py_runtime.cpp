@@ -9,7 +9,6 @@
 #include <mutex>
 #include <new>
 #include <optional>
-#include <regex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -349,28 +348,6 @@ void set_python_error(const std::exception_ptr& e) {
   }
   py::object exc = exception_object(e);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-}
-
-std::string python_spelling(std::string message) {
-  // Whole phrases first, then the general "Class::member" and "DType::Name" forms.
-  static const std::pair<std::regex, const char*> kRules[] = {
-      {std::regex(R"(EventOptions\{\s*\.enable_timing\s*=\s*true\s*\})"),
-       "Event(enable_timing=True)"},
-      {std::regex(R"(enable_timing\s*=\s*true)"), "enable_timing=True"},
-      {std::regex(R"(Device\{\} or Device::parse\("cpu"\))"), "\"cpu\""},
-      {std::regex(R"(Device\{DeviceType::CPU\})"), "\"cpu\""},
-      {std::regex(R"(Device::parse\(("[^"]*")\))"), "$1"},
-      {std::regex(R"(DType::Float32)"), "streamrt.float32"},
-      {std::regex(R"(DType::Float64)"), "streamrt.float64"},
-      {std::regex(R"(DType::Int32)"), "streamrt.int32"},
-      {std::regex(R"(DType::Int64)"), "streamrt.int64"},
-      {std::regex(R"(streamrt::(\w+))"), "streamrt.$1"},
-      {std::regex(R"(\b(Stream|Event|Tensor|Profiler|Generator|Device)::(\w+))"), "$1.$2"},
-  };
-  for (const auto& [pattern, replacement] : kRules) {
-    message = std::regex_replace(message, pattern, replacement);
-  }
-  return message;
 }
 
 const char* callable_label(py::handle fn) {

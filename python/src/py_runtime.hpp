@@ -156,11 +156,6 @@ py::object exception_object(const std::exception_ptr& e);
 //! pass. Requires the GIL.
 void set_python_error(const std::exception_ptr& e);
 
-//! A message of the C++ library in Python spelling: DType::Float64 -> streamrt.float64,
-//! EventOptions{.enable_timing = true} -> Event(enable_timing=True), Device{DeviceType::CPU} ->
-//! "cpu", Stream::synchronize() -> Stream.synchronize(). Never blocks; thread-safe.
-std::string python_spelling(std::string message);
-
 //! A stable C string naming callable `fn` for the profiler ("module.qualname"); interned for the
 //! life of the process (at most a few thousand names, then "python"). Requires the GIL.
 const char* callable_label(py::handle fn);

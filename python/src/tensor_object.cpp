@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "py_runtime.hpp"
+#include "error_text.hpp"
 
 namespace streamrt::python {
 
@@ -15,7 +15,7 @@ void Operand::promote_for(py::handle scalar) {
 }
 
 py::value_error op_error(const char* what, const Error& e) {
-  std::string message = python_spelling(e.what());
+  std::string message = python_text(e.text());
   if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
   return py::value_error(message);
 }

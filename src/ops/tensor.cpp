@@ -223,8 +223,7 @@ void check_device(const Device& device) {
   if (device == Device{}) return;
   if (device.type != DeviceType::CPU) {
     throw Error("tensors on " + device.str() +
-                " are not supported in this build: only CPU tensors (Device{} or "
-                "Device::parse(\"cpu\"))");
+                " are not supported in this build: only CPU tensors (" + api::device("cpu") + ")");
   }
   impl::backend_for(device);  // checks the index
 }
@@ -339,9 +338,9 @@ std::int64_t Tensor::size(int d) const {
   const int n = dim();
   const int i = d < 0 ? d + n : d;
   if (i < 0 || i >= n) {
-    throw Error("Tensor::size(" + std::to_string(d) + "): dimension out of range for shape " +
-                to_string(shape_) + " (use -" + std::to_string(n) + " to " + std::to_string(n - 1) +
-                ")");
+    throw Error(api::member("Tensor", "size") + "(" + std::to_string(d) +
+                "): dimension out of range for shape " + to_string(shape_) + " (use -" +
+                std::to_string(n) + " to " + std::to_string(n - 1) + ")");
   }
   return shape_[static_cast<std::size_t>(i)];
 }
@@ -421,7 +420,7 @@ bool Tensor::wait_for(std::chrono::nanoseconds timeout, bool for_write) const {
 void Tensor::check_item() const {
   ops::check_defined(*this, "Tensor::item");
   if (numel_ != 1) {
-    throw Error("Tensor::item(): the tensor " + to_string(shape_) + " has " +
+    throw Error(api::member("Tensor", "item") + "(): the tensor " + to_string(shape_) + " has " +
                 std::to_string(numel_) + " elements; item() needs exactly one (use data<T>())");
   }
 }
@@ -559,7 +558,8 @@ Tensor random_tensor(const char* op, Shape shape, std::uint64_t seed, std::uint6
                      bool normal, DType dtype, Device device) {
   if (!is_floating(dtype)) {
     throw Error(std::string(op) + ": dtype " + std::string(to_string(dtype)) +
-                " is not a floating type; use DType::Float32 or DType::Float64");
+                " is not a floating type; use " + api::enumerator("DType", "Float32") + " or " +
+                api::enumerator("DType", "Float64"));
   }
   Tensor t = ops::new_tensor(std::move(shape), dtype, device);
   void* pt = detail::TensorAccess::storage(t)->data();

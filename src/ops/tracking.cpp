@@ -227,7 +227,8 @@ std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage,
   // A host access waits for real work only: a position recorded during a capture stands for the
   // graph's latest replay (none: nothing to wait for); during the capture it is refused.
   auto add = [&](const std::shared_ptr<impl::EventImpl>& p) {
-    auto real = capture::resolve(p, "a host access to a tensor used during the capture");
+    auto real = capture::resolve(
+        p, [] { return ErrorText("a host access to a tensor used during the capture"); });
     if (real) out.push_back(std::move(real));
   };
   if (storage.last_write.position) add(storage.last_write.position);
