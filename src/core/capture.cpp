@@ -313,22 +313,22 @@ bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position) {
   return b.query_event(*real);
 }
 
-void refuse_if_capturing(const impl::StreamImpl& s, ApiName call) {
-  if (!active()) return;
+void refuse_if_capturing_slow(const impl::StreamImpl& s, const char* member) {
   std::lock_guard lock(g_mutex);
   if (StreamState* st = find(s)) {
-    throw invalidate(*st->session, call + " on a capturing stream (" + name(s) + ")");
+    throw invalidate(*st->session,
+                     api::member("Stream", member) + " on a capturing stream (" + name(s) + ")");
   }
 }
 
-void refuse_device_wide(ApiName call) {
+void refuse_device_wide(const char* function) {
   if (!active()) return;
   std::lock_guard lock(g_mutex);
   const auto me = std::this_thread::get_id();
   for (const auto& session : g_sessions) {
     if (session->mode == CaptureMode::Global ||
         (session->mode == CaptureMode::ThreadLocal && session->thread == me)) {
-      throw invalidate(*session, call + "(device) during a capture in " +
+      throw invalidate(*session, api::function(function) + "(device) during a capture in " +
                                      std::string(to_string(session->mode)) + " mode (use " +
                                      api::enumerator("CaptureMode", "Relaxed") + " to allow it)");
     }

@@ -74,11 +74,16 @@ std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>&
 // query_event that accepts captured positions (false while their capture runs). Never throws.
 bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position);
 
-// Calls that cannot be captured: invalidate the capture of `s` and throw Error naming `call`.
-void refuse_if_capturing(const impl::StreamImpl& s, ApiName call);
-// synchronize(device) and other device-wide waits (`call`, a function taking a device): refused
-// as the captures' modes say.
-void refuse_device_wide(ApiName call);
+// Stream calls that cannot be captured: invalidate the capture of `s` and throw Error naming
+// Stream::`member` (a literal). Inline: every Stream::query and synchronize asks, and only a
+// capture anywhere makes it more than a load.
+void refuse_if_capturing_slow(const impl::StreamImpl& s, const char* member);
+inline void refuse_if_capturing(const impl::StreamImpl& s, const char* member) {
+  if (active()) refuse_if_capturing_slow(s, member);
+}
+// synchronize(device) and other device-wide waits (streamrt::`function`, a literal, taking a
+// device): refused as the captures' modes say.
+void refuse_device_wide(const char* function);
 
 // The stream id the ops tracker files accesses under: the stream's own id, or while it captures
 // an id no real stream has (so that eager work after the capture never counts a graph's access as

@@ -49,10 +49,11 @@ class PositionLock {
   std::atomic<bool>& busy_;
 };
 
-std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, ApiName call) {
+// `member`: the Event member asking (a literal), named in the error.
+std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* member) {
   auto p = e.impl();
   if (!p) {
-    throw Error(call +
+    throw Error(api::member("Event", member) +
                 ": the event was never recorded (or was reset); call record() first. (CUDA would "
                 "treat this as complete; streamrt refuses, as it hides ordering bugs)");
   }
@@ -161,7 +162,7 @@ void Event::synchronize() const {
       return;
     }
   }
-  auto p = recorded_or_throw(*this, api::member("Event", "synchronize"));
+  auto p = recorded_or_throw(*this, "synchronize");
   if (p->captured()) {
     p = capture::resolve(p, [] {
       return api::member("Event", "synchronize") +
@@ -173,7 +174,7 @@ void Event::synchronize() const {
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
-  auto p = capture::resolve(recorded_or_throw(*this, api::member("Event", "wait_for")), [] {
+  auto p = capture::resolve(recorded_or_throw(*this, "wait_for"), [] {
     return api::member("Event", "wait_for") +
            " (a host wait) on an event recorded during the capture";
   });
@@ -186,7 +187,7 @@ void Event::wait(const Stream& s) const {
 }
 
 void Event::wait() const {
-  auto p = recorded_or_throw(*this, api::member("Event", "wait"));
+  auto p = recorded_or_throw(*this, "wait");
   Stream s = current_stream(p->device());
   s.wait_event(*this);
 }
@@ -246,7 +247,7 @@ EventOptions Event::options() const noexcept { return state_->options; }
 
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
   if (!cb) throw Error(api::member("Event", "on_complete") + ": the callback is empty");
-  auto p = capture::resolve(recorded_or_throw(*this, api::member("Event", "on_complete")), [] {
+  auto p = capture::resolve(recorded_or_throw(*this, "on_complete"), [] {
     return api::member("Event", "on_complete") + " on an event recorded during the capture";
   });
   if (!p) {
@@ -258,14 +259,15 @@ void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
 
 namespace {
 
+// `function`: the streamrt function asking (a literal), named in the error.
 std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event> events,
-                                                           ApiName call) {
+                                                           const char* function) {
   std::vector<std::shared_ptr<impl::EventImpl>> out;
   out.reserve(events.size());
   for (std::size_t i = 0; i < events.size(); ++i) {
     auto p = events[i].impl();
     if (!p) {
-      throw Error(call + ": event " + std::to_string(i) +
+      throw Error(api::function(function) + ": event " + std::to_string(i) +
                   " was never recorded (or was reset); record every event before waiting");
     }
     if (p->captured()) {
@@ -304,11 +306,11 @@ bool wait_positions(const std::vector<std::shared_ptr<impl::EventImpl>>& positio
 }  // namespace
 
 void wait_all(std::span<const Event> events) {
-  wait_positions(positions_of(events, api::function("wait_all")), std::nullopt);
+  wait_positions(positions_of(events, "wait_all"), std::nullopt);
 }
 
 bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout) {
-  return wait_positions(positions_of(events, api::function("wait_all_for")), timeout);
+  return wait_positions(positions_of(events, "wait_all_for"), timeout);
 }
 
 }  // namespace streamrt

@@ -97,22 +97,22 @@ void Stream::launch_work(detail::Work work, const char* label) {
 }
 
 bool Stream::query() const {
-  capture::refuse_if_capturing(*impl_, api::member("Stream", "query"));
+  capture::refuse_if_capturing(*impl_, "query");
   return impl_->backend().query_stream(*impl_);
 }
 
 void Stream::synchronize() const {
-  capture::refuse_if_capturing(*impl_, api::member("Stream", "synchronize"));
+  capture::refuse_if_capturing(*impl_, "synchronize");
   impl_->backend().synchronize_stream(*impl_, std::nullopt);
 }
 
 bool Stream::synchronize_for(std::chrono::nanoseconds timeout) const {
-  capture::refuse_if_capturing(*impl_, api::member("Stream", "synchronize_for"));
+  capture::refuse_if_capturing(*impl_, "synchronize_for");
   return impl_->backend().synchronize_stream(*impl_, timeout);
 }
 
 std::uint64_t Stream::cancel() {
-  capture::refuse_if_capturing(*impl_, api::member("Stream", "cancel"));
+  capture::refuse_if_capturing(*impl_, "cancel");
   return impl_->backend().cancel(*impl_);
 }
 
