@@ -41,6 +41,29 @@ std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::in
   return n;
 }
 
+double float_arg(py::handle obj, const char* what, const char* name) {
+  const double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred() != nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError) != 0) {
+      PyErr_Clear();
+      std::string text = py::str(obj);
+      if (text.size() > 40) {
+        text = text.substr(0, 20) + "... (" + std::to_string(text.size()) + " digits)";
+      }
+      PyErr_SetString(PyExc_OverflowError,
+                      (std::string(what) + ": " + name + "=" + text +
+                       " is too large for a float (the largest is about 1.8e308)")
+                          .c_str());
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError) != 0) {
+      PyErr_Clear();
+      throw py::type_error(std::string(what) + ": " + name + " must be a number, got " +
+                           type_name(obj));
+    }
+    throw py::error_already_set();
+  }
+  return v;
+}
+
 int to_dim(py::handle obj, const char* what) {
   return static_cast<int>(int_arg(obj, what, "dim", std::numeric_limits<int>::min(),
                                   std::numeric_limits<int>::max(), PyExc_IndexError));
@@ -105,18 +128,24 @@ Stream stream_or_current(py::handle obj, const char* what) {
 }
 
 std::chrono::nanoseconds to_timeout(py::handle obj, const char* what, const char* name) {
-  if (py::isinstance<py::bool_>(obj) || !(py::isinstance<py::int_>(obj) ||
-                                          py::isinstance<py::float_>(obj))) {
+  if (py::isinstance<py::bool_>(obj) ||
+      !(py::isinstance<py::int_>(obj) || py::isinstance<py::float_>(obj))) {
     throw py::type_error(std::string(what) + ": " + name + " must be a number of seconds, got " +
                          type_name(obj));
   }
-  const double seconds = obj.cast<double>();
+  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
+  // An int too large even for a float is such a wait too.
+  constexpr double kMaxSeconds = 9.2e9;
+  if (py::isinstance<py::int_>(obj) &&
+      PyObject_RichCompareBool(obj.ptr(), py::int_(static_cast<long long>(kMaxSeconds)).ptr(),
+                               Py_GE) == 1) {
+    return std::chrono::nanoseconds::max();
+  }
+  const double seconds = float_arg(obj, what, name);
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     throw py::value_error(std::string(what) + ": " + name + " must be a finite number >= 0, got " +
                           std::to_string(seconds));
   }
-  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
-  constexpr double kMaxSeconds = 9.2e9;
   if (seconds >= kMaxSeconds) return std::chrono::nanoseconds::max();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(seconds));
@@ -212,8 +241,9 @@ std::uint64_t to_seed(py::handle seed, const char* what) {
   const unsigned long long v = PyLong_AsUnsignedLongLong(s.ptr());
   if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred() != nullptr) {
     PyErr_Clear();
-    throw py::value_error(std::string(what) + ": seed=" + std::string(py::str(s)) +
-                          " is out of range; it must be from 0 to 18446744073709551615 (2**64 - 1)");
+    throw py::value_error(
+        std::string(what) + ": seed=" + std::string(py::str(s)) +
+        " is out of range; it must be from 0 to 18446744073709551615 (2**64 - 1)");
   }
   return v;
 }

@@ -43,6 +43,11 @@ std::string type_name(py::handle obj);
 std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
                      std::int64_t hi, PyObject* range_error = PyExc_ValueError);
 
+//! A number argument `name` of `what` as a double: TypeError naming it for non-numbers,
+//! OverflowError naming the value and the limit for an int too large for a float (numpy's
+//! exception for the same).
+double float_arg(py::handle obj, const char* what, const char* name);
+
 //! A dimension argument: any int (a far-out one is refused by the op, naming the tensor's range);
 //! IndexError when it does not fit an int.
 int to_dim(py::handle obj, const char* what);
@@ -70,8 +75,7 @@ Stream stream_or_current(py::handle obj, const char* what);
 
 //! A time-out in seconds (int or float, finite, >= 0) as nanoseconds; nanoseconds::max() past
 //! what nanoseconds count. TypeError or ValueError naming `name` otherwise.
-std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
-                                    const char* name = "timeout");
+std::chrono::nanoseconds to_timeout(py::handle obj, const char* what, const char* name = "timeout");
 
 //! The dtype named by numpy's name for it ("float32", "int64", "bool"), if streamrt has it.
 std::optional<DType> dtype_from_name(const std::string& name);

@@ -28,7 +28,8 @@ void bind_cpu(py::module_& m) {
   m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
   m.def(
       "set_worker_spin",
-      [](double us) {
+      [](py::object us_arg) {
+        const double us = float_arg(us_arg, "set_worker_spin", "us");
         if (!(us >= 0 && us <= 1e6)) {
           throw py::value_error("set_worker_spin(" + std::to_string(us) +
                                 "): the poll time must be from 0 to 1000000 microseconds");
@@ -49,8 +50,9 @@ void bind_cpu(py::module_& m) {
       "batch worker woken for new work does not preempt the thread running on its core. For "
       "processes sharing the cores (several MPI ranks per machine; streamrt.distributed turns it "
       "on itself when it finds them oversubscribed). Default False, or STREAMRT_WORKER_BATCH=1.");
-  m.def("get_worker_batch", [] { return worker_batch(); },
-        "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
+  m.def(
+      "get_worker_batch", [] { return worker_batch(); },
+      "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
 }
 
 }  // namespace streamrt::python

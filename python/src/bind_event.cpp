@@ -28,31 +28,13 @@ using namespace pybind11::literals;
 
 namespace {
 
-// Event.synchronize() without a time-out, for the record current at the call.
-void synchronize_event(const Event& e) {
-  auto position = e.impl();
-  // A position recorded during a capture stands for a graph's replay: Event::synchronize resolves
-  // it (the backend must never receive one), uninterruptibly.
-  if (!position || position->captured() || !on_main_thread()) {
-    py::gil_scoped_release release;
-    e.synchronize();  // raises for a never-recorded event
-    return;
-  }
-  auto& backend = impl::backend(position->device().type);
-  wait_interruptibly(
-      [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
-  py::gil_scoped_release release;
-  backend.synchronize_event(*position, std::nullopt);  // complete: reports its failure
-}
-
 // wait_all(events) without a time-out: as streamrt::wait_all (every event first, then the first
 // failure in argument order), interruptibly, for the records current at the call.
 void wait_all_events(const std::vector<Event>& events) {
   std::vector<std::shared_ptr<impl::EventImpl>> positions;
   for (const auto& e : events) positions.push_back(e.impl());
-  const bool unrecorded_or_captured =
-      std::any_of(positions.begin(), positions.end(),
-                  [](const auto& p) { return !p || p->captured(); });
+  const bool unrecorded_or_captured = std::any_of(
+      positions.begin(), positions.end(), [](const auto& p) { return !p || p->captured(); });
   if (unrecorded_or_captured || !on_main_thread()) {
     py::gil_scoped_release release;
     wait_all(events);  // raises for a never-recorded event
@@ -60,10 +42,12 @@ void wait_all_events(const std::vector<Event>& events) {
   }
   for (const auto& p : positions) {
     auto& backend = impl::backend(p->device().type);
-    wait_interruptibly([&](std::chrono::nanoseconds slice) { return backend.wait_event(*p, slice); });
+    wait_interruptibly(
+        [&](std::chrono::nanoseconds slice) { return backend.wait_event(*p, slice); });
   }
   py::gil_scoped_release release;
-  for (const auto& p : positions) impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
+  for (const auto& p : positions)
+    impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
 }
 
 // A completion callback: fn(event) or fn(event, error), run once after the event's record

@@ -74,7 +74,8 @@ void bind_filled(py::module_& m) {
       "empty(*size, dtype=None, device=None): uninitialised memory (nothing queued).");
   m.def(
       "full",
-      [](py::object size, double value, py::object dtype, py::object device) {
+      [](py::object size, py::object fill_value, py::object dtype, py::object device) {
+        const double value = float_arg(fill_value, "full", "fill_value");
         const Shape shape = to_shape(size, "full");
         const DType d = to_dtype_or(dtype, DType::Float32, "full");
         const Device dev = tensor_device(device, "full");

@@ -26,7 +26,6 @@ using namespace pybind11::literals;
 
 namespace {
 
-
 // Index errors become IndexError (Python's iteration protocol relies on it).
 template <class F>
 Tensor index_op(F&& f) {
@@ -177,9 +176,9 @@ Tensor get_item(const Tensor& t, py::handle index) {
       out = index_op([&] { return out.slice(d, start, stop, step); });
       ++d;
     } else {
-      const auto i = int_arg(h, "Tensor.__getitem__", "index",
-                             std::numeric_limits<std::int64_t>::min(),
-                             std::numeric_limits<std::int64_t>::max(), PyExc_IndexError);
+      const auto i =
+          int_arg(h, "Tensor.__getitem__", "index", std::numeric_limits<std::int64_t>::min(),
+                  std::numeric_limits<std::int64_t>::max(), PyExc_IndexError);
       out = index_op([&] { return out.select(d, i); });
     }
   }
@@ -195,7 +194,7 @@ void set_item(const Tensor& t, py::handle index, py::handle value) {
   }
   Tensor view = get_item(t, index);
   if (is_python_scalar(value) || py::isinstance<py::bool_>(value)) {
-    const double v = value.cast<double>();
+    const double v = float_arg(value, "Tensor.__setitem__", "value");
     run_op("__setitem__", [&] { return view.fill_(v); });
     return;
   }

@@ -35,7 +35,7 @@ namespace {
 // number meets an integer or bool tensor: then float32).
 Tensor scalar_tensor(py::handle s, const Tensor& like, const char* what) {
   const DType d = scalar_promoted_dtype(like.dtype(), s);
-  const double v = s.cast<double>();
+  const double v = float_arg(s, what, "scalar");
   return run_op(what, [&] { return full({}, v, d, like.device()); });
 }
 
@@ -93,7 +93,7 @@ Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
     py::handle scalar = a_scalar ? a : b;
     Operand t(a_scalar ? b : a, what);
     t.promote_for(scalar);
-    const double s = scalar.cast<double>();
+    const double s = float_arg(scalar, what, "scalar");
     return launch_op(what,
                      [&] { return a_scalar ? op.scalar_tensor(s, *t) : op.tensor_scalar(*t, s); });
   }
@@ -147,7 +147,9 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
   }
 }
 
-bool allclose_op(py::object a, py::object b, double rtol, double atol) {
+bool allclose_op(py::object a, py::object b, py::object rtol_arg, py::object atol_arg) {
+  const double rtol = float_arg(rtol_arg, "allclose", "rtol");
+  const double atol = float_arg(atol_arg, "allclose", "atol");
   // As numpy: either side may be a number (a 0-d operand broadcasts like any other).
   Tensor x = tensor_operand(is_python_scalar(a) ? numpy().attr("asarray")(a) : a, "allclose");
   Tensor y = tensor_operand(is_python_scalar(b) ? numpy().attr("asarray")(b) : b, "allclose");
@@ -159,8 +161,8 @@ bool allclose_op(py::object a, py::object b, double rtol, double atol) {
     throw py::value_error("allclose: " + python_text(e.text()));
   }
   if (!(rtol >= 0) || !(atol >= 0)) {
-    throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" +
-                          std::to_string(rtol) + ", atol=" + std::to_string(atol) + ")");
+    throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" + std::to_string(rtol) +
+                          ", atol=" + std::to_string(atol) + ")");
   }
   if (x.device() != y.device()) {
     throw py::value_error("allclose: tensors are on different devices (" + x.device().str() +
@@ -309,7 +311,7 @@ const CompareDef kCompare[] = {
 Tensor compare(const CompareDef& def, py::handle a, py::handle b) {
   Operand x(a, def.name);
   if (is_python_scalar(b) || PyBool_Check(b.ptr())) {
-    const double s = b.cast<double>();
+    const double s = float_arg(b, def.name, "scalar");
     return launch_op(def.name, [&] { return def.scalar(*x, s); });
   }
   Operand y(b, def.name);
@@ -366,7 +368,7 @@ Tensor pow_op(py::handle a, py::handle exponent) {
   }
   Operand x(a, "pow");
   x.promote_for(exponent);
-  const double e = exponent.cast<double>();
+  const double e = float_arg(exponent, "pow", "exponent");
   return launch_op("pow", [&] { return pow(*x, e); });
 }
 
@@ -385,8 +387,8 @@ Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
     }
     x.promote_for(bound);
   }
-  if (!lo.is_none()) l = lo.cast<double>();
-  if (!hi.is_none()) h = hi.cast<double>();
+  if (!lo.is_none()) l = float_arg(lo, "clamp", "min");
+  if (!hi.is_none()) h = float_arg(hi, "clamp", "max");
   return launch_op("clamp", [&] { return clamp(*x, l, h); });
 }
 
@@ -403,7 +405,7 @@ Tensor where_op(py::handle cond, py::handle a, py::handle b) {
     // Two numbers: int64, or float32 if either is a float (torch's default dtypes).
     const bool floats = !py::isinstance<py::int_>(a) || !py::isinstance<py::int_>(b);
     const DType d = floats ? DType::Float32 : DType::Int64;
-    const double va = a.cast<double>(), vb = b.cast<double>();
+    const double va = float_arg(a, "where", "input"), vb = float_arg(b, "where", "other");
     return run_op("where", [&] {
       return where(c, full({}, va, d, c.device()), full({}, vb, d, c.device()));
     });
@@ -513,8 +515,9 @@ void bind_copies(py::class_<Tensor>& cls) {
           "src"_a, "Copies `src` into this tensor on the current stream; returns self.")
       .def(
           "fill_",
-          [](py::object self, double value) {
+          [](py::object self, py::object value_arg) {
             Tensor& t = self.cast<Tensor&>();
+            const double value = float_arg(value_arg, "fill_", "value");
             run_op("fill_", [&] { return t.fill_(value); });
             return self;
           },
@@ -673,7 +676,8 @@ void bind_reductions_and_joins(py::class_<Tensor>& cls, py::module_& m) {
         auto ts = tensor_list(tensors, "stack");
         return run_op("stack", [&] { return stack(ts, dim); });
       },
-      "tensors"_a, "dim"_a = py::int_(0), "The tensors (equal shapes) stacked along a new dimension.");
+      "tensors"_a, "dim"_a = py::int_(0),
+      "The tensors (equal shapes) stacked along a new dimension.");
   m.def(
       "promote_types",
       [](py::object a, py::object b) {

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "launch_handle.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
@@ -84,6 +86,7 @@ struct PyWork {
   SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
+  std::shared_ptr<LaunchResult> result;
   bool keep = false;  // captured into a graph: runs at every replay, so it keeps its references
 
   void operator()() {
@@ -94,12 +97,13 @@ struct PyWork {
                   "streamrt's exit handler ran)");
     }
     try {
-      PyObject* result = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
-      if (result == nullptr) throw py::error_already_set();
-      Py_DECREF(result);
+      PyObject* value = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
+      if (value == nullptr) throw py::error_already_set();
+      result->value = SafeObject(py::reinterpret_steal<py::object>(value));
+      result->ran = true;
     } catch (const py::error_already_set& e) {
-      PythonException carried(e, current_stream().device().str() + " stream " +
-                                     std::to_string(current_stream().id()));
+      PythonException carried(
+          e, current_stream().device().str() + " stream " + std::to_string(current_stream().id()));
       if (!keep) drop();
       throw carried;  // the stream fails with the original Python exception
     }
@@ -193,22 +197,28 @@ void bind_stream_work(py::class_<Stream>& cls) {
             }
             refuse_python_work_at_exit("Stream.launch");
             const char* label = callable_label(fn);
+            LaunchHandle handle{std::make_shared<LaunchResult>(), Event()};
             PyWork work{SafeObject(std::move(fn)),
                         SafeObject(std::move(args)),
                         kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)),
                         label,
-                        {}};
+                        {},
+                        handle.result};
             if (s.is_capturing()) {
               // Kept by a graph, maybe until exit: not counted as pending work (exit would wait).
               work.keep = true;
               PendingPythonWork uncounted(std::move(work.pending));
             }
             s.launch(label, std::move(work));
+            handle.done.record(s);
+            return handle;
           },
           "fn"_a,
           "Runs fn(*args, **kwargs) on the stream after the work submitted before, on a worker "
-          "thread that holds the GIL only while fn runs. Returns at once. An exception fn raises "
-          "fails the stream and is re-raised, as raised, by the synchronize() that reports it.")
+          "thread that holds the GIL only while fn runs. Returns at once, with a LaunchHandle "
+          "whose result() is fn's return value once it ran. An exception fn raises fails the "
+          "stream and is re-raised, as raised, by the first wait that reports it (result(), "
+          "synchronize()).")
       .def("__enter__",
            [](Stream& s) {
              enter_stream(s);

@@ -81,7 +81,7 @@ void bind_attributes(py::class_<Tensor>& cls) {
           "size",
           [](const Tensor& t, py::object d) -> py::object {
             if (d.is_none()) return shape_tuple(t.shape());
-            const int dim = d.cast<int>();
+            const int dim = to_dim(d, "Tensor.size");
             if (dim < -t.dim() || dim >= t.dim()) {
               throw py::index_error("Tensor.size: dimension " + std::to_string(dim) +
                                     " is out of range for a " + std::to_string(t.dim()) +
@@ -125,8 +125,9 @@ void bind_host_access(py::class_<Tensor>& cls) {
       .def("__index__",
            [](const Tensor& t) -> py::object {
              if (is_floating(t.dtype()) || t.dtype() == DType::Bool) {
-               throw py::type_error("only integer tensors of a single element can be converted "
-                                    "to an index");
+               throw py::type_error(
+                   "only integer tensors of a single element can be converted "
+                   "to an index");
              }
              return item_of(t);
            })

@@ -23,6 +23,9 @@ void bind_stream(py::module_& m);
 //! Event and wait_all (bind_event.cpp).
 void bind_event(py::module_& m);
 
+//! LaunchHandle, what Stream.launch returns (bind_launch_handle.cpp).
+void bind_launch_handle(py::module_& m);
+
 //! streamrt.dtype and its values streamrt.float32 ... (bind_dtype.cpp).
 void bind_dtype(py::module_& m);
 
@@ -56,5 +59,8 @@ void bind_memory(py::module_& m);
 
 //! Graph, Stream.is_capturing and is_current_stream_capturing (bind_graph.cpp).
 void bind_graph(py::module_& m);
+
+//! The native support of streamrt.torch: its tracker registry and work items (bind_torch.cpp).
+void bind_torch(py::module_& m);
 
 }  // namespace streamrt::python

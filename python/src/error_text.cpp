@@ -32,6 +32,8 @@ constexpr Rename kFunctions[] = {
     {"", "mpi::Communicator", "streamrt.distributed"},
     {"", "mpi::init", "streamrt.distributed.init_process_group"},
     {"", "mpi::finalize", "MPI_Finalize"},  // at exit, by streamrt.distributed or mpi4py
+    // Reached from Python only by a DLPack import of a torch tensor that streamrt.torch tracks.
+    {"", "share_tracking", "streamrt.from_dlpack"},
 };
 
 template <std::size_t N>

@@ -14,6 +14,7 @@
 #include "error_text.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
 #include "tensor_object.hpp"
 #include "waits.hpp"
 
@@ -228,9 +229,32 @@ std::optional<DType> dtype_from_dlpack(const dlpack::DLDataType& t) {
   return std::nullopt;
 }
 
+// Set by streamrt.torch.install(), cleared by uninstall(); a leaked reference (never dropped
+// after finalization). Read and written with the GIL held.
+PyObject* g_dlpack_hook = nullptr;
+
+// obj.__dlpack__(), or, when the hook is set and shares `obj` (a torch tensor that
+// streamrt.torch tracks), its capsule taken without waiting, with `tracker` set to the tensor
+// standing for the torch storage's tracking.
+py::object producer_capsule(py::handle obj, Tensor& tracker) {
+  if (g_dlpack_hook != nullptr && borrowed_tensor(obj) == nullptr) {
+    py::object shared = py::reinterpret_borrow<py::object>(g_dlpack_hook)(obj);
+    if (!shared.is_none()) {
+      auto pair = shared.cast<py::tuple>();
+      const Tensor* t = pair.size() == 2 ? borrowed_tensor(pair[0]) : nullptr;
+      if (t == nullptr) {
+        throw py::type_error("streamrt.torch's DLPack hook must return (tracker, capsule) or None");
+      }
+      tracker = *t;
+      return pair[1];
+    }
+  }
+  return obj.attr("__dlpack__")();
+}
+
 // The producer's capsule: from __dlpack__() (refusing producers on other devices first) or the
-// capsule itself. Unconsumed and valid.
-py::object dlpack_capsule(py::handle obj, const char* what) {
+// capsule itself. Unconsumed and valid. `tracker` as producer_capsule.
+py::object dlpack_capsule(py::handle obj, const char* what, Tensor& tracker) {
   py::object capsule;
   if (py::hasattr(obj, "__dlpack__")) {
     if (py::hasattr(obj, "__dlpack_device__")) {
@@ -243,7 +267,7 @@ py::object dlpack_capsule(py::handle obj, const char* what) {
                     "build; move it to the CPU first (torch: t.cpu())");
       }
     }
-    capsule = obj.attr("__dlpack__")();
+    capsule = producer_capsule(obj, tracker);
   } else if (PyCapsule_CheckExact(obj.ptr()) != 0) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
@@ -263,8 +287,7 @@ py::object dlpack_capsule(py::handle obj, const char* what) {
 // The dtype of a DLPack tensor on the CPU, or the error naming what is not supported.
 DType dlpack_tensor_dtype(const dlpack::DLTensor& t, const char* what) {
   if (t.device.device_type != dlpack::kDLCPU) {
-    throw Error(std::string(what) + ": DLPack device type " +
-                std::to_string(t.device.device_type) +
+    throw Error(std::string(what) + ": DLPack device type " + std::to_string(t.device.device_type) +
                 " is not the CPU (1): tensors on other devices are not supported in this build");
   }
   const auto dtype = dtype_from_dlpack(t.dtype);
@@ -306,7 +329,8 @@ void capsule_destructor(PyObject* capsule) {
 Tensor from_dlpack_object(py::handle obj) {
   const char* what = "from_dlpack";
   if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
-  py::object capsule = dlpack_capsule(obj, what);
+  Tensor tracker;  // set when the memory is a torch storage that streamrt.torch tracks
+  py::object capsule = dlpack_capsule(obj, what, tracker);
   auto* m = static_cast<dlpack::DLManagedTensor*>(
       PyCapsule_GetPointer(capsule.ptr(), dlpack::kCapsuleName));
   const dlpack::DLTensor& t = m->dl_tensor;
@@ -328,7 +352,15 @@ Tensor from_dlpack_object(py::handle obj) {
   // Ours from here: the producer's capsule must no longer free it.
   PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);
   auto owner = std::make_shared<ManagedOwner>(m);
-  return from_blob(data, std::move(shape), std::move(strides), dtype, [owner](void*) {});
+  Tensor out = from_blob(data, std::move(shape), std::move(strides), dtype, [owner](void*) {});
+  if (tracker.defined()) share_tracking(out, tracker);  // one tracking with torch's ops
+  return out;
+}
+
+void set_dlpack_hook(py::object hook) {
+  PyObject* old = g_dlpack_hook;
+  g_dlpack_hook = hook.is_none() ? nullptr : hook.release().ptr();
+  Py_XDECREF(old);
 }
 
 py::object to_dlpack_capsule(const Tensor& t, py::object stream) {
@@ -426,8 +458,8 @@ Tensor copy_of_array(py::handle obj, std::optional<DType> dtype, const char* wha
 // asarray of a numpy array, copy=None or False: its memory shared when the layout and dtype
 // allow it (strided views too; layouts whose elements overlap, or strides that are not whole
 // elements, are refused by from_numpy_array), else a copy (ValueError for copy=False).
-Tensor shared_or_copied(const py::array& arr, std::optional<DType> dtype,
-                        std::optional<bool> copy, bool allow_readonly, const char* what) {
+Tensor shared_or_copied(const py::array& arr, std::optional<DType> dtype, std::optional<bool> copy,
+                        bool allow_readonly, const char* what) {
   const std::string name = py::str(arr.dtype().attr("name"));
   const auto have = dtype_from_name(name);
   const int flags = py::detail::array_proxy(arr.ptr())->flags;

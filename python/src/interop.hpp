@@ -40,8 +40,15 @@ py::array numpy_view(py::object self, bool writable);
 Tensor from_numpy_array(py::handle obj, bool allow_readonly, const char* what);
 
 //! A tensor sharing the memory of a DLPack producer (an object with __dlpack__, or a capsule),
-//! with its strides. The capsule is consumed only when the tensor is made.
+//! with its strides. The capsule is consumed only when the tensor is made. A torch tensor that
+//! streamrt.torch tracks (the hook of set_dlpack_hook) is taken without waiting, and the tensor
+//! shares the torch storage's tracking (share_tracking).
 Tensor from_dlpack_object(py::handle obj);
+
+//! Sets (None: clears) the hook that imports of DLPack producers ask first: hook(obj) returns
+//! (tracker, capsule) for a torch tensor that streamrt.torch tracks, or None. Set by
+//! streamrt.torch.install(), cleared by uninstall().
+void set_dlpack_hook(py::object hook);
 
 //! A DLPack capsule sharing `t`'s memory (waits for its pending work first); `stream` must be
 //! None.

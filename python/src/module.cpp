@@ -58,6 +58,7 @@ PYBIND11_MODULE(_streamrt, m) {
   sp::bind_cpu(m);
   sp::bind_stream(m);
   sp::bind_event(m);
+  sp::bind_launch_handle(m);
   sp::bind_dtype(m);
   sp::bind_tensor(m);
   sp::bind_generator(m);
@@ -73,6 +74,7 @@ PYBIND11_MODULE(_streamrt, m) {
         "The library's version, build type, compiler, backends and worker count, as text.");
   sp::bind_memory(m);
   sp::bind_graph(m);
+  sp::bind_torch(m);
 
   m.def(
       "_shutdown_at_exit",

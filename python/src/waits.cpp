@@ -2,8 +2,10 @@
 #include "waits.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "streamrt/event.hpp"
+#include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 
 namespace streamrt::python {
@@ -22,7 +24,9 @@ void remember_main_thread() {
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
 }
 
-bool on_main_thread() { return PyThread_get_thread_ident() == g_main_thread; }
+bool on_main_thread() {
+  return PyThread_get_thread_ident() == g_main_thread;
+}
 
 bool wait_interruptibly_for(const std::function<bool(std::chrono::nanoseconds)>& try_wait,
                             std::chrono::nanoseconds timeout) {
@@ -64,6 +68,22 @@ void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try
     if (done) return;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+}
+
+void synchronize_event(const Event& e) {
+  auto position = e.impl();
+  // A position recorded during a capture stands for a graph's replay: Event::synchronize resolves
+  // it (the backend must never receive one), uninterruptibly.
+  if (!position || position->captured() || !on_main_thread()) {
+    py::gil_scoped_release release;
+    e.synchronize();  // raises for a never-recorded event
+    return;
+  }
+  auto& backend = impl::backend(position->device().type);
+  wait_interruptibly(
+      [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
+  py::gil_scoped_release release;
+  backend.synchronize_event(*position, std::nullopt);  // complete: reports its failure
 }
 
 void wait_tensor(const Tensor& t, bool writable) {

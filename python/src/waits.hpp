@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "args.hpp"
+#include "streamrt/event.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt::python {
@@ -46,6 +47,11 @@ py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor w
   }
   return py::bool_(wait_interruptibly_for(wait_for, to_timeout(timeout, what)));
 }
+
+//! Event.synchronize() without a time-out: waits interruptibly for the event's record current at
+//! the call, then reports its failure (raises as Event::synchronize does). A position recorded
+//! during a capture is waited for uninterruptibly (Event::synchronize resolves it).
+void synchronize_event(const Event& e);
 
 //! Waits interruptibly for the queued work that writes `t` (and reads it, when `writable`); a
 //! failure is left for the access that follows.

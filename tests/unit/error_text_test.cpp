@@ -110,6 +110,13 @@ TEST(ErrorText, LibraryErrorsCarryTheirNames) {
   } catch (const streamrt::Error& e) {
     EXPECT_TRUE(mentions(e.text(), api::device("cpu"))) << e.what();
   }
+  try {
+    // Memory from the caching allocator cannot share another storage's tracking.
+    streamrt::share_tracking(streamrt::zeros({1}), streamrt::zeros({1}));
+    ADD_FAILURE() << "no error";
+  } catch (const streamrt::Error& e) {
+    EXPECT_TRUE(mentions(e.text(), api::function("share_tracking"))) << e.what();
+  }
 }
 
 TEST(ErrorText, AnErrorRaisedAgainKeepsItsNames) {
