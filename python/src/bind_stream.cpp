@@ -14,6 +14,7 @@
 #include "args.hpp"
 #include "bindings.hpp"
 #include "launch_handle.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"

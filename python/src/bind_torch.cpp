@@ -15,6 +15,7 @@
 #include "args.hpp"
 #include "bindings.hpp"
 #include "interop.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"

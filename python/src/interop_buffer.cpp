@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "interop.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"

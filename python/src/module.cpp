@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "error_text.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/version.hpp"
