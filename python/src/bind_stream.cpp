@@ -1,7 +1,7 @@
-// streamrt.Stream, StreamContext and the current and default streams. Stream.launch runs Python
-// callables on worker threads; every call that waits for stream work releases the GIL first:
-// that work may be a Python callable that needs it, and other Python threads should run
-// meanwhile.
+// streamrt.Stream and the current and default streams (`with stream:` is stream_context.hpp's).
+// Stream.launch runs Python callables on worker threads; every call that waits for stream work
+// releases the GIL first: that work may be a Python callable that needs it, and other Python
+// threads should run meanwhile.
 #include <pybind11/pybind11.h>
 
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "launch_handle.hpp"
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
+#include "stream_context.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -27,30 +28,6 @@ namespace streamrt::python {
 using namespace pybind11::literals;
 
 namespace {
-
-// Streams made current by `with stream:` / `with StreamContext(...)` on this thread, so that exits
-// restore them in order. nullopt entries are StreamContext(None) scopes.
-thread_local std::vector<std::optional<Stream>> tls_entered;
-
-void enter_stream(const std::optional<Stream>& s) {
-  if (s) {
-    tls_entered.emplace_back(current_stream(s->device()));
-    set_current_stream(*s);
-  } else {
-    tls_entered.emplace_back(std::nullopt);
-  }
-}
-
-void exit_stream(const char* what) {
-  if (tls_entered.empty()) {
-    throw Error(std::string(what) +
-                ".__exit__: this thread did not enter it (a stream context must be entered and "
-                "exited on the same thread, with `with`)");
-  }
-  auto previous = std::move(tls_entered.back());
-  tls_entered.pop_back();
-  if (previous) set_current_stream(*previous);
-}
 
 // Stream.synchronize() without a time-out: waits interruptibly for the stream's end as it is now,
 // then synchronizes (reports a failure as a stream sync does; returns at once unless other threads
@@ -123,12 +100,6 @@ std::string stream_repr(const Stream& s) {
   return "streamrt.Stream(device='" + s.device().str() + "', id=" + std::to_string(s.id()) +
          ", priority=" + std::to_string(s.priority()) + ", " + (s.query() ? "idle" : "busy") + ")";
 }
-
-// A `with` context for a stream or None (torch.StreamContext). Entering makes the stream current
-// on this thread; exiting restores the previous one.
-struct PyStreamContext {
-  std::optional<Stream> stream;
-};
 
 // The stream's identity, ordering and waits.
 void bind_stream_queue(py::class_<Stream>& cls) {
@@ -241,35 +212,6 @@ void bind_stream_work(py::class_<Stream>& cls) {
       .def("__repr__", &stream_repr);
 }
 
-void bind_stream_context(py::module_& m) {
-  py::class_<PyStreamContext>(m, "StreamContext",
-                              "with StreamContext(stream): makes `stream` current on this thread "
-                              "for the block (None: does nothing), then restores the previous one.")
-      .def(py::init([](py::object s) {
-             return PyStreamContext{to_optional_stream(s, "StreamContext")};
-           }),
-           "stream"_a)
-      .def_property_readonly(
-          "stream", [](const PyStreamContext& c) { return c.stream; },
-          "The stream made current (None for a no-op context).")
-      .def("__enter__",
-           [](PyStreamContext& c) {
-             enter_stream(c.stream);
-             return c.stream;
-           })
-      .def("__exit__",
-           [](PyStreamContext&, py::args) {
-             exit_stream("StreamContext");
-             return false;
-           })
-      .def("__repr__", [](const PyStreamContext& c) {
-        return "streamrt.StreamContext(" + (c.stream ? stream_repr(*c.stream) : "None") + ")";
-      });
-  m.def(
-      "stream", [](py::object s) { return PyStreamContext{to_optional_stream(s, "stream")}; },
-      "stream"_a, "StreamContext(stream): `with streamrt.stream(s):` makes `s` current.");
-}
-
 }  // namespace
 
 void bind_stream(py::module_& m) {
@@ -278,7 +220,6 @@ void bind_stream(py::module_& m) {
                          "each other. Copies of a handle name the same stream.");
   bind_stream_queue(cls);
   bind_stream_work(cls);
-  bind_stream_context(m);
   m.def(
       "current_stream",
       [](py::object device) { return current_stream(to_device(device, "current_stream")); },

@@ -16,9 +16,12 @@ void bind_device(py::module_& m);
 //! (bind_cpu.cpp).
 void bind_cpu(py::module_& m);
 
-//! Stream (launching Python callables), StreamContext and the current and default streams
-//! (bind_stream.cpp).
+//! Stream (launching Python callables) and the current and default streams (bind_stream.cpp).
 void bind_stream(py::module_& m);
+
+//! StreamContext and stream(): `with` contexts for a stream (bind_stream_context.cpp); after
+//! bind_stream.
+void bind_stream_context(py::module_& m);
 
 //! Event and wait_all (bind_event.cpp).
 void bind_event(py::module_& m);

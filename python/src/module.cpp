@@ -58,6 +58,7 @@ PYBIND11_MODULE(_streamrt, m) {
   sp::bind_device(m);
   sp::bind_cpu(m);
   sp::bind_stream(m);
+  sp::bind_stream_context(m);
   sp::bind_event(m);
   sp::bind_launch_handle(m);
   sp::bind_dtype(m);
