@@ -241,9 +241,8 @@ const TorchHost g_host{kTorchRunnerAbi,         &host_tracker_new,  &host_tracke
                        &host_tracker_to_python, &host_tracker_free, &host_release_object,
                        &host_tracker_idle,      &host_enqueue};
 
-}  // namespace
-
-void bind_torch(py::module_& m) {
+// Trackers: the streamrt tensors that stand for torch storages, and host access through them.
+void bind_trackers(py::module_& m) {
   m.def(
       "_torch_tracker",
       [](std::uintptr_t address, std::int64_t nbytes) {
@@ -256,82 +255,6 @@ void bind_torch(py::module_& m) {
       "address"_a, "nbytes"_a,
       "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
       "Never blocks.");
-  m.def(
-      "_set_torch_runtime",
-      [](py::object exclude_guard) {
-        Py_XDECREF(g_exclude_guard);
-        g_exclude_guard = exclude_guard.release().ptr();
-      },
-      "exclude_guard"_a, "Gives bind_torch torch._C.ExcludeDispatchKeyGuard.");
-  m.def(
-      "_torch_label",
-      [](py::handle op) { return reinterpret_cast<std::uintptr_t>(callable_label(op)); }, "op"_a,
-      "An interned profiler label for `op` (its qualified name), as a number for _torch_enqueue.");
-  m.def(
-      "_torch_enqueue",
-      [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
-         py::object kwargs, py::handle reads, py::handle writes) {
-        if (g_exclude_guard == nullptr && !keys.is_none()) {
-          throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
-        }
-        if (s.is_capturing()) {
-          throw Error(
-              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
-              "outside the streamrt.graph block (or capture streamrt ops)");
-        }
-        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
-        const auto r = trackers(reads, "_torch_enqueue");
-        const auto w = trackers(writes, "_torch_enqueue");
-        TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
-                       SafeObject(std::move(fn)),
-                       SafeObject(std::move(args)),
-                       kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
-                       label,
-                       {}};
-        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
-      },
-      "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
-      "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
-      "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
-      "records the accesses. `label` comes from _torch_label. Returns at once.");
-  m.def(
-      "_set_torch_runner",
-      [](py::capsule runner) {
-        auto* r = static_cast<const TorchRunner*>(runner.get_pointer());
-        if (std::string(runner.name()) != kTorchRunnerCapsule || r->abi != kTorchRunnerAbi) {
-          throw py::value_error("_set_torch_runner: not a TorchRunner of this build");
-        }
-        g_runner = r;
-      },
-      "runner"_a, "Takes streamrt._streamrt_torch.runner (torch_runner.hpp).");
-  m.def(
-      "_torch_host",
-      [] { return py::capsule(static_cast<const void*>(&g_host), kTorchHostCapsule); },
-      "The TorchHost of torch_runner.hpp, for streamrt._streamrt_torch's fast path.");
-  m.def(
-      "_torch_enqueue_native",
-      [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,
-         py::handle reads, py::handle writes) {
-        if (g_runner == nullptr) {
-          throw py::value_error("_torch_enqueue_native: call _set_torch_runner first");
-        }
-        if (s.is_capturing()) {
-          throw Error(
-              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
-              "outside the streamrt.graph block (or capture streamrt ops)");
-        }
-        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
-        const auto r = trackers(reads, "_torch_enqueue_native");
-        const auto w = trackers(writes, "_torch_enqueue_native");
-        void* prepared =
-            g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
-        if (prepared == nullptr) throw py::error_already_set();
-        NativeTorchWork work(prepared, label);
-        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
-      },
-      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
-      "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
-      "without the GIL. Returns at once.");
   m.def(
       "_torch_host_access",
       [](py::handle tracker, bool for_write) {
@@ -370,6 +293,98 @@ void bind_torch(py::module_& m) {
       "_set_torch_dlpack_hook", [](py::object hook) { set_dlpack_hook(std::move(hook)); }, "hook"_a,
       "hook(obj) -> (tracker, capsule) or None, asked by imports of DLPack producers "
       "(streamrt.torch installs it): the import then shares the tracker's tracking.");
+}
+
+// The dispatch mode's path: torch ops as Python callables on the stream.
+void bind_python_path(py::module_& m) {
+  m.def(
+      "_set_torch_runtime",
+      [](py::object exclude_guard) {
+        Py_XDECREF(g_exclude_guard);
+        g_exclude_guard = exclude_guard.release().ptr();
+      },
+      "exclude_guard"_a, "Gives bind_torch torch._C.ExcludeDispatchKeyGuard.");
+  m.def(
+      "_torch_label",
+      [](py::handle op) { return reinterpret_cast<std::uintptr_t>(callable_label(op)); }, "op"_a,
+      "An interned profiler label for `op` (its qualified name), as a number for _torch_enqueue.");
+  m.def(
+      "_torch_enqueue",
+      [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
+         py::object kwargs, py::handle reads, py::handle writes) {
+        if (g_exclude_guard == nullptr && !keys.is_none()) {
+          throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
+        }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
+        const auto r = trackers(reads, "_torch_enqueue");
+        const auto w = trackers(writes, "_torch_enqueue");
+        TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
+                       SafeObject(std::move(fn)),
+                       SafeObject(std::move(args)),
+                       kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
+                       label,
+                       {}};
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
+      "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
+      "records the accesses. `label` comes from _torch_label. Returns at once.");
+}
+
+// The native path: ops run by _streamrt_torch's runner, and the host side of its fast path.
+void bind_native_path(py::module_& m) {
+  m.def(
+      "_set_torch_runner",
+      [](py::capsule runner) {
+        auto* r = static_cast<const TorchRunner*>(runner.get_pointer());
+        if (std::string(runner.name()) != kTorchRunnerCapsule || r->abi != kTorchRunnerAbi) {
+          throw py::value_error("_set_torch_runner: not a TorchRunner of this build");
+        }
+        g_runner = r;
+      },
+      "runner"_a, "Takes streamrt._streamrt_torch.runner (torch_runner.hpp).");
+  m.def(
+      "_torch_host",
+      [] { return py::capsule(static_cast<const void*>(&g_host), kTorchHostCapsule); },
+      "The TorchHost of torch_runner.hpp, for streamrt._streamrt_torch's fast path.");
+  m.def(
+      "_torch_enqueue_native",
+      [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,
+         py::handle reads, py::handle writes) {
+        if (g_runner == nullptr) {
+          throw py::value_error("_torch_enqueue_native: call _set_torch_runner first");
+        }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
+        const auto r = trackers(reads, "_torch_enqueue_native");
+        const auto w = trackers(writes, "_torch_enqueue_native");
+        void* prepared =
+            g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
+        if (prepared == nullptr) throw py::error_already_set();
+        NativeTorchWork work(prepared, label);
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
+      "without the GIL. Returns at once.");
+}
+
+}  // namespace
+
+void bind_torch(py::module_& m) {
+  bind_trackers(m);
+  bind_python_path(m);
+  bind_native_path(m);
 }
 
 }  // namespace streamrt::python
