@@ -96,6 +96,8 @@ std::string python_name(const ApiName& n) {
   switch (n.kind) {
     case ApiName::Kind::Member:
       if (const char* python = renamed(kMembers, n)) return python;
+      // Python's Graph is C++'s Graph and GraphExec in one class.
+      if (std::strcmp(n.scope, "GraphExec") == 0) return std::string("Graph.") + n.name;
       return std::string(n.scope) + "." + n.name;
     case ApiName::Kind::Function:
       return function(n);
