@@ -1,6 +1,6 @@
 #!/bin/bash
-# The figure run of docs/performance.md: the cases behind the issues' targets, one after the other,
-# with the load average before, between the parts and after. Run it on an otherwise idle machine
+# The figure run of docs/performance.md: the cases behind the project's targets, one after the
+# other, with the load average before, between the parts and after. Run it on an otherwise idle machine
 # from the repository root after `make build`:
 #
 #   bench/figures.sh [OUT]        (default OUT: build/figures)
@@ -15,7 +15,7 @@ export PYTHONPATH=$BUILD/python
 load() { echo "== $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg): $1"; }
 
 load "start"
-# Issue 10's cases and the peers beside them (every peer in the same run).
+# The runtime cases and the peers beside them (every peer in the same run).
 # The bench prints one progress line per job on stderr ("[ k/n ...] case peer median"); its
 # tables go to OUT/*/table.md.
 "$BUILD/tools/streamrt/streamrt" bench --out "$OUT/runtime" --filter \
@@ -28,6 +28,10 @@ load "after the runtime cases"
 /usr/bin/python3 bench/ops_vs_numpy.py --reps 5 | tee "$OUT/ops_vs_numpy.txt"
 "$BUILD/bench/streamrt_ops_host_cost" | tee "$OUT/ops_host_cost.txt"
 load "after the ops cases"
+# streamrt.torch: unchanged torch code on streams against eager torch (host cost per op, the
+# seed's products, training steps, large ops).
+/usr/bin/python3 bench/torch_install.py | tee "$OUT/torch.txt"
+load "after the torch cases"
 "$BUILD/tools/streamrt/streamrt" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
   2>&1 | grep -E '^\[' | tee "$OUT/matmul.txt"
 if [ -x "$BUILD/bench/streamrt_mpi_bench" ]; then

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/graph.hpp"
@@ -23,15 +24,6 @@ CaptureMode to_mode(const std::string& text) {
   if (text == "relaxed") return CaptureMode::Relaxed;
   throw py::value_error("capture_error_mode='" + text +
                         "': expected 'global', 'thread_local' or 'relaxed'");
-}
-
-Stream stream_or_current(const py::object& stream, const char* what) {
-  if (stream.is_none()) return current_stream();
-  if (!py::isinstance<Stream>(stream)) {
-    throw py::type_error(std::string(what) + ": expected a streamrt.Stream or None, got " +
-                         type_name(stream));
-  }
-  return stream.cast<Stream>();
 }
 
 struct PyGraph;

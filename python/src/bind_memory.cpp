@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "args.hpp"
 #include "bindings.hpp"
 #include "streamrt/memory.hpp"
 

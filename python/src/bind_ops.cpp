@@ -1,21 +1,29 @@
-// Python bindings of views and indexing, reductions, element-wise math, comparisons, where,
-// softmax, cat and stack: Tensor methods and module functions named as in torch. Element-wise ops
-// launch with the GIL held (launch_op), the others with it released (run_op); argument errors
-// become ValueError (IndexError for indices).
-#include "bind_ops.hpp"
-
+// Every op as Python sees it, named as in torch: element-wise math and its operators,
+// comparisons, reductions, matmul, views and copies, softmax, joins, allclose and equal, as
+// Tensor methods and module functions. Element-wise ops launch with the GIL held (launch_op),
+// the others with it released (run_op); argument errors become ValueError (IndexError for
+// dimensions). The arithmetic, unary and comparison operators are bound directly (def_direct):
+// they are the fast path of small ops from Python.
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
-#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "args.hpp"
+#include "bindings.hpp"
+#include "error_text.hpp"
+#include "interop.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "streamrt/tensor.hpp"
+#include "tensor_object.hpp"
+#include "waits.hpp"
 
 namespace streamrt::python {
 
@@ -44,198 +52,139 @@ std::pair<Tensor, Tensor> operand_pair(py::handle a, py::handle b, const char* w
   return {x, tensor_operand(b, what)};
 }
 
-int to_dim(py::handle d, const char* what) {
-  // Any int: a far-out one is then refused by the op, naming the tensor's range.
-  return static_cast<int>(int_arg(d, what, "dim", std::numeric_limits<int>::min(),
-                                  std::numeric_limits<int>::max(), PyExc_IndexError));
+// ---- arithmetic: + - * / on tensors and numbers ----------------------------------------------
+
+// An arithmetic operator: its names, the op on two tensors, on a tensor and a number, on a number
+// and a tensor.
+struct Arithmetic {
+  const char* name;
+  const char* dunder;
+  const char* reflected;
+  Tensor (*tensors)(const Tensor&, const Tensor&);
+  Tensor (*tensor_scalar)(const Tensor&, double);
+  Tensor (*scalar_tensor)(double, const Tensor&);
+};
+
+// The operator `Op` (std::plus<> ...) on tensors and numbers, as streamrt's C++ operators.
+template <class Op>
+constexpr Arithmetic arithmetic(const char* name, const char* dunder, const char* reflected) {
+  return {name,
+          dunder,
+          reflected,
+          [](const Tensor& x, const Tensor& y) { return Op()(x, y); },
+          [](const Tensor& x, double s) { return Op()(x, s); },
+          [](double s, const Tensor& y) { return Op()(s, y); }};
 }
 
-std::vector<int> dims_from_args(const py::args& args, const char* what) {
-  std::vector<int> dims;
-  if (args.size() == 1 && PyIndex_Check(args[0].ptr()) == 0) {
-    for (py::handle h : args[0]) dims.push_back(to_dim(h, what));
-  } else {
-    for (py::handle h : args) dims.push_back(to_dim(h, what));
+constexpr Arithmetic kAdd = arithmetic<std::plus<>>("add", "__add__", "__radd__");
+constexpr Arithmetic kSub = arithmetic<std::minus<>>("sub", "__sub__", "__rsub__");
+constexpr Arithmetic kMul = arithmetic<std::multiplies<>>("mul", "__mul__", "__rmul__");
+constexpr Arithmetic kDiv = arithmetic<std::divides<>>("div", "__truediv__", "__rtruediv__");
+
+// a op b, where at most one is a Python number (torch's promotion against it).
+Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
+  const char* what = op.name;
+  const bool a_scalar = is_python_scalar(a);
+  const bool b_scalar = is_python_scalar(b);
+  if (a_scalar && b_scalar) {
+    throw py::type_error(std::string(what) + ": at least one operand must be a tensor");
   }
-  return dims;
+  if (a_scalar || b_scalar) {
+    py::handle scalar = a_scalar ? a : b;
+    Operand t(a_scalar ? b : a, what);
+    t.promote_for(scalar);
+    const double s = float_arg(scalar, what, "scalar");
+    return launch_op(what,
+                     [&] { return a_scalar ? op.scalar_tensor(s, *t) : op.tensor_scalar(*t, s); });
+  }
+  Operand x(a, what);
+  Operand y(b, what);
+  return launch_op(what, [&] { return op.tensors(*x, *y); });
 }
 
-// ---- indexing ----------------------------------------------------------------------------------
-
-// Index errors become IndexError (Python's iteration protocol relies on it).
-template <class F>
-Tensor index_op(F&& f) {
+// For operators: NotImplemented when the other operand is not tensor-like, so Python can try the
+// other side's reflected method.
+py::object binary_operator(const Arithmetic& op, py::handle a, py::handle b) {
   try {
-    return f();
+    return wrap_tensor(binary(op, a, b));
+  } catch (const py::type_error&) {
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+}
+
+template <const Arithmetic* Op, bool Reflected>
+py::object arithmetic_method(py::handle self, py::handle other) {
+  return Reflected ? binary_operator(*Op, other, self) : binary_operator(*Op, self, other);
+}
+
+template <const Arithmetic* Op>
+void def_arithmetic(py::handle cls) {
+  constexpr const char* doc =
+      "Element-wise, on the current stream (the other side may be a number or tensor-like); "
+      "NotImplemented for anything else.";
+  def_direct<arithmetic_method<Op, false>>(cls, Op->dunder, doc);
+  def_direct<arithmetic_method<Op, true>>(cls, Op->reflected, doc);
+}
+
+// ---- matmul, allclose, equal -------------------------------------------------------------------
+
+py::object matmul_operator(py::handle a, py::handle b) {
+  Tensor x, y;
+  try {
+    x = tensor_operand(a, "matmul");
+    y = tensor_operand(b, "matmul");
+  } catch (const py::type_error&) {
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  }
+  return py::cast(run_op("matmul", [&] { return matmul(x, y); }));
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.dtype() != b.dtype()) {
+    throw py::value_error(std::string(what) + ": the tensors differ: " + to_string(a.shape()) +
+                          " " + std::string(to_string(a.dtype())) + " vs " + to_string(b.shape()) +
+                          " " + std::string(to_string(b.dtype())) + " (same dtype needed)");
+  }
+}
+
+bool allclose_op(py::object a, py::object b, py::object rtol_arg, py::object atol_arg) {
+  const double rtol = float_arg(rtol_arg, "allclose", "rtol");
+  const double atol = float_arg(atol_arg, "allclose", "atol");
+  // As numpy: either side may be a number (a 0-d operand broadcasts like any other).
+  Tensor x = tensor_operand(is_python_scalar(a) ? numpy().attr("asarray")(a) : a, "allclose");
+  Tensor y = tensor_operand(is_python_scalar(b) ? numpy().attr("asarray")(b) : b, "allclose");
+  // Argument errors are ValueErrors; a Error from the wait below is a failure of the work
+  // that produced an operand, and stays streamrt.Error.
+  try {
+    broadcast_shapes(x.shape(), y.shape());
   } catch (const Error& e) {
-    throw py::index_error(e.what());
+    throw py::value_error("allclose: " + python_text(e.text()));
   }
+  if (!(rtol >= 0) || !(atol >= 0)) {
+    throw py::value_error("allclose: rtol and atol must be >= 0 (got rtol=" + std::to_string(rtol) +
+                          ", atol=" + std::to_string(atol) + ")");
+  }
+  if (x.device() != y.device()) {
+    throw py::value_error("allclose: tensors are on different devices (" + x.device().str() +
+                          " and " + y.device().str() + ")");
+  }
+  // Interruptibly first: the call below then waits only for its own small reduction.
+  wait_tensor(x, false);
+  wait_tensor(y, false);
+  wait_current_stream();
+  py::gil_scoped_release release;
+  return allclose(x, y, rtol, atol);
 }
 
-// numpy's advanced indexing on read, as the whole index: an integer tensor, list or array
-// selects along dimension 0 (a gather copy on the current stream); a bool one of the shape of
-// t's leading dimensions selects the elements where it is true (a copy, flattened over those
-// dimensions). nullopt for any other index (a basic one).
-// True for a numpy array. Basic indices (ints, slices, tuples, None, ...) are told apart without
-// touching numpy: `t[i]` is the common case and must not pay for a module lookup.
-bool is_ndarray(py::handle h) {
-  if (PyLong_Check(h.ptr()) || PySlice_Check(h.ptr()) || PyTuple_Check(h.ptr()) || h.is_none() ||
-      h.ptr() == Py_Ellipsis) {
-    return false;
-  }
-  return py::isinstance(h, numpy().attr("ndarray"));
-}
-
-std::optional<Tensor> advanced_item(const Tensor& t, py::handle index) {
-  const bool is_tensor = py::isinstance<Tensor>(index);
-  if (!is_tensor && !py::isinstance<py::list>(index) && !is_ndarray(index)) return std::nullopt;
-  if (t.dim() == 0) throw py::index_error("a 0-d tensor cannot be indexed with an array");
-  py::object arr;  // the index on the host, where it must be read there
-  if (is_tensor) {
-    const Tensor& idx = index.cast<const Tensor&>();
-    if (idx.dtype() != DType::Bool) {
-      if (idx.dtype() != DType::Int64 && idx.dtype() != DType::Int32) {
-        throw py::index_error("Tensor indices must be integer or bool tensors, got " +
-                              std::string(to_string(idx.dtype())));
-      }
-      // Entries are only known when the gather runs: one out of range fails the stream with
-      // an Error naming it and the size.
-      return run_op("__getitem__", [&] { return index_select(t, 0, idx.reshape({idx.numel()})); })
-          .reshape([&] {
-            Shape s = idx.shape();
-            s.insert(s.end(), t.shape().begin() + 1, t.shape().end());
-            return s;
-          }());
-    }
-    arr = index.attr("numpy")(false);  // waits for the mask's writer, as numpy/torch must
-  }
-  py::module_ np = numpy();  // an integer tensor index (above) never needs it
-  if (!is_tensor) {
-    arr = np.attr("asarray")(index);
-  }
-  const std::string kind = py::str(arr.attr("dtype").attr("kind"));
-  const auto ndim = arr.attr("ndim").cast<int>();
-  if (kind == "b") {
-    // Boolean mask over the leading dimensions: numpy requires their exact sizes.
-    if (ndim > t.dim()) {
-      throw py::index_error("too many indices: a " + std::to_string(ndim) +
-                            "-d boolean index for a tensor of dimension " +
-                            std::to_string(t.dim()));
-    }
-    const auto mshape = arr.attr("shape").cast<std::vector<std::int64_t>>();
-    for (int d = 0; d < ndim; ++d) {
-      if (mshape[static_cast<std::size_t>(d)] != t.shape()[static_cast<std::size_t>(d)]) {
-        throw py::index_error(
-            "boolean index did not match the tensor along dimension " + std::to_string(d) +
-            ": the dimension is " + std::to_string(t.shape()[static_cast<std::size_t>(d)]) +
-            " but the boolean index has " + std::to_string(mshape[static_cast<std::size_t>(d)]) +
-            " (tensor " + to_string(t.shape()) + ")");
-      }
-    }
-    // The masked dimensions as one (by count, not -1: a trailing size 0 leaves -1 undefined).
-    std::int64_t lead = 1;
-    for (int d = 0; d < ndim; ++d) lead *= t.shape()[static_cast<std::size_t>(d)];
-    Shape flat = {lead};
-    flat.insert(flat.end(), t.shape().begin() + ndim, t.shape().end());
-    Tensor where = tensor_operand(np.attr("flatnonzero")(arr), "__getitem__");
-    return run_op("__getitem__", [&] { return index_select(t.reshape(flat), 0, where); });
-  }
-  if (kind != "i" && kind != "u") {
-    if (py::isinstance<py::list>(index) && arr.attr("size").cast<std::int64_t>() == 0) {
-      arr = np.attr("zeros")(0, "dtype"_a = "int64");  // t[[]]: numpy selects nothing
-    } else {
-      throw py::index_error("arrays used as indices must be of integer or boolean type, got " +
-                            std::string(py::str(arr.attr("dtype"))));
-    }
-  }
-  // Host data: out-of-range entries are an IndexError now, naming the entry and the size.
-  const std::int64_t size = t.shape()[0];
-  py::object flat_idx = np.attr("asarray")(arr.attr("reshape")(-1), "dtype"_a = "int64");
-  const auto entries = flat_idx.cast<std::vector<std::int64_t>>();
-  for (std::int64_t v : entries) {
-    if (v < -size || v >= size) {
-      throw py::index_error("index " + std::to_string(v) + " is out of bounds for dimension 0 " +
-                            "with size " + std::to_string(size) + " (tensor " +
-                            to_string(t.shape()) + ")");
-    }
-  }
-  Tensor idx = tensor_operand(flat_idx, "__getitem__");
-  Shape out = arr.attr("shape").cast<Shape>();
-  out.insert(out.end(), t.shape().begin() + 1, t.shape().end());
-  return run_op("__getitem__", [&] { return index_select(t, 0, idx).reshape(out); });
-}
-
-// t[index] for ints, slices (any nonzero step), None and Ellipsis, alone or in a tuple: always
-// a view.
-Tensor get_item(const Tensor& t, py::handle index) {
-  if (auto picked = advanced_item(t, index)) return *picked;
-  std::vector<py::handle> items;
-  if (py::isinstance<py::tuple>(index)) {
-    for (py::handle h : index) items.push_back(h);
-  } else {
-    items.push_back(index);
-  }
-  int consumed = 0;
-  bool ellipsis = false;
-  for (py::handle h : items) {
-    if (h.is(py::ellipsis())) {
-      if (ellipsis) throw py::index_error("an index can only have a single ellipsis ('...')");
-      ellipsis = true;
-    } else if (!h.is_none()) {
-      if (py::isinstance<py::bool_>(h) ||
-          (PyIndex_Check(h.ptr()) == 0 && !py::isinstance<py::slice>(h))) {
-        throw py::type_error(
-            "Tensor indices must be integers, slices, None or ..., or one integer or bool "
-            "tensor, list or array as the whole index (t[idx]), got " +
-            type_name(h));
-      }
-      ++consumed;
-    }
-  }
-  if (consumed > t.dim()) {
-    throw py::index_error("too many indices for a tensor of dimension " + std::to_string(t.dim()) +
-                          " (" + std::to_string(consumed) + " given)");
-  }
-  Tensor out = t;
-  int d = 0;
-  for (py::handle h : items) {
-    if (h.is(py::ellipsis())) {
-      d += t.dim() - consumed;
-    } else if (h.is_none()) {
-      out = index_op([&] { return out.unsqueeze(d); });
-      ++d;
-    } else if (py::isinstance<py::slice>(h)) {
-      // Unpacked, not adjusted: the defaults come out as the extremes (start PY_SSIZE_T_MAX
-      // and stop PY_SSIZE_T_MIN for a negative step), which slice() clamps as numpy does.
-      Py_ssize_t start = 0, stop = 0, step = 0;
-      if (PySlice_Unpack(h.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
-      out = index_op([&] { return out.slice(d, start, stop, step); });
-      ++d;
-    } else {
-      const auto i = int_arg(h, "Tensor.__getitem__", "index",
-                             std::numeric_limits<std::int64_t>::min(),
-                             std::numeric_limits<std::int64_t>::max(), PyExc_IndexError);
-      out = index_op([&] { return out.select(d, i); });
-    }
-  }
-  return out;
-}
-
-void set_item(const Tensor& t, py::handle index, py::handle value) {
-  if (py::isinstance<Tensor>(index) || py::isinstance<py::list>(index) || is_ndarray(index)) {
-    // t[idx] reads a copy; writing into it would be lost.
-    throw py::type_error(
-        "Tensor.__setitem__: assigning through a tensor, list or array index is not supported "
-        "(only reading is: t[idx] is a copy); index with ints, slices, None and ... to write");
-  }
-  Tensor view = get_item(t, index);
-  if (is_python_scalar(value) || py::isinstance<py::bool_>(value)) {
-    const double v = float_arg(value, "Tensor.__setitem__", "value");
-    run_op("__setitem__", [&] { return view.fill_(v); });
-    return;
-  }
-  Tensor src = tensor_operand(value, "__setitem__");
-  run_op("__setitem__", [&] { return view.copy_(src); });
+bool equal_op(py::object a, py::object b) {
+  Tensor x = tensor_operand(a, "equal");
+  Tensor y = tensor_operand(b, "equal");
+  check_same_dtype(x, y, "equal");
+  wait_tensor(x, false);
+  wait_tensor(y, false);
+  wait_current_stream();
+  py::gil_scoped_release release;
+  return equal(x, y);
 }
 
 // ---- reductions --------------------------------------------------------------------------------
@@ -312,7 +261,6 @@ const ReductionDef kReductions[] = {
      "Flat index of the largest element, or indices over `dim` (int64; first on ties)."},
     {"argmin", argmin_all, argmin_dim, "As argmax, for the smallest element."},
 };
-
 // ---- element-wise ------------------------------------------------------------------------------
 
 using UnaryFn = Tensor (*)(const Tensor&);
@@ -475,13 +423,10 @@ std::vector<Tensor> tensor_list(py::handle seq, const char* what) {
   for (py::handle h : seq) out.push_back(tensor_operand(h, what));
   return out;
 }
+// ---- registration ------------------------------------------------------------------------------
 
-}  // namespace
-
-void bind_ops(py::module_& m) {
-  auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
-
-  // ---- views
+// Views (no copy) and copies of one tensor.
+void bind_views(py::class_<Tensor>& cls) {
   cls.def_property_readonly(
          "T", [](const Tensor& t) { return run_op("T", [&] { return t.T(); }); },
          "The view with the dimensions reversed (a matrix's transpose); no copy.")
@@ -516,29 +461,23 @@ void bind_ops(py::module_& m) {
       .def(
           "expand",
           [](const Tensor& t, py::args sizes) {
-            Shape s;
             // -1 keeps a size; anything else below is refused by expand, naming it.
-            const auto size_of = [](py::handle h) {
-              return int_arg(h, "expand", "size", std::numeric_limits<std::int64_t>::min(),
-                             std::numeric_limits<std::int64_t>::max());
-            };
-            if (sizes.size() == 1 && PyIndex_Check(sizes[0].ptr()) == 0) {
-              for (py::handle h : sizes[0]) s.push_back(size_of(h));
-            } else {
-              for (py::handle h : sizes) s.push_back(size_of(h));
-            }
+            const Shape s = signed_sizes_from_args(sizes, "expand");
             return run_op("expand", [&] { return t.expand(s); });
           },
           "A view broadcast to the sizes (stride 0 along expanded dimensions; -1 keeps a size).")
       .def(
-          "contiguous",
-          [](const Tensor& t) { return run_op("contiguous", [&] { return t.contiguous(); }); },
-          "Itself when contiguous, else a contiguous copy made on the current stream.")
+          "reshape",
+          [](const Tensor& t, py::args shape) {
+            Shape s = signed_sizes_from_args(shape, "reshape");
+            return run_op("reshape", [&] { return t.reshape(std::move(s)); });
+          },
+          "A view with another shape (one size may be -1).")
       .def("is_contiguous", &Tensor::is_contiguous)
       .def(
           "stride",
           [](const Tensor& t, py::object d) -> py::object {
-            if (d.is_none()) return shape_to_tuple(t.strides());
+            if (d.is_none()) return shape_tuple(t.strides());
             const int dim = to_dim(d, "stride");
             if (dim < -t.dim() || dim >= t.dim()) {
               throw py::index_error("Tensor.stride: dimension " + std::to_string(dim) +
@@ -548,25 +487,97 @@ void bind_ops(py::module_& m) {
             return py::int_(t.strides()[static_cast<std::size_t>(dim < 0 ? dim + t.dim() : dim)]);
           },
           "dim"_a = py::none(), "Strides in elements (a tuple, or one dimension's).")
-      .def("storage_offset", &Tensor::storage_offset, "Offset of the first element (elements).")
-      .def(
-          "__getitem__", [](const Tensor& t, py::object index) { return get_item(t, index); },
-          "Views for ints, slices (negative steps too), None and ...; no copy.")
-      .def(
-          "__setitem__",
-          [](const Tensor& t, py::object index, py::object value) { set_item(t, index, value); },
-          "Writes a number or a (broadcast) tensor into the indexed view, on the current stream.");
+      .def("storage_offset", &Tensor::storage_offset, "Offset of the first element (elements).");
+}
 
-  // ---- reductions, as methods and functions
-  for (const auto& r : kReductions) {
-    auto fn = [r](py::object a, py::object dim, bool keepdim) {
-      return reduce(r.name, a, dim, keepdim, r.all, r.over);
-    };
-    cls.def(r.name, fn, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
-    m.def(r.name, fn, "input"_a, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
+// Copies, conversions and fills, on the current stream.
+void bind_copies(py::class_<Tensor>& cls) {
+  cls.def(
+         "contiguous",
+         [](const Tensor& t) { return run_op("contiguous", [&] { return t.contiguous(); }); },
+         "Itself when contiguous, else a contiguous copy made on the current stream.")
+      .def("clone", [](const Tensor& t) { return run_op("clone", [&] { return t.clone(); }); })
+      .def(
+          "to",
+          [](const Tensor& t, py::object dtype) {
+            const DType d = to_dtype(dtype, "Tensor.to");
+            return run_op("to", [&] { return t.to(d); });
+          },
+          "dtype"_a)
+      .def(
+          "copy_",
+          [](py::object self, py::object src) {
+            Tensor& t = self.cast<Tensor&>();
+            Tensor s = tensor_operand(src, "copy_");
+            run_op("copy_", [&] { return t.copy_(s); });
+            return self;
+          },
+          "src"_a, "Copies `src` into this tensor on the current stream; returns self.")
+      .def(
+          "fill_",
+          [](py::object self, py::object value_arg) {
+            Tensor& t = self.cast<Tensor&>();
+            const double value = float_arg(value_arg, "fill_", "value");
+            run_op("fill_", [&] { return t.fill_(value); });
+            return self;
+          },
+          "value"_a, "Sets every element on the current stream; returns self.");
+}
+
+// The view functions of the module (torch.transpose ...).
+void bind_view_functions(py::module_& m) {
+  m.def(
+      "transpose",
+      [](py::object a, py::object dim0, py::object dim1) {
+        const int d0 = to_dim(dim0, "transpose"), d1 = to_dim(dim1, "transpose");
+        Tensor x = tensor_operand(a, "transpose");
+        return run_op("transpose", [&] { return x.transpose(d0, d1); });
+      },
+      "input"_a, "dim0"_a, "dim1"_a, "A view with two dimensions swapped.");
+  m.def(
+      "permute",
+      [](py::object a, py::object dims) {
+        Tensor x = tensor_operand(a, "permute");
+        std::vector<int> d;
+        for (py::handle h : dims) d.push_back(to_dim(h, "permute"));
+        return run_op("permute", [&] { return x.permute(d); });
+      },
+      "input"_a, "dims"_a, "A view with the dimensions reordered.");
+  m.def(
+      "unsqueeze",
+      [](py::object a, py::object dim) {
+        const int d = to_dim(dim, "unsqueeze");
+        Tensor x = tensor_operand(a, "unsqueeze");
+        return run_op("unsqueeze", [&] { return x.unsqueeze(d); });
+      },
+      "input"_a, "dim"_a, "A view with a size-1 dimension inserted.");
+}
+
+// + - * / and @, as operators (bound directly) and as module functions.
+void bind_arithmetic(py::class_<Tensor>& cls, py::module_& m) {
+  for (auto def : {def_arithmetic<&kAdd>, def_arithmetic<&kSub>, def_arithmetic<&kMul>,
+                   def_arithmetic<&kDiv>}) {
+    def(cls);
   }
+  for (const Arithmetic* op : {&kAdd, &kSub, &kMul, &kDiv}) {
+    m.def(
+        op->name, [op](py::object a, py::object b) { return binary(*op, a, b); }, "a"_a, "b"_a,
+        "Element-wise, on the current stream (either side may be a number).");
+  }
+  cls.def("__matmul__", [](py::object a, py::object b) { return matmul_operator(a, b); })
+      .def("__rmatmul__", [](py::object a, py::object b) { return matmul_operator(b, a); });
+  m.def(
+      "matmul",
+      [](py::object a, py::object b) {
+        Tensor x = tensor_operand(a, "matmul");
+        Tensor y = tensor_operand(b, "matmul");
+        return run_op("matmul", [&] { return matmul(x, y); });
+      },
+      "a"_a, "b"_a, "Matrix product on the current stream; returns at once.");
+}
 
-  // ---- element-wise
+// Element-wise functions of one tensor and of a tensor and numbers.
+void bind_elementwise(py::class_<Tensor>& cls, py::module_& m) {
   for (const auto& u : kUnary) {
     m.def(
         u.name, [&u](py::handle a) { return unary(u, a); }, "input"_a);
@@ -596,7 +607,10 @@ void bind_ops(py::module_& m) {
       "input"_a, "other"_a, "Element-wise smaller value (broadcast; NaN propagates).");
   m.def("where", &where_op, "condition"_a, "input"_a, "other"_a,
         "condition ? input : other, element-wise (bool condition; all three broadcast).");
+}
 
+// Comparisons, element-wise and of whole tensors, and truth.
+void bind_comparisons(py::class_<Tensor>& cls, py::module_& m) {
   for (const auto& c : kCompare) {
     m.def(
         c.name, [c](py::object a, py::object b) { return compare(c, a, b); }, "input"_a, "other"_a,
@@ -619,8 +633,23 @@ void bind_ops(py::module_& m) {
   cls.attr("__hash__") = py::cpp_function(
       [](py::handle self) { return reinterpret_cast<std::intptr_t>(self.ptr()) >> 4; },
       py::is_method(cls));
+  m.def("allclose", &allclose_op, "a"_a, "b"_a, "rtol"_a = 1e-5, "atol"_a = 1e-8,
+        "True when |a - b| <= atol + rtol * |b| everywhere (numpy's allclose: the operands "
+        "broadcast, dtypes may differ, NaN is never close). Waits (GIL released) for the answer.");
+  m.def("equal", &equal_op, "a"_a, "b"_a,
+        "True when shapes and all elements are equal (numpy's array_equal: different shapes are "
+        "not equal, no broadcasting). Waits (GIL released).");
+}
 
-  // ---- softmax, cat, stack, view functions
+// Reductions as methods and functions; softmax, cat, stack and promote_types.
+void bind_reductions_and_joins(py::class_<Tensor>& cls, py::module_& m) {
+  for (const auto& r : kReductions) {
+    auto fn = [r](py::object a, py::object dim, bool keepdim) {
+      return reduce(r.name, a, dim, keepdim, r.all, r.over);
+    };
+    cls.def(r.name, fn, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
+    m.def(r.name, fn, "input"_a, "dim"_a = py::none(), "keepdim"_a = false, r.doc);
+  }
   for (bool log : {false, true}) {
     const char* name = log ? "log_softmax" : "softmax";
     auto fn = [name, log](py::object a, py::object dim_arg) {
@@ -647,38 +676,27 @@ void bind_ops(py::module_& m) {
         auto ts = tensor_list(tensors, "stack");
         return run_op("stack", [&] { return stack(ts, dim); });
       },
-      "tensors"_a, "dim"_a = py::int_(0), "The tensors (equal shapes) stacked along a new dimension.");
-  m.def(
-      "transpose",
-      [](py::object a, py::object dim0, py::object dim1) {
-        const int d0 = to_dim(dim0, "transpose"), d1 = to_dim(dim1, "transpose");
-        Tensor x = tensor_operand(a, "transpose");
-        return run_op("transpose", [&] { return x.transpose(d0, d1); });
-      },
-      "input"_a, "dim0"_a, "dim1"_a, "A view with two dimensions swapped.");
-  m.def(
-      "permute",
-      [](py::object a, py::object dims) {
-        Tensor x = tensor_operand(a, "permute");
-        std::vector<int> d;
-        for (py::handle h : dims) d.push_back(to_dim(h, "permute"));
-        return run_op("permute", [&] { return x.permute(d); });
-      },
-      "input"_a, "dims"_a, "A view with the dimensions reordered.");
-  m.def(
-      "unsqueeze",
-      [](py::object a, py::object dim) {
-        const int d = to_dim(dim, "unsqueeze");
-        Tensor x = tensor_operand(a, "unsqueeze");
-        return run_op("unsqueeze", [&] { return x.unsqueeze(d); });
-      },
-      "input"_a, "dim"_a, "A view with a size-1 dimension inserted.");
+      "tensors"_a, "dim"_a = py::int_(0),
+      "The tensors (equal shapes) stacked along a new dimension.");
   m.def(
       "promote_types",
       [](py::object a, py::object b) {
-        return promote_types(dtype_arg(a, "promote_types"), dtype_arg(b, "promote_types"));
+        return promote_types(to_dtype(a, "promote_types"), to_dtype(b, "promote_types"));
       },
       "type1"_a, "type2"_a, "The dtype of an op on tensors of these dtypes (torch's rule).");
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  bind_views(cls);
+  bind_copies(cls);
+  bind_view_functions(m);
+  bind_arithmetic(cls, m);
+  bind_elementwise(cls, m);
+  bind_comparisons(cls, m);
+  bind_reductions_and_joins(cls, m);
 }
 
 }  // namespace streamrt::python

@@ -12,14 +12,18 @@
 #include <utility>
 #include <vector>
 
-#include "bind_ops.hpp"
+#include "args.hpp"
 #include "bindings.hpp"
+#include "interop.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
+#include "tensor_object.hpp"
 #include "torch_runner.hpp"
+#include "waits.hpp"
 
 namespace streamrt::python {
 
@@ -29,10 +33,6 @@ namespace {
 
 // The most storages one tracked submission takes (enqueue_tracked's limit).
 constexpr std::size_t kMaxTracked = 8;
-
-// Set by streamrt.torch.install(), cleared by uninstall(); a leaked reference (never dropped
-// after finalization). Read and written with the GIL held.
-PyObject* g_dlpack_hook = nullptr;
 
 // torch._C.ExcludeDispatchKeyGuard, set by _set_torch_runtime (a leaked reference).
 PyObject* g_exclude_guard = nullptr;
@@ -65,8 +65,8 @@ struct TorchWork {
     Py_XDECREF(guard);  // restores the excluded keys (an error set meanwhile is kept)
     if (result == nullptr) {
       py::error_already_set e;
-      PythonException carried(e, current_stream().device().str() + " stream " +
-                                     std::to_string(current_stream().id()));
+      PythonException carried(
+          e, current_stream().device().str() + " stream " + std::to_string(current_stream().id()));
       drop();
       throw carried;  // the stream fails with torch's exception (rule 10)
     }
@@ -90,7 +90,8 @@ const TorchRunner* g_runner = nullptr;
 // failure becomes the Python exception eager torch raises (taking the GIL only then).
 class NativeTorchWork {
  public:
-  NativeTorchWork(void* prepared, const char* label) noexcept : prepared_(prepared), label_(label) {}
+  NativeTorchWork(void* prepared, const char* label) noexcept
+      : prepared_(prepared), label_(label) {}
   NativeTorchWork(NativeTorchWork&& other) noexcept
       : pending_(std::move(other.pending_)),
         prepared_(std::exchange(other.prepared_, nullptr)),
@@ -111,8 +112,8 @@ class NativeTorchWork {
     py::object exc = py::getattr(builtins, type.c_str(), py::none());
     PyErr_SetString(exc.is_none() ? PyExc_RuntimeError : exc.ptr(), message.c_str());
     py::error_already_set e;
-    throw PythonException(e, current_stream().device().str() + " stream " +
-                                 std::to_string(current_stream().id()));
+    throw PythonException(
+        e, current_stream().device().str() + " stream " + std::to_string(current_stream().id()));
   }
 
  private:
@@ -193,7 +194,9 @@ PyObject* host_tracker_to_python(const void* tracker) noexcept {
   return nullptr;
 }
 
-void host_tracker_free(void* tracker) noexcept { delete static_cast<Tensor*>(tracker); }
+void host_tracker_free(void* tracker) noexcept {
+  delete static_cast<Tensor*>(tracker);
+}
 
 void host_release_object(PyObject* obj) noexcept {
   call_with_gil([](void* o) { Py_DECREF(static_cast<PyObject*>(o)); }, obj);
@@ -202,7 +205,7 @@ void host_release_object(PyObject* obj) noexcept {
 bool host_tracker_idle(const void* tracker) noexcept {
   try {
     return static_cast<const Tensor*>(tracker)->wait_for(std::chrono::nanoseconds(0),
-                                                          /*for_write=*/true);
+                                                         /*for_write=*/true);
   } catch (...) {
     return true;  // failed work is finished work
   }
@@ -234,29 +237,12 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
   return TorchEnqueued::kFailed;
 }
 
-const TorchHost g_host{kTorchRunnerAbi,    &host_tracker_new,       &host_tracker_from_python,
+const TorchHost g_host{kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_from_python,
                        &host_tracker_to_python, &host_tracker_free, &host_release_object,
                        &host_tracker_idle,      &host_enqueue};
 
-}  // namespace
-
-py::object dlpack_capsule(py::handle obj, Tensor& tracker) {
-  if (g_dlpack_hook != nullptr && borrowed_tensor(obj) == nullptr) {
-    py::object shared = py::reinterpret_borrow<py::object>(g_dlpack_hook)(obj);
-    if (!shared.is_none()) {
-      auto pair = shared.cast<py::tuple>();
-      const Tensor* t = borrowed_tensor(pair[0]);
-      if (pair.size() != 2 || t == nullptr) {
-        throw py::type_error("streamrt.torch's DLPack hook must return (tracker, capsule) or None");
-      }
-      tracker = *t;
-      return pair[1];
-    }
-  }
-  return obj.attr("__dlpack__")();
-}
-
-void bind_torch(py::module_& m) {
+// Trackers: the streamrt tensors that stand for torch storages, and host access through them.
+void bind_trackers(py::module_& m) {
   m.def(
       "_torch_tracker",
       [](std::uintptr_t address, std::int64_t nbytes) {
@@ -269,6 +255,48 @@ void bind_torch(py::module_& m) {
       "address"_a, "nbytes"_a,
       "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
       "Never blocks.");
+  m.def(
+      "_torch_host_access",
+      [](py::handle tracker, bool for_write) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
+        }
+        if (!for_write && t->ready()) {
+          py::gil_scoped_release release;
+          t->wait();  // done: raises a failure, if any
+          return;
+        }
+        wait_interruptibly(
+            [&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
+        py::gil_scoped_release release;
+        if (for_write) {
+          (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
+        } else {
+          t->wait();
+        }
+      },
+      "tracker"_a, "for_write"_a,
+      "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
+      "of the storage (and its readers when for_write) have finished; raises their failure.");
+  m.def(
+      "_torch_idle",
+      [](py::handle tracker) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_idle: expected a tracker, got " + type_name(tracker));
+        }
+        return t->wait_for(std::chrono::nanoseconds(0), /*for_write=*/true);
+      },
+      "tracker"_a, "True when no queued work reads or writes the storage any more. Never blocks.");
+  m.def(
+      "_set_torch_dlpack_hook", [](py::object hook) { set_dlpack_hook(std::move(hook)); }, "hook"_a,
+      "hook(obj) -> (tracker, capsule) or None, asked by imports of DLPack producers "
+      "(streamrt.torch installs it): the import then shares the tracker's tracking.");
+}
+
+// The dispatch mode's path: torch ops as Python callables on the stream.
+void bind_python_path(py::module_& m) {
   m.def(
       "_set_torch_runtime",
       [](py::object exclude_guard) {
@@ -307,6 +335,10 @@ void bind_torch(py::module_& m) {
       "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
       "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
       "records the accesses. `label` comes from _torch_label. Returns at once.");
+}
+
+// The native path: ops run by _streamrt_torch's runner, and the host side of its fast path.
+void bind_native_path(py::module_& m) {
   m.def(
       "_set_torch_runner",
       [](py::capsule runner) {
@@ -345,51 +377,14 @@ void bind_torch(py::module_& m) {
       "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
       "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
       "without the GIL. Returns at once.");
-  m.def(
-      "_torch_host_access",
-      [](py::handle tracker, bool for_write) {
-        const Tensor* t = borrowed_tensor(tracker);
-        if (t == nullptr) {
-          throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
-        }
-        if (!for_write && t->ready()) {
-          py::gil_scoped_release release;
-          t->wait();  // done: raises a failure, if any
-          return;
-        }
-        wait_interruptibly(
-            [&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
-        py::gil_scoped_release release;
-        if (for_write) {
-          (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
-        } else {
-          t->wait();
-        }
-      },
-      "tracker"_a, "for_write"_a,
-      "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
-      "of the storage (and its readers when for_write) have finished; raises their failure.");
-  m.def(
-      "_torch_idle",
-      [](py::handle tracker) {
-        const Tensor* t = borrowed_tensor(tracker);
-        if (t == nullptr) {
-          throw py::type_error("_torch_idle: expected a tracker, got " + type_name(tracker));
-        }
-        return t->wait_for(std::chrono::nanoseconds(0), /*for_write=*/true);
-      },
-      "tracker"_a,
-      "True when no queued work reads or writes the storage any more. Never blocks.");
-  m.def(
-      "_set_torch_dlpack_hook",
-      [](py::object hook) {
-        PyObject* old = g_dlpack_hook;
-        g_dlpack_hook = hook.is_none() ? nullptr : hook.release().ptr();
-        Py_XDECREF(old);
-      },
-      "hook"_a,
-      "hook(obj) -> (tracker, capsule) or None, asked by imports of DLPack producers (streamrt.torch "
-      "installs it): the import then shares the tracker's tracking.");
+}
+
+}  // namespace
+
+void bind_torch(py::module_& m) {
+  bind_trackers(m);
+  bind_python_path(m);
+  bind_native_path(m);
 }
 
 }  // namespace streamrt::python

@@ -1,78 +1,69 @@
 #pragma once
 //! \file bindings.hpp
-//! Shared pieces of the _streamrt extension: argument conversion and the per-area binders.
+//! The binders of the _streamrt extension, one per file, in the order module.cpp calls them (a
+//! class is bound before the signatures that name it). Each requires the GIL.
 
 #include <pybind11/pybind11.h>
-
-#include <chrono>
-#include <cstdint>
-#include <functional>
-#include <string>
-
-#include "streamrt/device.hpp"
-#include "streamrt/tensor.hpp"
 
 namespace streamrt::python {
 
 namespace py = pybind11;
 
-//! Device from a Python argument: None (CPU), a streamrt.Device, or text such as "cpu", "cpu:0".
-//! Raises ValueError for malformed text and TypeError for other types; `what` names the caller in
-//! the message. Requires the GIL. Does not check that the device has a backend.
-Device to_device(py::handle obj, const char* what);
+//! Device and synchronize(device) (bind_device.cpp).
+void bind_device(py::module_& m);
 
-//! An integer argument `name` of `what` (an int or anything with __index__, such as a numpy
-//! integer; not a bool) in [lo, hi]. Raises TypeError naming the argument for other types, and
-//! `range_error` (ValueError by default; IndexError for indices) naming the value and the range
-//! when it is outside, however large: no input reaches pybind11's bare cast errors. Requires the
-//! GIL.
-std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
-                     std::int64_t hi, PyObject* range_error = PyExc_ValueError);
+//! The CPU backend's settings: the worker threads' count, spin and scheduling policy
+//! (bind_cpu.cpp).
+void bind_cpu(py::module_& m);
 
-//! A number argument `name` of `what` as a double: TypeError naming it for non-numbers,
-//! OverflowError naming the value and the limit for an int too large for a float (numpy's
-//! exception for the same). Requires the GIL.
-double float_arg(py::handle obj, const char* what, const char* name);
+//! Stream (launching Python callables) and the current and default streams (bind_stream.cpp).
+void bind_stream(py::module_& m);
 
-//! Short type name of a Python object ("int", "numpy.ndarray") for messages. Requires the GIL.
-std::string type_name(py::handle obj);
+//! StreamContext and stream(): `with` contexts for a stream (bind_stream_context.cpp); after
+//! bind_stream.
+void bind_stream_context(py::module_& m);
 
-//! Waits with the GIL released, in slices, until `try_wait(slice)` returns true. Between slices,
-//! with the GIL held, runs Python's signal handlers: Ctrl-C in the main thread raises
-//! KeyboardInterrupt (thrown as py::error_already_set) and leaves the awaited work queued and
-//! running. Requires the GIL. Off the main thread (which never gets signals) it does not slice.
-void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try_wait);
+//! Event and wait_all (bind_event.cpp).
+void bind_event(py::module_& m);
 
-//! As wait_interruptibly, for at most `timeout` (any length, nanoseconds::max() included): true
-//! when `try_wait` succeeded, false when the time ran out. `try_wait` must change nothing when it
-//! times out, so that slices add up to one wait. Requires the GIL.
-bool wait_interruptibly_for(const std::function<bool(std::chrono::nanoseconds)>& try_wait,
-                            std::chrono::nanoseconds timeout);
+//! LaunchHandle, what Stream.launch returns (bind_launch_handle.cpp).
+void bind_launch_handle(py::module_& m);
 
-//! Binds Device, Stream, StreamContext, Event and the device-wide functions. Requires the GIL.
-void bind_core(py::module_& m);
+//! streamrt.dtype and its values streamrt.float32 ... (bind_dtype.cpp).
+void bind_dtype(py::module_& m);
 
-//! Binds dtypes, Generator, Tensor, the ops, dependency tracking and the profiler. Requires the
-//! GIL.
+//! Generator, the default generator and manual_seed (bind_generator.cpp).
+void bind_generator(py::module_& m);
+
+//! Tensor: attributes, host access (numpy, DLPack, buffer protocol, item), copies and
+//! conversions (bind_tensor.cpp).
 void bind_tensor(py::module_& m);
 
-//! Gives the bound Tensor class `cls` its buffer protocol (memoryview, bytes, numpy.frombuffer):
-//! the consumer waits (interruptibly) for the tensor's pending work, a failed writer or Ctrl-C
-//! raises its Python exception, and a strided view is refused when the consumer asks for a
-//! contiguous buffer. Requires the GIL.
-void enable_tensor_buffer(py::handle cls);
+//! Tensor creation: from_numpy, from_dlpack, asarray, tensor, zeros, ones, empty, full, arange,
+//! rand, randn (bind_factories.cpp).
+void bind_factories(py::module_& m);
 
-//! Binds the caching allocator's counters and controls. Requires the GIL.
+//! Every op, as Tensor methods, operators and module functions: element-wise math, comparisons,
+//! reductions, matmul, views, softmax, joins, allclose, equal (bind_ops.cpp).
+void bind_ops(py::module_& m);
+
+//! Tensor.__getitem__ and __setitem__ (bind_indexing.cpp).
+void bind_indexing(py::module_& m);
+
+//! Automatic dependency tracking: set_dependency_tracking, DependencyTracking
+//! (bind_tracking.cpp).
+void bind_tracking(py::module_& m);
+
+//! TraceRecord, Profiler and profile (bind_profiler.cpp).
+void bind_profiler(py::module_& m);
+
+//! The caching allocator's counters and controls (bind_memory.cpp).
 void bind_memory(py::module_& m);
-//! Binds Graph, Stream.is_capturing and is_current_stream_capturing. Requires the GIL; after
-//! bind_core.
-void bind_graph(py::module_& m);
-//! Binds the native support of streamrt.torch (bind_torch.cpp). Requires the GIL.
-void bind_torch(py::module_& m);
 
-//! `obj.__dlpack__()`, or, when streamrt.torch is installed and `obj` is a torch tensor, a capsule
-//! taken without waiting, with `tracker` set to the tensor standing for the torch storage's
-//! tracking (the import must share it). Requires the GIL.
-py::object dlpack_capsule(py::handle obj, Tensor& tracker);
+//! Graph, Stream.is_capturing and is_current_stream_capturing (bind_graph.cpp).
+void bind_graph(py::module_& m);
+
+//! The native support of streamrt.torch: its tracker registry and work items (bind_torch.cpp).
+void bind_torch(py::module_& m);
 
 }  // namespace streamrt::python

@@ -1,4 +1,5 @@
-// The _streamrt extension module: exceptions, then the bindings of each area.
+// The _streamrt extension module: exceptions, then the binders of each file (bindings.hpp), in
+// an order that binds each class before the signatures that name it.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -7,11 +8,13 @@
 #include <optional>
 #include <string>
 
-#include "bind_ops.hpp"
 #include "bindings.hpp"
+#include "error_text.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/version.hpp"
+#include "waits.hpp"
 
 namespace py = pybind11;
 namespace sp = streamrt::python;
@@ -28,7 +31,7 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Error& e) {
-      (*error)(sp::python_spelling(e.what()).c_str());
+      (*error)(sp::python_text(e.text()).c_str());
     }
   });
   static auto* cancelled = new py::exception<streamrt::Cancelled>(m, "Cancelled", error->ptr());
@@ -36,7 +39,7 @@ PYBIND11_MODULE(_streamrt, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const streamrt::Cancelled& e) {
-      (*cancelled)(sp::python_spelling(e.what()).c_str());
+      (*cancelled)(sp::python_text(e.text()).c_str());
     }
   });
   // Shown as streamrt.Error / streamrt.Cancelled (the package's names), not streamrt._streamrt.
@@ -51,9 +54,21 @@ PYBIND11_MODULE(_streamrt, m) {
     }
   });
 
-  sp::bind_core(m);
+  sp::remember_main_thread();
+  sp::bind_device(m);
+  sp::bind_cpu(m);
+  sp::bind_stream(m);
+  sp::bind_stream_context(m);
+  sp::bind_event(m);
+  sp::bind_launch_handle(m);
+  sp::bind_dtype(m);
   sp::bind_tensor(m);
+  sp::bind_generator(m);
+  sp::bind_factories(m);
   sp::bind_ops(m);
+  sp::bind_indexing(m);
+  sp::bind_tracking(m);
+  sp::bind_profiler(m);
 
   // streamrt.__version__ and `python3 -m streamrt` (the same text as `streamrt --version`).
   m.attr("__version__") = streamrt::version_info().version;

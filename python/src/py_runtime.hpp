@@ -1,8 +1,9 @@
 #pragma once
 //! \file py_runtime.hpp
 //! How Python objects live on streamrt's threads: references that any thread may drop, the gate
-//! that lets worker threads take the GIL only while the interpreter is alive, Python exceptions
-//! carried through the C++ runtime, and the shutdown done at interpreter exit.
+//! that lets worker threads take the GIL only while the interpreter is alive, and the shutdown
+//! done at interpreter exit. Python exceptions carried through the C++ runtime are in
+//! py_exception.hpp.
 //!
 //! Rules that keep this deadlock-free: a thread never waits for the GIL while it holds a runtime
 //! lock (work, callbacks and destructors run outside them), and code that waits for C++ work
@@ -119,48 +120,6 @@ void refuse_python_work_at_exit(const char* what);
 //! at module import. Never blocks.
 void install_fork_handlers();
 
-//! A Python exception raised by a callable that ran on a stream, carried through the C++ runtime
-//! (stream failures, events, synchronize) as the original exception object, with its traceback.
-//! Copies share the object. Thread-safe to copy and destroy anywhere (see SafeObject).
-class PythonException : public std::exception {
- public:
-  //! Captures the exception held by `e`, with its traceback; `where` names the stream whose work
-  //! raised it ("cpu:0 stream 3"). Requires the GIL.
-  explicit PythonException(const py::error_already_set& e, std::string where = {});
-  //! "KeyError: 'x'" (computed at capture, so no GIL is needed here). Never blocks.
-  const char* what() const noexcept override { return message_.c_str(); }
-  //! Sets the Python error indicator for raising the failure to a host wait. The first time: the
-  //! original exception object with the traceback it had when captured (frames of earlier raises
-  //! never accumulate). Later times: a fresh exception of the same type and args, chained to the
-  //! original (__cause__), with a note that it was raised before and how to clear it (rule 10).
-  //! Requires the GIL.
-  void restore() const;
-  //! The exception object. Requires the GIL.
-  py::object value() const { return value_->object(); }
-
- private:
-  std::shared_ptr<SafeObject> value_;
-  std::shared_ptr<SafeObject> traceback_;  // as captured; empty when there was none
-  std::shared_ptr<std::atomic<int>> raises_ = std::make_shared<std::atomic<int>>(0);
-  std::string message_;
-  std::string where_;
-};
-
-//! The Python exception object for a C++ failure `e` (the original object for a PythonException;
-//! streamrt.Error, RuntimeError ... otherwise, as pybind11 translates them), None for null.
-//! Requires the GIL.
-py::object exception_object(const std::exception_ptr& e);
-
-//! Sets the Python error indicator for the C++ failure `e`, as a bound function that threw it
-//! would (a PythonException restores the original object). For C slots, where no exception may
-//! pass. Requires the GIL.
-void set_python_error(const std::exception_ptr& e);
-
-//! A message of the C++ library in Python spelling: DType::Float64 -> streamrt.float64,
-//! EventOptions{.enable_timing = true} -> Event(enable_timing=True), Device{DeviceType::CPU} ->
-//! "cpu", Stream::synchronize() -> Stream.synchronize(). Never blocks; thread-safe.
-std::string python_spelling(std::string message);
-
 //! A stable C string naming callable `fn` for the profiler ("module.qualname"); interned for the
 //! life of the process (at most a few thousand names, then "python"). Requires the GIL.
 const char* callable_label(py::handle fn);
@@ -174,10 +133,6 @@ const char* callable_label(py::handle fn);
 //! then, and the caller ends the process without the rest (docs/reliability.md, "Exit"). A second
 //! call after "done" returns "done" at once. Never a busy loop.
 const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout);
-
-//! Makes sure the exception object held by `e` carries `e`'s traceback (__traceback__), so that
-//! the object alone can be raised again as it was. Requires the GIL.
-void attach_traceback(const py::error_already_set& e);
 
 //! True once shutdown_at_exit() has closed the gate. Never blocks.
 bool python_closed() noexcept;

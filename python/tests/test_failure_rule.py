@@ -28,7 +28,7 @@ def test_a_failure_raised_by_a_tensor_read_lets_later_ops_run():
     x = int_div_by_zero()
     with pytest.raises(streamrt.Error, match="integer division by zero"):
         x.numpy()
-    # The REPL session: the next op on the same stream runs, and nothing is left to report.
+    # A REPL session: the next op on the same stream runs, and nothing is left to report.
     y = streamrt.ones(2) + 1
     assert y.numpy().tolist() == [2.0, 2.0]
     streamrt.default_stream().synchronize()

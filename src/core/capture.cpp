@@ -26,7 +26,7 @@ struct Session {
   CaptureMode mode = CaptureMode::Global;
   std::thread::id thread;
   bool active = true;
-  std::string invalid;  // why the capture was invalidated; empty = valid
+  ErrorText invalid;  // why the capture was invalidated; empty = valid
   std::vector<std::shared_ptr<impl::StreamImpl>> members;  // origin first
 };
 
@@ -66,18 +66,19 @@ StreamState* find(const impl::StreamImpl& s) {
 }
 
 // Marks the capture invalid (the first reason is kept) and builds the error to throw.
-Error invalidate(Session& session, const std::string& what) {
-  const std::string reason = what + " cannot be captured";
+Error invalidate(Session& session, const ErrorText& what) {
+  const ErrorText reason = what + " cannot be captured";
   if (session.invalid.empty()) session.invalid = reason;
   return Error(reason + ": the capture begun on " + name(*session.origin) +
-               " is invalidated; end it (end_capture throws) and move the call out of the "
-               "captured region");
+               " is invalidated; end it (" + api::member("Stream", "end_capture") +
+               " throws) and move the call out of the captured region");
 }
 
 void check_valid(const Session& session) {
   if (!session.invalid.empty()) {
     throw Error("this stream's capture was invalidated earlier (" + session.invalid +
-                "); end the capture (end_capture throws) and capture again");
+                "); end the capture (" + api::member("Stream", "end_capture") +
+                " throws) and capture again");
   }
 }
 
@@ -111,21 +112,25 @@ void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::G
   std::lock_guard lock(g_mutex);
   if (StreamState* st = find(*s)) {
     if (st->session->origin == s) {
-      throw Error("begin_capture: " + name(*s) +
-                  " is already capturing (nested capture on one stream is refused); call "
-                  "end_capture first, or capture on another stream");
+      throw Error(api::member("Stream", "begin_capture") + ": " + name(*s) +
+                  " is already capturing (nested capture on one stream is refused); call " +
+                  api::member("Stream", "end_capture") + " first, or capture on another stream");
     }
-    throw Error("begin_capture: " + name(*s) + " joined the capture begun on " +
-                name(*st->session->origin) + "; it cannot begin its own until that one ends");
+    throw Error(api::member("Stream", "begin_capture") + ": " + name(*s) +
+                " joined the capture begun on " + name(*st->session->origin) +
+                "; it cannot begin its own until that one ends");
   }
   {
     std::lock_guard glock(graph->mutex);
     if (graph->capturing) {
-      throw Error("begin_capture: the graph is already being captured into by another stream");
+      throw Error(api::member("Stream", "begin_capture") +
+                  ": the graph is already being captured into by another stream");
     }
     if (!graph->nodes.empty()) {
-      throw Error("begin_capture: the graph already holds " + std::to_string(graph->nodes.size()) +
-                  " nodes; capture into an empty graph (call clear() first)");
+      throw Error(api::member("Stream", "begin_capture") + ": the graph already holds " +
+                  std::to_string(graph->nodes.size()) +
+                  " nodes; capture into an empty graph (call " + api::member("Graph", "clear") +
+                  "() first)");
     }
     graph->capturing = true;
   }
@@ -144,18 +149,22 @@ std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s) {
   // calls back into streamrt (a Python callable takes the GIL).
   std::vector<detail::GraphNode> dropped;
   std::shared_ptr<Session> session;
-  std::string invalid, unjoined;
+  ErrorText invalid;
+  std::string unjoined;
   std::shared_ptr<detail::GraphData> graph;
   {
     std::lock_guard lock(g_mutex);
     StreamState* st = find(s);
     if (st == nullptr) {
-      throw Error("end_capture: " + name(s) + " is not capturing; call begin_capture on it first");
+      throw Error(api::member("Stream", "end_capture") + ": " + name(s) +
+                  " is not capturing; call " + api::member("Stream", "begin_capture") +
+                  " on it first");
     }
     session = st->session;
     if (session->origin.get() != &s) {
-      throw Error("end_capture: " + name(s) + " joined the capture begun on " +
-                  name(*session->origin) + "; call end_capture on that stream");
+      throw Error(api::member("Stream", "end_capture") + ": " + name(s) +
+                  " joined the capture begun on " + name(*session->origin) + "; call " +
+                  api::member("Stream", "end_capture") + " on that stream");
     }
     invalid = session->invalid;
     graph = std::move(session->graph);
@@ -192,14 +201,15 @@ std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s) {
   session->members.clear();
   dropped.clear();
   if (!invalid.empty()) {
-    throw Error("end_capture: the capture was invalidated (" + invalid +
+    throw Error(api::member("Stream", "end_capture") + ": the capture was invalidated (" + invalid +
                 "); the graph is left empty: capture again without that call");
   }
   if (!unjoined.empty()) {
-    throw Error("end_capture: " + unjoined +
+    throw Error(api::member("Stream", "end_capture") + ": " + unjoined +
                 " joined the capture (by waiting on an event recorded during it) and was not "
                 "joined back: record an event on it after its last captured work and make " +
-                name(s) + " wait on that event before end_capture; the graph is left empty");
+                name(s) + " wait on that event before " + api::member("Stream", "end_capture") +
+                "; the graph is left empty");
   }
   return graph;
 }
@@ -282,12 +292,12 @@ void block_slow(const std::shared_ptr<impl::EventImpl>& position,
 }
 
 std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>& position,
-                                         const char* what, bool throw_if_active) {
+                                         RefusedCall what, bool throw_if_active) {
   if (!position->captured()) return position;
   const auto& cp = static_cast<const CapturedPosition&>(*position);
   std::lock_guard lock(g_mutex);
   if (cp.session->active) {
-    if (throw_if_active) throw invalidate(*cp.session, what);
+    if (throw_if_active) throw invalidate(*cp.session, what());
     return nullptr;
   }
   return last_replay(*cp.session);
@@ -295,7 +305,7 @@ std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>&
 
 bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position) {
   if (!position->captured()) return b.query_event(*position);
-  auto real = resolve(position, "", false);
+  auto real = resolve(position, nullptr, false);
   if (!real) {
     std::lock_guard lock(g_mutex);
     return !static_cast<const CapturedPosition&>(*position).session->active;
@@ -303,24 +313,24 @@ bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position) {
   return b.query_event(*real);
 }
 
-void refuse_if_capturing(const impl::StreamImpl& s, const char* what) {
-  if (!active()) return;
+void refuse_if_capturing_slow(const impl::StreamImpl& s, const char* member) {
   std::lock_guard lock(g_mutex);
   if (StreamState* st = find(s)) {
-    throw invalidate(*st->session, std::string(what) + " on a capturing stream (" + name(s) + ")");
+    throw invalidate(*st->session,
+                     api::member("Stream", member) + " on a capturing stream (" + name(s) + ")");
   }
 }
 
-void refuse_device_wide(const char* what) {
+void refuse_device_wide(const char* function) {
   if (!active()) return;
   std::lock_guard lock(g_mutex);
   const auto me = std::this_thread::get_id();
   for (const auto& session : g_sessions) {
     if (session->mode == CaptureMode::Global ||
         (session->mode == CaptureMode::ThreadLocal && session->thread == me)) {
-      throw invalidate(*session, std::string(what) + " during a capture in " +
-                                     std::string(to_string(session->mode)) +
-                                     " mode (use CaptureMode::Relaxed to allow it)");
+      throw invalidate(*session, api::function(function) + "(device) during a capture in " +
+                                     std::string(to_string(session->mode)) + " mode (use " +
+                                     api::enumerator("CaptureMode", "Relaxed") + " to allow it)");
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "streamrt/detail/work.hpp"
+#include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 
@@ -58,19 +59,31 @@ inline void block(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& posi
   }
 }
 
+// Makes the text naming a refused call ("Event::query on an event recorded during the
+// capture"), only when it is refused: the helpers below are on hot paths, where no message may be
+// built before it is needed.
+using RefusedCall = ErrorText (*)();
+
 // The backend position a captured one stands for now: null while its capture runs (after
-// invalidating the capture and throwing Error naming `what`, when `throw_if_active`), the latest
-// replay's completion after it (null before any replay: nothing of it was queued). Positions that
-// are not captured come back unchanged.
+// invalidating the capture and throwing Error naming `what()`, when `throw_if_active`), the
+// latest replay's completion after it (null before any replay: nothing of it was queued).
+// Positions that are not captured come back unchanged. `what` may be null when not
+// `throw_if_active`.
 std::shared_ptr<impl::EventImpl> resolve(const std::shared_ptr<impl::EventImpl>& position,
-                                         const char* what, bool throw_if_active = true);
+                                         RefusedCall what, bool throw_if_active = true);
 // query_event that accepts captured positions (false while their capture runs). Never throws.
 bool query(impl::Backend& b, const std::shared_ptr<impl::EventImpl>& position);
 
-// Calls that cannot be captured: invalidate the capture of `s` and throw Error naming `what`.
-void refuse_if_capturing(const impl::StreamImpl& s, const char* what);
-// synchronize(device) and other device-wide waits: refused as the captures' modes say.
-void refuse_device_wide(const char* what);
+// Stream calls that cannot be captured: invalidate the capture of `s` and throw Error naming
+// Stream::`member` (a literal). Inline: every Stream::query and synchronize asks, and only a
+// capture anywhere makes it more than a load.
+void refuse_if_capturing_slow(const impl::StreamImpl& s, const char* member);
+inline void refuse_if_capturing(const impl::StreamImpl& s, const char* member) {
+  if (active()) refuse_if_capturing_slow(s, member);
+}
+// synchronize(device) and other device-wide waits (streamrt::`function`, a literal, taking a
+// device): refused as the captures' modes say.
+void refuse_device_wide(const char* function);
 
 // The stream id the ops tracker files accesses under: the stream's own id, or while it captures
 // an id no real stream has (so that eager work after the capture never counts a graph's access as

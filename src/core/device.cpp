@@ -48,12 +48,12 @@ Device Device::parse(std::string_view text) {
 std::string Device::str() const { return std::string(to_string(type)) + ":" + std::to_string(index); }
 
 void synchronize(Device device) {
-  capture::refuse_device_wide("synchronize(device)");
+  capture::refuse_device_wide("synchronize");
   impl::backend_for(device).synchronize_device(device.index, std::nullopt);
 }
 
 bool synchronize_for(std::chrono::nanoseconds timeout, Device device) {
-  capture::refuse_device_wide("synchronize_for(device)");
+  capture::refuse_device_wide("synchronize_for");
   return impl::backend_for(device).synchronize_device(device.index, timeout);
 }
 

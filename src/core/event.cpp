@@ -49,10 +49,11 @@ class PositionLock {
   std::atomic<bool>& busy_;
 };
 
-std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* what) {
+// `member`: the Event member asking (a literal), named in the error.
+std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* member) {
   auto p = e.impl();
   if (!p) {
-    throw Error(std::string(what) +
+    throw Error(api::member("Event", member) +
                 ": the event was never recorded (or was reset); call record() first. (CUDA would "
                 "treat this as complete; streamrt refuses, as it hides ordering bugs)");
   }
@@ -96,8 +97,8 @@ void Event::record() {
 void Event::record(const Stream& s) {
   auto& impl = s.impl();
   if (auto old = this->impl(); old && old->device() != s.device()) {
-    throw Error("Event::record: the event was recorded on " + old->device().str() +
-                " and cannot be recorded on " + s.device().str() +
+    throw Error(api::member("Event", "record") + ": the event was recorded on " +
+                old->device().str() + " and cannot be recorded on " + s.device().str() +
                 "; call reset() first or use another event");
   }
   // Recorded outside the lock: the backend may take its own stream lock, and a record must never
@@ -126,7 +127,9 @@ bool Event::query() const {
   }
   auto p = impl();
   if (p && p->captured()) {
-    p = capture::resolve(p, "Event::query on an event recorded during the capture");
+    p = capture::resolve(p, [] {
+      return api::member("Event", "query") + " on an event recorded during the capture";
+    });
     if (!p) return true;  // the capture is over and its graph was never replayed
   }
   return p && p->backend().query_event(*p);
@@ -137,7 +140,7 @@ EventState Event::state() const {
   if (!p) return EventState::NotRecorded;
   if (p->captured()) {
     // For reprs and debugging: never refused, never invalidates. Pending while the capture runs.
-    auto real = capture::resolve(p, "", false);
+    auto real = capture::resolve(p, nullptr, false);
     if (!real) {
       return capture::query(p->backend(), p) ? EventState::Complete
                                                                  : EventState::Pending;
@@ -159,17 +162,22 @@ void Event::synchronize() const {
       return;
     }
   }
-  auto p = recorded_or_throw(*this, "Event::synchronize");
+  auto p = recorded_or_throw(*this, "synchronize");
   if (p->captured()) {
-    p = capture::resolve(p, "Event::synchronize (a host wait) on an event recorded during the capture");
+    p = capture::resolve(p, [] {
+      return api::member("Event", "synchronize") +
+             " (a host wait) on an event recorded during the capture";
+    });
     if (!p) return;
   }
   p->backend().synchronize_event(*p, std::nullopt);
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
-  auto p = capture::resolve(recorded_or_throw(*this, "Event::wait_for"),
-                            "Event::wait_for (a host wait) on an event recorded during the capture");
+  auto p = capture::resolve(recorded_or_throw(*this, "wait_for"), [] {
+    return api::member("Event", "wait_for") +
+           " (a host wait) on an event recorded during the capture";
+  });
   return !p || p->backend().synchronize_event(*p, timeout);
 }
 
@@ -179,36 +187,43 @@ void Event::wait(const Stream& s) const {
 }
 
 void Event::wait() const {
-  auto p = recorded_or_throw(*this, "Event::wait");
+  auto p = recorded_or_throw(*this, "wait");
   Stream s = current_stream(p->device());
   s.wait_event(*this);
 }
 
 double Event::elapsed_time(const Event& end) const {
   if (!options().enable_timing || !end.options().enable_timing) {
-    throw Error("Event::elapsed_time: Both events must be created with enable_timing=true "
-                "(EventOptions{.enable_timing = true})");
+    throw Error(api::member("Event", "elapsed_time") +
+                ": Both events must be created with enable_timing=true (" +
+                api::option("Event", "enable_timing", true) + ")");
   }
   auto a = impl();
   auto b = end.impl();
   if (!a || !b) {
-    throw Error("Event::elapsed_time: Both events must be recorded before calculating elapsed "
-                "time");
+    throw Error(api::member("Event", "elapsed_time") +
+                ": Both events must be recorded before calculating elapsed time");
   }
   for (const auto* p : {&a, &b}) {
     if ((*p)->captured()) {
-      capture::resolve(*p, "Event::elapsed_time on an event recorded during the capture");
-      throw Error("Event::elapsed_time: an event recorded during a capture has no timestamp (it "
-                  "stands for a place in a graph); record timing events around exec.launch()");
+      capture::resolve(*p, [] {
+        return api::member("Event", "elapsed_time") + " on an event recorded during the capture";
+      });
+      throw Error(api::member("Event", "elapsed_time") +
+                  ": an event recorded during a capture has no timestamp (it stands for a place "
+                  "in a graph); record timing events around " +
+                  api::member("GraphExec", "launch") + "()");
     }
   }
   if (a->device() != b->device()) {
-    throw Error("Event::elapsed_time: the events were recorded on different devices (" +
-                a->device().str() + " and " + b->device().str() + ")");
+    throw Error(api::member("Event", "elapsed_time") +
+                ": the events were recorded on different devices (" + a->device().str() + " and " +
+                b->device().str() + ")");
   }
   if (&a->backend() != &b->backend()) {
-    throw Error("Event::elapsed_time: the events were recorded by different backends of " +
-                a->device().str() + " (register_backend replaced one in between); record both "
+    throw Error(api::member("Event", "elapsed_time") +
+                ": the events were recorded by different backends of " + a->device().str() +
+                " (register_backend replaced one in between); record both "
                 "events on streams created after the replacement");
   }
   return a->backend().elapsed_time(*a, *b);
@@ -231,9 +246,10 @@ std::optional<Device> Event::device() const {
 EventOptions Event::options() const noexcept { return state_->options; }
 
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
-  if (!cb) throw Error("Event::on_complete: the callback is empty");
-  auto p = capture::resolve(recorded_or_throw(*this, "Event::on_complete"),
-                            "Event::on_complete on an event recorded during the capture");
+  if (!cb) throw Error(api::member("Event", "on_complete") + ": the callback is empty");
+  auto p = capture::resolve(recorded_or_throw(*this, "on_complete"), [] {
+    return api::member("Event", "on_complete") + " on an event recorded during the capture";
+  });
   if (!p) {
     cb(nullptr);  // the capture is over and its graph was never replayed: nothing to wait for
     return;
@@ -243,18 +259,21 @@ void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
 
 namespace {
 
+// `function`: the streamrt function asking (a literal), named in the error.
 std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event> events,
-                                                           const char* what) {
+                                                           const char* function) {
   std::vector<std::shared_ptr<impl::EventImpl>> out;
   out.reserve(events.size());
   for (std::size_t i = 0; i < events.size(); ++i) {
     auto p = events[i].impl();
     if (!p) {
-      throw Error(std::string(what) + ": event " + std::to_string(i) +
+      throw Error(api::function(function) + ": event " + std::to_string(i) +
                   " was never recorded (or was reset); record every event before waiting");
     }
     if (p->captured()) {
-      p = capture::resolve(p, "a host wait (wait_all) on an event recorded during the capture");
+      p = capture::resolve(p, [] {
+        return api::function("wait_all") + " (a host wait) on an event recorded during the capture";
+      });
       if (!p) continue;  // never replayed: nothing to wait for
     }
     out.push_back(std::move(p));

@@ -46,7 +46,8 @@ void Graph::clear() {
   {
     std::lock_guard lock(data_->mutex);
     if (data_->capturing) {
-      throw Error("Graph::clear: the graph is being captured into; end the capture first");
+      throw Error(api::member("Graph", "clear") +
+                  ": the graph is being captured into; end the capture first");
     }
     dropped.swap(data_->nodes);
     // Positions recorded by the old capture keep the old tracker; a new capture starts afresh.

@@ -40,12 +40,12 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-void write_file(const std::string& path, const std::string& text, const char* what) {
+void write_file(const std::string& path, const std::string& text, ApiName what) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(std::string(what) + ": cannot open '" + path + "' for writing");
+  if (!f) throw Error(what + ": cannot open '" + path + "' for writing");
   f << text;
   f.close();
-  if (!f) throw Error(std::string(what) + ": writing '" + path + "' failed");
+  if (!f) throw Error(what + ": writing '" + path + "' failed");
 }
 
 // Identifies a stream across devices, ordered for maps.
@@ -85,7 +85,8 @@ Profiler::~Profiler() {
 void Profiler::start() {
   std::lock_guard session_lock(g_session_mutex);
   if (g_active != nullptr && g_active != this) {
-    throw Error("Profiler::start: another profiler is running; stop it first (one at a time)");
+    throw Error(api::member("Profiler", "start") +
+                ": another profiler is running; stop it first (one at a time)");
   }
   std::lock_guard lock(state_->mutex);
   if (state_->running) return;
@@ -203,7 +204,7 @@ std::string Profiler::chrome_trace_json() const {
 }
 
 void Profiler::export_chrome_trace(const std::string& path) const {
-  write_file(path, chrome_trace_json(), "Profiler::export_chrome_trace");
+  write_file(path, chrome_trace_json(), api::member("Profiler", "export_chrome_trace"));
 }
 
 std::string Profiler::timeline_svg(const std::string& title) const {
@@ -228,7 +229,7 @@ std::string Profiler::timeline_svg(const std::string& title) const {
 }
 
 void Profiler::export_timeline_svg(const std::string& path, const std::string& title) const {
-  write_file(path, timeline_svg(title), "Profiler::export_timeline_svg");
+  write_file(path, timeline_svg(title), api::member("Profiler", "export_timeline_svg"));
 }
 
 }  // namespace streamrt

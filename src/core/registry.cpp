@@ -45,14 +45,17 @@ Registry& registry() {
 }  // namespace
 
 std::uint64_t Backend::pending(const StreamImpl&) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::pending()");
+  throw Error(std::string(to_string(type())) + " backend doesn't support " +
+              api::member("Stream", "pending") + "()");
 }
 std::uint64_t Backend::cancel(StreamImpl&) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::cancel()");
+  throw Error(std::string(to_string(type())) + " backend doesn't support " +
+              api::member("Stream", "cancel") + "()");
 }
 void Backend::set_tracing(bool) noexcept {}
 void Backend::set_host_run(StreamImpl&, bool) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support Stream::set_host_run()");
+  throw Error(std::string(to_string(type())) + " backend doesn't support " +
+              api::member("Stream", "set_host_run") + "()");
 }
 bool Backend::host_run(const StreamImpl&) { return false; }
 void Backend::set_num_threads(int) {
@@ -96,8 +99,7 @@ Backend& backend(DeviceType type) {
                    : nullptr;
   if (b == nullptr) {
     throw Error("no backend for device type '" + std::string(to_string(type)) +
-                "': this build of streamrt has only the CPU backend; use Device{DeviceType::CPU} "
-                "(\"cpu\")");
+                "': this build of streamrt has only the CPU backend; use " + api::device("cpu"));
   }
   return *b;
 }

@@ -97,22 +97,22 @@ void Stream::launch_work(detail::Work work, const char* label) {
 }
 
 bool Stream::query() const {
-  capture::refuse_if_capturing(*impl_, "Stream::query");
+  capture::refuse_if_capturing(*impl_, "query");
   return impl_->backend().query_stream(*impl_);
 }
 
 void Stream::synchronize() const {
-  capture::refuse_if_capturing(*impl_, "Stream::synchronize");
+  capture::refuse_if_capturing(*impl_, "synchronize");
   impl_->backend().synchronize_stream(*impl_, std::nullopt);
 }
 
 bool Stream::synchronize_for(std::chrono::nanoseconds timeout) const {
-  capture::refuse_if_capturing(*impl_, "Stream::synchronize_for");
+  capture::refuse_if_capturing(*impl_, "synchronize_for");
   return impl_->backend().synchronize_stream(*impl_, timeout);
 }
 
 std::uint64_t Stream::cancel() {
-  capture::refuse_if_capturing(*impl_, "Stream::cancel");
+  capture::refuse_if_capturing(*impl_, "cancel");
   return impl_->backend().cancel(*impl_);
 }
 
@@ -125,15 +125,16 @@ bool Stream::host_run() const { return impl_->backend().host_run(*impl_); }
 void Stream::wait_event(const Event& e) {
   auto position = e.impl();
   if (!position) {
-    throw Error("Stream::wait_event: the event was never recorded (or was reset); record it on a "
-                "stream before waiting on it");
+    throw Error(api::member("Stream", "wait_event") +
+                ": the event was never recorded (or was reset); record it on a stream before "
+                "waiting on it");
   }
   if (position->device().type != device().type) {
-    throw Error("Stream::wait_event: event recorded on " + position->device().str() +
-                " cannot be waited on by a stream of " + device().str());
+    throw Error(api::member("Stream", "wait_event") + ": event recorded on " +
+                position->device().str() + " cannot be waited on by a stream of " + device().str());
   }
   if (&position->backend() != &impl_->backend()) {
-    throw Error("Stream::wait_event: the event was recorded by another " +
+    throw Error(api::member("Stream", "wait_event") + ": the event was recorded by another " +
                 std::string(to_string(device().type)) + " backend than the one of " + str() +
                 " (register_backend replaced it in between); record the event on a stream "
                 "created after the replacement");

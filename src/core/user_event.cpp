@@ -42,8 +42,8 @@ Event UserEvent::event() const { return Event(state_->position); }
 
 void UserEvent::complete(std::exception_ptr failure) {
   if (state_->done.exchange(true, std::memory_order_acq_rel)) {
-    throw Error("UserEvent::complete: the event was already completed (complete() may be called "
-                "once)");
+    throw Error(api::member("UserEvent", "complete") +
+                ": the event was already completed (complete() may be called once)");
   }
   state_->backend.complete_user_event(state_->position, std::move(failure));
 }

@@ -214,8 +214,9 @@ double CpuBackend::elapsed_time(const impl::EventImpl& start, const impl::EventI
   const auto& a = cpu_event(start);
   const auto& b = cpu_event(end);
   if (!a.stream->is_complete(a.seq) || !b.stream->is_complete(b.seq)) {
-    throw Error("Event::elapsed_time: Both events must be completed before calculating elapsed "
-                "time (synchronize() the end event first)");
+    throw Error(api::member("Event", "elapsed_time") +
+                ": Both events must be completed before calculating elapsed time (synchronize() "
+                "the end event first)");
   }
   const auto t0 = a.timestamp_ns.load(std::memory_order_relaxed);
   const auto t1 = b.timestamp_ns.load(std::memory_order_relaxed);
@@ -242,8 +243,9 @@ void CpuBackend::on_complete(const std::shared_ptr<impl::EventImpl>& position,
 
 bool CpuBackend::synchronize_device(int, std::optional<std::chrono::nanoseconds> timeout) {
   if (CpuStream::running_any_stream()) {
-    throw Error("streamrt::synchronize() called from work running on a stream: it would wait for "
-                "that stream's own work (deadlock). Synchronize from outside stream work");
+    throw Error(api::function("synchronize") +
+                "() called from work running on a stream: it would wait for that stream's own "
+                "work (deadlock). Synchronize from outside stream work");
   }
   auto streams = live_streams();
   std::vector<std::uint64_t> targets;

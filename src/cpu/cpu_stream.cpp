@@ -240,8 +240,8 @@ void CpuStream::pop_front_locked() {
 
 std::uint64_t CpuStream::cancel() {
   auto error = std::make_shared<ErrorRecord>(
-      std::make_exception_ptr(
-          Cancelled("work on " + str() + " was dropped by Stream::cancel() before it started")),
+      std::make_exception_ptr(Cancelled("work on " + str() + " was dropped by " +
+                                        api::member("Stream", "cancel") + "() before it started")),
       str());
   // The user asked for it: not a failure to report on stderr if nobody looks at it.
   error->observed.store(true, std::memory_order_relaxed);

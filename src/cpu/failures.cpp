@@ -57,7 +57,7 @@ void ErrorRecord::rethrow() {
   } catch (const Cancelled&) {
     throw;  // a cancellation is no failure to clear
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " [raised again: this failure of work on " + where +
+    throw Error(e.text() + " [raised again: this failure of work on " + where +
                 " was already raised by an earlier wait. The work that depended on it was "
                 "skipped, so its results are not valid: submit that work again. Work submitted "
                 "after the earlier wait runs normally]");

@@ -113,7 +113,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
 
 bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   if (held_by_this_thread()) {
-    throw Error("Stream::synchronize() called from work running on " + str() +
+    throw Error(api::member("Stream", "synchronize") + "() called from work running on " + str() +
                 ": the stream cannot finish while its own work waits for it (deadlock). Record an "
                 "event and wait on it from another thread, or let the work return first");
   }

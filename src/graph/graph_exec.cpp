@@ -14,9 +14,15 @@ namespace streamrt {
 namespace {
 
 std::string deps_text(const std::vector<std::uint32_t>& deps) {
+  // Appended piece by piece: g++ 12 at -O3 warns (-Wrestrict, a false positive) on the
+  // temporary of `"," + std::to_string(...)` once this is inlined into the error paths.
   std::string out = "{";
-  for (std::size_t i = 0; i < deps.size(); ++i) out += (i ? "," : "") + std::to_string(deps[i]);
-  return out + "}";
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    if (i != 0) out += ',';
+    out += std::to_string(deps[i]);
+  }
+  out += '}';
+  return out;
 }
 
 }  // namespace
@@ -24,7 +30,8 @@ std::string deps_text(const std::vector<std::uint32_t>& deps) {
 GraphExec Graph::instantiate() const {
   std::lock_guard lock(data_->mutex);
   if (data_->capturing) {
-    throw Error("Graph::instantiate: the graph is being captured into; call end_capture first");
+    throw Error(api::member("Graph", "instantiate") + ": the graph is being captured into; call " +
+                api::member("Stream", "end_capture") + " first");
   }
   auto exec = std::make_shared<detail::ExecData>();
   exec->plan = detail::make_plan(data_->nodes);
@@ -55,9 +62,10 @@ void GraphExec::launch() {
 
 void GraphExec::launch(const Stream& stream) {
   if (stream.is_capturing()) {
-    throw Error("GraphExec::launch: " + stream.str() +
+    throw Error(api::member("GraphExec", "launch") + ": " + stream.str() +
                 " is capturing; launching a graph inside a capture is not supported (launch it "
-                "after end_capture)");
+                "after " +
+                api::member("Stream", "end_capture") + ")");
   }
   impl::StreamImpl& si = *stream.impl();
   impl::Backend& backend = si.backend();
@@ -91,7 +99,8 @@ void GraphExec::update(const Graph& g) {
     const auto& d = g.data();
     std::lock_guard lock(d->mutex);
     if (d->capturing) {
-      throw Error("GraphExec::update: the new graph is being captured into; end the capture first");
+      throw Error(api::member("GraphExec", "update") +
+                  ": the new graph is being captured into; end the capture first");
     }
     plan = detail::make_plan(d->nodes);
     replays = d->replays;
@@ -100,14 +109,16 @@ void GraphExec::update(const Graph& g) {
   std::lock_guard lock(data_->mutex);
   const auto& mine = data_->plan->deps;
   if (mine.size() != plan->deps.size()) {
-    throw Error("GraphExec::update: the new graph has " + std::to_string(plan->deps.size()) +
-                " nodes, this exec " + std::to_string(mine.size()) +
+    throw Error(api::member("GraphExec", "update") + ": the new graph has " +
+                std::to_string(plan->deps.size()) + " nodes, this exec " +
+                std::to_string(mine.size()) +
                 "; update needs the same topology (instantiate the new graph instead)");
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {
     if (mine[i] != plan->deps[i]) {
-      throw Error("GraphExec::update: node " + std::to_string(i) + " depends on " +
-                  deps_text(plan->deps[i]) + " in the new graph but on " + deps_text(mine[i]) +
+      throw Error(api::member("GraphExec", "update") + ": node " + std::to_string(i) +
+                  " depends on " + deps_text(plan->deps[i]) + " in the new graph but on " +
+                  deps_text(mine[i]) +
                   " in this exec; update needs the same topology (instantiate the new graph "
                   "instead)");
     }

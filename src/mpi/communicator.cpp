@@ -86,7 +86,7 @@ MPI_Op mpi_op(ReduceOp op) {
 
 int checked_count(std::size_t count, const char* what) {
   if (count > static_cast<std::size_t>(INT_MAX)) {
-    throw Error(std::string("streamrt::mpi ") + what + ": " + std::to_string(count) +
+    throw Error(api::function("mpi") + " " + what + ": " + std::to_string(count) +
                 " elements is more than MPI's int count allows (" + std::to_string(INT_MAX) +
                 "); split the buffer");
   }
@@ -255,7 +255,7 @@ Event enqueue(const std::shared_ptr<CommState>& cs, Stream s, std::shared_ptr<Op
               std::span<const Tensor* const> reads, std::span<const Tensor* const> writes,
               void* avg_buf = nullptr, std::size_t avg_count = 0, DType avg_dtype = DType::Float32) {
   if (s.device().type != DeviceType::CPU) {
-    throw Error(std::string("streamrt::mpi ") + op->name + ": stream " + s.str() +
+    throw Error(api::function("mpi") + " " + op->name + ": stream " + s.str() +
                 " is not a CPU stream; MPI operations run on CPU streams");
   }
   op->comm = cs->comm;
@@ -309,16 +309,17 @@ std::shared_ptr<Op> new_op(const char* name, detail::Describe describe) {
 
 void check_avg(ReduceOp op, DType dtype, const char* what) {
   if (op == ReduceOp::Avg && !is_floating(dtype)) {
-    throw Error(std::string("streamrt::mpi ") + what + ": ReduceOp::Avg needs a floating dtype, not " +
-                std::string(to_string(dtype)) + "; use Sum and divide, or convert with to()");
+    throw Error(api::function("mpi") + " " + what + ": " + api::enumerator("ReduceOp", "Avg") +
+                " needs a floating dtype, not " + std::string(to_string(dtype)) +
+                "; use Sum and divide, or convert with to()");
   }
 }
 
 void check_rank(int r, int size, const char* what, const char* role) {
   if (r < 0 || r >= size) {
-    throw Error(std::string("streamrt::mpi ") + what + ": " + role + " rank " + std::to_string(r) +
-                " is out of range for a communicator of " + std::to_string(size) +
-                " ranks (0.." + std::to_string(size - 1) + ")");
+    throw Error(api::function("mpi") + " " + what + ": " + role + " rank " + std::to_string(r) +
+                " is out of range for a communicator of " + std::to_string(size) + " ranks (0.." +
+                std::to_string(size - 1) + ")");
   }
 }
 
@@ -330,16 +331,16 @@ void check_tag(int tag, MPI_Comm comm, const char* what) {
   MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &found);
   const int limit = found != 0 && ub != nullptr ? *ub : 32767;
   if (tag < 0 || tag > limit) {
-    throw Error(std::string("streamrt::mpi ") + what + ": tag " + std::to_string(tag) +
+    throw Error(api::function("mpi") + " " + what + ": tag " + std::to_string(tag) +
                 " is out of range; MPI tags run from 0 to " + std::to_string(limit) +
                 " (MPI_TAG_UB)");
   }
 }
 
 void check_tensor(const Tensor& t, const char* what) {
-  if (!t.defined()) throw Error(std::string("streamrt::mpi ") + what + ": the tensor is undefined");
+  if (!t.defined()) throw Error(api::function("mpi") + " " + what + ": the tensor is undefined");
   if (t.device().type != DeviceType::CPU) {
-    throw Error(std::string("streamrt::mpi ") + what + ": tensor on " + t.device().str() +
+    throw Error(api::function("mpi") + " " + what + ": tensor on " + t.device().str() +
                 "; MPI operations take CPU tensors");
   }
 }
@@ -350,10 +351,13 @@ Communicator::Communicator() : Communicator(MPI_COMM_WORLD) {}
 
 Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<State>()) {
   init();
-  if (comm == MPI_COMM_NULL) throw Error("streamrt::mpi::Communicator: the communicator is MPI_COMM_NULL");
+  if (comm == MPI_COMM_NULL) {
+    throw Error(api::function("mpi::Communicator") + ": the communicator is MPI_COMM_NULL");
+  }
   int rc = MPI_Comm_dup(comm, &state_->comm);
   if (rc != MPI_SUCCESS) {
-    throw Error("streamrt::mpi::Communicator: MPI_Comm_dup failed: " + detail::mpi_error_string(rc));
+    throw Error(api::function("mpi::Communicator") +
+                ": MPI_Comm_dup failed: " + detail::mpi_error_string(rc));
   }
   MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(state_->comm, &state_->rank);
@@ -519,9 +523,9 @@ Event Communicator::all_gather(const Tensor& input, Tensor& output, std::optiona
   check_tensor(input, "all_gather");
   check_tensor(output, "all_gather");
   if (input.dtype() != output.dtype() || output.numel() != input.numel() * size()) {
-    throw Error("streamrt::mpi all_gather: output " + output.str() + " must have size() (" +
-                std::to_string(size()) + ") times the elements of input " + input.str() +
-                " and the same dtype");
+    throw Error(api::function("mpi") + " all_gather: output " + output.str() +
+                " must have size() (" + std::to_string(size()) + ") times the elements of input " +
+                input.str() + " and the same dtype");
   }
   const int n = checked_count(numel_of(input), "all_gather");
   checked_count(numel_of(output), "all_gather");
@@ -546,9 +550,9 @@ Event Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp
   check_tensor(output, "reduce_scatter");
   check_avg(op, output.dtype(), "reduce_scatter");
   if (input.dtype() != output.dtype() || input.numel() != output.numel() * size()) {
-    throw Error("streamrt::mpi reduce_scatter: input " + input.str() + " must have size() (" +
-                std::to_string(size()) + ") times the elements of output " + output.str() +
-                " and the same dtype");
+    throw Error(api::function("mpi") + " reduce_scatter: input " + input.str() +
+                " must have size() (" + std::to_string(size()) + ") times the elements of output " +
+                output.str() + " and the same dtype");
   }
   const int n = checked_count(numel_of(output), "reduce_scatter");
   checked_count(numel_of(input), "reduce_scatter");
@@ -574,8 +578,9 @@ Event Communicator::all_to_all(const Tensor& input, Tensor& output, std::optiona
   check_tensor(output, "all_to_all");
   if (input.dtype() != output.dtype() || input.numel() != output.numel() ||
       input.numel() % size() != 0) {
-    throw Error("streamrt::mpi all_to_all: input " + input.str() + " and output " +
-                output.str() + " need the same dtype and number of elements, divisible by size() (" +
+    throw Error(api::function("mpi") + " all_to_all: input " + input.str() + " and output " +
+                output.str() +
+                " need the same dtype and number of elements, divisible by size() (" +
                 std::to_string(size()) + ")");
   }
   const std::size_t per = numel_of(input) / static_cast<std::size_t>(size());

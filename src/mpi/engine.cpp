@@ -27,8 +27,8 @@ std::string Describe::str() const {
   return s;
 }
 
-std::string op_message(const Op& op, const std::string& what) {
-  return std::string("streamrt::mpi ") + op.name + " (" + op.describe.str() + ") on rank " +
+ErrorText op_message(const Op& op, const ErrorText& what) {
+  return api::function("mpi") + " " + op.name + " (" + op.describe.str() + ") on rank " +
          std::to_string(op.rank) + " of " + std::to_string(op.size) + ": " + what;
 }
 
@@ -50,8 +50,9 @@ void fail(Op& op, int code) noexcept {
 void fail_finalized(Op& op) noexcept {
   try {
     op.done.complete(std::make_exception_ptr(Error(op_message(
-        op, "MPI has been finalised (or streamrt::mpi::finalize() was called) before this "
-            "operation could run; finish communication before finalising"))));
+        op, "MPI has been finalised (or " + api::function("mpi::finalize") +
+                "() was called) before this operation could run; finish communication before "
+                "finalising"))));
   } catch (...) {
   }
 }

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
 #include "streamrt/user_event.hpp"
 
@@ -78,7 +79,7 @@ struct Op {
 // Error text of an MPI error code: "MPI_ERR_TRUNCATE: message truncated".
 std::string mpi_error_string(int code);
 // "streamrt::mpi all_reduce (1024 x float32, sum) on rank 0 of 2: " + what.
-std::string op_message(const Op& op, const std::string& what);
+ErrorText op_message(const Op& op, const ErrorText& what);
 // Completes op.done with an Error for MPI error `code`.
 void fail(Op& op, int code) noexcept;
 // Completes op.done with an Error saying MPI is finalised (or finalize() was called).

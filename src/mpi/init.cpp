@@ -119,14 +119,16 @@ void init(int* argc, char*** argv) {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (fin != 0) {
-    throw Error("streamrt::mpi: MPI has already been finalised in this process; MPI cannot be "
-                "started again. Create communicators before MPI_Finalize");
+    throw Error(api::function("mpi") +
+                ": MPI has already been finalised in this process; MPI cannot be started again. "
+                "Create communicators before MPI_Finalize");
   }
   int provided = MPI_THREAD_SINGLE;
   if (init == 0) {
     const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) {
-      throw Error("streamrt::mpi: MPI_Init_thread failed: " + detail::mpi_error_string(rc));
+      throw Error(api::function("mpi") +
+                  ": MPI_Init_thread failed: " + detail::mpi_error_string(rc));
     }
     g_we_initialised = true;
     std::atexit(finalize_at_exit);
@@ -134,13 +136,15 @@ void init(int* argc, char*** argv) {
     MPI_Query_thread(&provided);
   }
   if (provided < MPI_THREAD_MULTIPLE) {
-    throw Error("streamrt::mpi needs MPI_THREAD_MULTIPLE (operations start on whichever worker "
+    throw Error(api::function("mpi") +
+                " needs MPI_THREAD_MULTIPLE (operations start on whichever worker "
                 "runs their stream, a progress thread completes them, and the program may call "
                 "MPI too), but MPI " +
                 std::string(init == 0 ? "only provides " : "was initialised with ") +
                 level_name(provided) +
                 ". Initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) (mpi4py "
-                "does by default), or let streamrt::mpi::init() do it");
+                "does by default), or let " +
+                api::function("mpi::init") + "() do it");
   }
   if (!g_hooked) {
     int keyval = MPI_KEYVAL_INVALID;

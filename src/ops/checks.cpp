@@ -56,8 +56,7 @@ void check_device(const Device& device) {
   if (device == Device{}) return;
   if (device.type != DeviceType::CPU) {
     throw Error("tensors on " + device.str() +
-                " are not supported in this build: only CPU tensors (Device{} or "
-                "Device::parse(\"cpu\"))");
+                " are not supported in this build: only CPU tensors (" + api::device("cpu") + ")");
   }
   impl::backend_for(device);  // checks the index
 }

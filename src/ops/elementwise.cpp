@@ -234,7 +234,7 @@ void check_integral_scalar(const char* op, const Tensor& a, double s, const char
   if (!std::isfinite(s) || s != std::trunc(s)) {
     throw Error(std::string(op) + ": the " + what + " " + std::to_string(s) +
                 " is not an integer, but the tensor is " + describe(a) +
-                "; convert the tensor with to(DType::Float32) first");
+                "; convert the tensor with to(" + api::enumerator("DType", "Float32") + ") first");
   }
 }
 

@@ -44,7 +44,8 @@ Tensor random_tensor(const char* op, Shape shape, std::uint64_t seed, std::uint6
                      bool normal, DType dtype, Device device) {
   if (!is_floating(dtype)) {
     throw Error(std::string(op) + ": dtype " + std::string(to_string(dtype)) +
-                " is not a floating type; use DType::Float32 or DType::Float64");
+                " is not a floating type; use " + api::enumerator("DType", "Float32") + " or " +
+                api::enumerator("DType", "Float64"));
   }
   Tensor t = ops::new_tensor(std::move(shape), dtype, device);
   void* pt = detail::TensorAccess::storage(t)->data();

@@ -33,7 +33,8 @@ DType sum_dtype(DType d) {
 void check_mean(const Tensor& a) {
   if (!is_floating(a.dtype())) {
     throw Error(std::string("mean: the tensor is ") + describe(a) +
-                "; mean needs a floating dtype (convert with to(DType::Float64))");
+                "; mean needs a floating dtype (convert with to(" +
+                api::enumerator("DType", "Float64") + "))");
   }
 }
 
@@ -263,7 +264,8 @@ Tensor softmax_impl(const char* name, const Tensor& a, int dim_arg, bool log) {
   check_defined(a, name);
   if (!is_floating(a.dtype())) {
     throw Error(std::string(name) + ": the tensor is " + describe(a) +
-                "; it needs a floating dtype (convert with to(DType::Float32))");
+                "; it needs a floating dtype (convert with to(" +
+                api::enumerator("DType", "Float32") + "))");
   }
   if (a.dim() == 0) {
     wrap_dim(dim_arg, 0, name);

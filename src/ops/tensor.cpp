@@ -46,9 +46,9 @@ std::int64_t Tensor::size(int d) const {
   const int n = dim();
   const int i = d < 0 ? d + n : d;
   if (i < 0 || i >= n) {
-    throw Error("Tensor::size(" + std::to_string(d) + "): dimension out of range for shape " +
-                to_string(shape_) + " (use -" + std::to_string(n) + " to " + std::to_string(n - 1) +
-                ")");
+    throw Error(api::member("Tensor", "size") + "(" + std::to_string(d) +
+                "): dimension out of range for shape " + to_string(shape_) + " (use -" +
+                std::to_string(n) + " to " + std::to_string(n - 1) + ")");
   }
   return shape_[static_cast<std::size_t>(i)];
 }
@@ -128,7 +128,7 @@ bool Tensor::wait_for(std::chrono::nanoseconds timeout, bool for_write) const {
 void Tensor::check_item() const {
   ops::check_defined(*this, "Tensor::item");
   if (numel_ != 1) {
-    throw Error("Tensor::item(): the tensor " + to_string(shape_) + " has " +
+    throw Error(api::member("Tensor", "item") + "(): the tensor " + to_string(shape_) + " has " +
                 std::to_string(numel_) + " elements; item() needs exactly one (use data<T>())");
   }
 }

@@ -261,7 +261,8 @@ std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& own, boo
   // A host access waits for real work only: a position recorded during a capture stands for the
   // graph's latest replay (none: nothing to wait for); during the capture it is refused.
   auto add = [&](const std::shared_ptr<impl::EventImpl>& p) {
-    auto real = capture::resolve(p, "a host access to a tensor used during the capture");
+    auto real = capture::resolve(
+        p, [] { return ErrorText("a host access to a tensor used during the capture"); });
     if (real) out.push_back(std::move(real));
   };
   if (storage.last_write.position) add(storage.last_write.position);
@@ -283,7 +284,9 @@ void enqueue_tracked(const Stream& stream, const char* label, std::span<const Te
     enqueue(s);
     return;
   }
-  auto call = [](void* c, Stream& st) { (*static_cast<const std::function<void(Stream&)>*>(c))(st); };
+  auto call = [](void* c, Stream& st) {
+    (*static_cast<const std::function<void(Stream&)>*>(c))(st);
+  };
   ops::submit_on(s, label, reads, writes, call,
                  const_cast<void*>(static_cast<const void*>(&enqueue)));
 }
@@ -292,25 +295,28 @@ void share_tracking(const Tensor& t, const Tensor& with) {
   ops::check_defined(t, "share_tracking");
   ops::check_defined(with, "share_tracking");
   if (t.device() != with.device()) {
-    throw Error("share_tracking: the tensors are on different devices (" + t.device().str() +
-                " and " + with.device().str() + ")");
+    throw Error(api::function("share_tracking") + ": the tensors are on different devices (" +
+                t.device().str() + " and " + with.device().str() + ")");
   }
   const auto& own = detail::TensorAccess::storage(t);
   std::shared_ptr<detail::Storage> root = detail::TensorAccess::storage(with);
   if (root->tracked_by) root = root->tracked_by;  // never more than one level (see below)
   if (root == own || own->tracked_by == root) return;
   if (own->tracked_by) {
-    throw Error("share_tracking: the tensor already shares the tracking of another storage");
+    throw Error(api::function("share_tracking") +
+                ": the tensor already shares the tracking of another storage");
   }
   if (own->stream_ordered()) {
     // Its memory is freed in stream order after its own accesses, which would stay empty.
-    throw Error("share_tracking: the tensor's memory comes from streamrt's allocator; only "
+    throw Error(api::function("share_tracking") +
+                ": the tensor's memory comes from streamrt's allocator; only "
                 "wrapped memory (from_blob) can share another storage's tracking");
   }
   {
     std::lock_guard lock(own->mutex);
     if (own->last_write.position || !own->reads.empty()) {
-      throw Error("share_tracking: the tensor was already used by an op; share the tracking "
+      throw Error(api::function("share_tracking") +
+                  ": the tensor was already used by an op; share the tracking "
                   "right after wrapping the memory");
     }
   }

@@ -233,7 +233,8 @@ Tensor index_select(const Tensor& a, int dim, const Tensor& index) {
   const int d = ops::wrap_dim(dim, a.dim(), "index_select");
   if ((index.dtype() != DType::Int64 && index.dtype() != DType::Int32) || index.dim() > 1) {
     throw Error("index_select: the index is " + ops::describe(index) +
-                "; it must be a 1-D int64 or int32 tensor (convert with to(DType::Int64))");
+                "; it must be a 1-D int64 or int32 tensor (convert with to(" +
+                api::enumerator("DType", "Int64") + "))");
   }
   const auto at = static_cast<std::size_t>(d);
   const std::int64_t count = index.numel(), size = a.shape()[at];

@@ -168,7 +168,7 @@ TEST_P(GraphTest, EndCaptureOnAJoinedStreamIsRefused) {
   Stream s, side;
   s.begin_capture();
   side.wait_event(s.record_event());
-  expect_error_containing([&] { side.end_capture(); }, "call end_capture on that stream");
+  expect_error_containing([&] { side.end_capture(); }, "end_capture on that stream");
   s.wait_stream(side);
   s.end_capture();
   expect_error_containing([&] { s.end_capture(); }, "is not capturing");

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "bindings.hpp"
+#include "interop.hpp"
+#include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
+#include "waits.hpp"
 
 namespace streamrt::python {
 namespace {
