@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 #include "streamrt/error.hpp"
 #include "timeline_svg.hpp"
 #include "trace.hpp"

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 
 namespace streamrt::core {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "config.hpp"
 #include "cpu_stream.hpp"
+#include "parallel.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -72,6 +73,7 @@ class CpuBackend final : public impl::Backend {
   void set_worker_batch(bool batch) override;
   bool worker_batch() const override;
   void set_tracing(bool on) noexcept override;
+  impl::IntraOpParallel* intra_op_parallel() noexcept override { return &parallel_; }
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
   void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
                            std::exception_ptr failure) override;
@@ -110,6 +112,7 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
+  CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };
 
 }  // namespace streamrt::cpu

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "exec_data.hpp"
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/graph.hpp"
 #include "streamrt/impl/backend.hpp"

@@ -16,9 +16,7 @@
 #ifdef STREAMRT_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
-#ifdef STREAMRT_BENCH_HAVE_OPS
 #include "streamrt/ops.hpp"
-#endif
 
 namespace streamrt_tool::bench {
 namespace sb = streamrt_bench;
@@ -390,7 +388,6 @@ void add_matmul_jobs(Suite& suite, std::size_t streamrt_pi, std::size_t openblas
     Job sj;
     sj.case_index = ci;
     sj.peer_index = streamrt_pi;
-#ifdef STREAMRT_BENCH_HAVE_OPS
     sj.setup = [n, total, streams]() -> RepFn {
       struct State {
         std::vector<streamrt::Stream> s;
@@ -412,14 +409,6 @@ void add_matmul_jobs(Suite& suite, std::size_t streamrt_pi, std::size_t openblas
         return static_cast<double>(sb::now_ns() - t0) / 1e6;
       };
     };
-#else
-    (void)n;
-    (void)total;
-    (void)streams;
-    sj.skip =
-        "not available in this build: the streamrt ops layer (src/ops, matmul) is not "
-        "compiled into libstreamrt yet";
-#endif
     suite.jobs.push_back(std::move(sj));
     if (c.id.find("streams=2") != std::string::npos) continue;  // direct calls have no streams
     Job oj;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 
 namespace streamrt_tool::bench {
 namespace {
