@@ -115,19 +115,21 @@ test-fuzz: build-asan
 	  -artifact_prefix=./ corpus 2> fuzz.log || { tail -n 80 fuzz.log; exit 1; }
 	@tail -n 6 build-asan/fuzz.log
 
-# `streamrt bench --quick` once, as a smoke test: it must finish and write valid JSON. Its numbers
-# are never checked (shared, noisy machines); the table goes to bench-smoke/table.txt.
+# `streamrt bench --quick` once, with every peer (bench/streamrt_compare: the tool's bench built
+# against oneTBB, Asio and OpenCL; the installed tool has only the peers that need no other
+# library), as a smoke test: it must finish and write valid JSON. Its numbers are never checked
+# (shared, noisy machines); the table goes to bench-smoke/table.txt.
 test-bench:
 	rm -rf $(BUILD)/bench-smoke && mkdir -p $(BUILD)/bench-smoke
-	cd $(BUILD) && timeout 600 ./tools/streamrt/streamrt bench --quick --out bench-smoke \
+	cd $(BUILD) && timeout 600 ./bench/streamrt_compare bench --quick --out bench-smoke \
 	  > bench-smoke/table.txt
 	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
 	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON)"
 
-# The full comparison (table, bench.json, plots in $(BUILD)/bench-out), then the Google Benchmark
-# suite of the issue-2 cases.
+# The full comparison with every peer (table, bench.json, plots in $(BUILD)/bench-out), then the
+# Google Benchmark suite of the stream cases.
 bench: build
-	cd $(BUILD) && ./tools/streamrt/streamrt bench --out bench-out
+	cd $(BUILD) && ./bench/streamrt_compare bench --out bench-out
 	cd $(BUILD) && ./bench/streamrt_bench
 
 # The Release configuration (-O3, as users and packagers build it) with warnings as errors: the

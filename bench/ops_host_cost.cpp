@@ -30,7 +30,7 @@ long page_faults() {
 int main(int argc, char** argv) {
   using namespace streamrt;
   using Clock = std::chrono::steady_clock;
-  set_num_threads(argc > 1 ? std::atoi(argv[1]) : 1);
+  cpu::set_num_threads(argc > 1 ? std::atoi(argv[1]) : 1);
   {
     Stream s;
     StreamContext ctx(s);

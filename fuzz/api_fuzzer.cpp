@@ -235,7 +235,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (threads_changes < 2 && g_threads_set < 200) {
           ++threads_changes;
           ++g_threads_set;
-          streamrt::set_num_threads(1 + static_cast<int>(arg % 3));
+          streamrt::cpu::set_num_threads(1 + static_cast<int>(arg % 3));
         }
         break;
       case 23:

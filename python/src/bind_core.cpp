@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "py_runtime.hpp"
+#include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -435,7 +436,7 @@ void bind_core(py::module_& m) {
           "device_type", [](const Stream& s) { return static_cast<int>(s.device().type); },
           "The device type as torch's c10 DeviceType number: 0 = CPU, 1 = CUDA "
           "(torch.Stream.device_type).")
-      .def_static("priority_range", &Stream::priority_range,
+      .def_static("priority_range", [] { return cpu::priority_range(); },
                   "(least urgent, most urgent) priorities accepted.")
       .def("query", &Stream::query,
            "True when all work submitted so far has finished. Never blocks.")
@@ -577,10 +578,10 @@ void bind_core(py::module_& m) {
         constexpr std::int64_t kMaxThreads = 4096;
         const auto n = int_arg(n_arg, "set_num_threads", "n", 1, kMaxThreads);
         py::gil_scoped_release release;  // workers finishing Python work need the GIL
-        set_num_threads(static_cast<int>(n));
+        cpu::set_num_threads(static_cast<int>(n));
       },
       "n"_a, "Sets the number of CPU worker threads shared by all streams.");
-  m.def("get_num_threads", &num_threads, "The number of CPU worker threads.");
+  m.def("get_num_threads", &cpu::num_threads, "The number of CPU worker threads.");
   m.def(
       "set_worker_spin",
       [](double us) {
@@ -588,7 +589,7 @@ void bind_core(py::module_& m) {
           throw py::value_error("set_worker_spin(" + std::to_string(us) +
                                 "): the poll time must be from 0 to 1000000 microseconds");
         }
-        set_worker_spin(std::chrono::microseconds(static_cast<std::int64_t>(us)));
+        cpu::set_worker_spin(std::chrono::microseconds(static_cast<std::int64_t>(us)));
       },
       "us"_a,
       "Sets how long (microseconds) an idle CPU worker polls for work before it sleeps: shorter "
@@ -596,15 +597,15 @@ void bind_core(py::module_& m) {
       "machine), longer hands bursts of work over without a wake-up. Default 50, or "
       "STREAMRT_WORKER_SPIN_US.");
   m.def(
-      "get_worker_spin", [] { return static_cast<double>(worker_spin().count()); },
+      "get_worker_spin", [] { return static_cast<double>(cpu::worker_spin().count()); },
       "How long (microseconds) an idle CPU worker polls before it sleeps.");
   m.def(
-      "set_worker_batch", [](bool on) { set_worker_batch(on); }, "on"_a,
+      "set_worker_batch", [](bool on) { cpu::set_worker_batch(on); }, "on"_a,
       "Runs the CPU workers under Linux's SCHED_BATCH (True) or the default policy (False): a "
       "batch worker woken for new work does not preempt the thread running on its core. For "
       "processes sharing the cores (several MPI ranks per machine; streamrt.distributed turns it "
       "on itself when it finds them oversubscribed). Default False, or STREAMRT_WORKER_BATCH=1.");
-  m.def("get_worker_batch", [] { return worker_batch(); },
+  m.def("get_worker_batch", [] { return cpu::worker_batch(); },
         "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
 
   py::class_<Event>(m, "Event",

@@ -28,6 +28,7 @@
 #include "streamrt/profiler.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
+#include "timeline_svg.hpp"
 
 namespace streamrt::python {
 
@@ -1292,11 +1293,11 @@ void bind_tensor(py::module_& m) {
           "export_chrome_trace",
           [fspath](const Profiler& p, py::object path) { p.export_chrome_trace(fspath(path)); },
           "path"_a, "Writes Chrome trace-event JSON (Perfetto, chrome://tracing).")
-      .def("timeline_svg", &Profiler::timeline_svg, "title"_a = "streamrt timeline")
+      .def("timeline_svg", &streamrt_timeline::timeline_svg, "title"_a = "streamrt timeline")
       .def(
           "export_timeline_svg",
           [fspath](const Profiler& p, py::object path, const std::string& title) {
-            p.export_timeline_svg(fspath(path), title);
+            streamrt_timeline::export_timeline_svg(p, fspath(path), title);
           },
           "path"_a, "title"_a = "streamrt timeline", "Writes an SVG Gantt chart.")
       .def("__enter__",

@@ -59,24 +59,6 @@ void Backend::set_host_run(StreamImpl&, bool) {
   throw Error(std::string(to_string(type())) + " backend doesn't support Stream::set_host_run()");
 }
 bool Backend::host_run(const StreamImpl&) { return false; }
-void Backend::set_num_threads(int) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_num_threads()");
-}
-int Backend::num_threads() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support num_threads()");
-}
-void Backend::set_worker_spin(std::chrono::microseconds) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_spin()");
-}
-std::chrono::microseconds Backend::worker_spin() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support worker_spin()");
-}
-void Backend::set_worker_batch(bool) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_batch()");
-}
-bool Backend::worker_batch() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support worker_batch()");
-}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }

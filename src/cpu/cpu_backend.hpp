@@ -66,12 +66,13 @@ class CpuBackend final : public impl::Backend {
   std::uint64_t cancel(impl::StreamImpl& stream) override;
   void set_host_run(impl::StreamImpl& stream, bool allowed) override;
   bool host_run(const impl::StreamImpl& stream) override;
-  void set_num_threads(int n) override;
-  int num_threads() const override;
-  void set_worker_spin(std::chrono::microseconds spin) override;
-  std::chrono::microseconds worker_spin() const override;
-  void set_worker_batch(bool batch) override;
-  bool worker_batch() const override;
+  // The settings of cpu.hpp (streamrt::cpu, settings.cpp).
+  void set_num_threads(int n);
+  int num_threads() const;
+  void set_worker_spin(std::chrono::microseconds spin);
+  std::chrono::microseconds worker_spin() const;
+  void set_worker_batch(bool batch);
+  bool worker_batch() const;
   void set_tracing(bool on) noexcept override;
   impl::IntraOpParallel* intra_op_parallel() noexcept override { return &parallel_; }
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;

@@ -613,8 +613,8 @@ TEST_P(ModelStress, RandomProgramsMatchTheSequentialModel) {
   const int workers = GetParam();
   const long ops = std::max<long>(env_long("STREAMRT_STRESS_OPS", kDefaultOps), kHostThreads);
   const std::uint64_t seed = base_seed() * 16 + static_cast<std::uint64_t>(workers);
-  const int saved_threads = streamrt::num_threads();
-  streamrt::set_num_threads(workers);
+  const int saved_threads = streamrt::cpu::num_threads();
+  streamrt::cpu::set_num_threads(workers);
   std::printf("[ stress   ] seed %" PRIu64 " (replay: STREAMRT_STRESS_SEED=%" PRIu64
               "), %d workers, %ld ops, %d host threads, %d streams, %d events\n",
               seed, base_seed(), workers, ops, kHostThreads, kStreams, kEvents);
@@ -693,7 +693,7 @@ TEST_P(ModelStress, RandomProgramsMatchTheSequentialModel) {
   if (r.streams[0].host_run()) {
     EXPECT_GT(t.host_run, 0);
   }
-  streamrt::set_num_threads(saved_threads);
+  streamrt::cpu::set_num_threads(saved_threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, ModelStress, ::testing::Values(1, 2, 4, 8));

@@ -57,41 +57,41 @@ TEST(Device, NoBackendForCudaInThisBuild) {
 }
 
 TEST(WorkerCount, SetNumThreadsChangesTheCountAndRejectsBadValues) {
-  const int saved = streamrt::num_threads();
+  const int saved = streamrt::cpu::num_threads();
   EXPECT_GE(saved, 1);
   for (int bad : {0, -1, 4097, 1 << 20}) {
-    const std::string msg = error_of([&] { streamrt::set_num_threads(bad); });
+    const std::string msg = error_of([&] { streamrt::cpu::set_num_threads(bad); });
     EXPECT_NE(msg.find("set_num_threads(" + std::to_string(bad) + ")"), std::string::npos) << msg;
     EXPECT_NE(msg.find("from 1 to 4096"), std::string::npos) << msg;
   }
-  EXPECT_EQ(streamrt::num_threads(), saved);
-  streamrt::set_num_threads(3);
-  EXPECT_EQ(streamrt::num_threads(), 3);
+  EXPECT_EQ(streamrt::cpu::num_threads(), saved);
+  streamrt::cpu::set_num_threads(3);
+  EXPECT_EQ(streamrt::cpu::num_threads(), 3);
   // Resizing keeps working: work still runs after shrinking and growing.
   streamrt::Stream s;
   std::atomic<int> n{0};
   for (int i = 0; i < 100; ++i) s.launch([&] { n.fetch_add(1); });
-  streamrt::set_num_threads(1);
+  streamrt::cpu::set_num_threads(1);
   for (int i = 0; i < 100; ++i) s.launch([&] { n.fetch_add(1); });
   s.synchronize();
   EXPECT_EQ(n.load(), 200);
-  streamrt::set_num_threads(saved);
-  EXPECT_EQ(streamrt::num_threads(), saved);
+  streamrt::cpu::set_num_threads(saved);
+  EXPECT_EQ(streamrt::cpu::num_threads(), saved);
 }
 
 TEST(WorkerSpin, SetAndReadBackAndBadValuesAreErrors) {
   using std::chrono::microseconds;
-  const microseconds saved = streamrt::worker_spin();
+  const microseconds saved = streamrt::cpu::worker_spin();
   EXPECT_GE(saved.count(), 0);
   for (long bad : {-1L, 1'000'001L}) {
-    const std::string msg = error_of([&] { streamrt::set_worker_spin(microseconds(bad)); });
+    const std::string msg = error_of([&] { streamrt::cpu::set_worker_spin(microseconds(bad)); });
     EXPECT_NE(msg.find("set_worker_spin(" + std::to_string(bad) + " us)"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("from 0 to 1000000"), std::string::npos) << msg;
   }
-  EXPECT_EQ(streamrt::worker_spin(), saved);
-  streamrt::set_worker_spin(microseconds(0));
-  EXPECT_EQ(streamrt::worker_spin(), microseconds(0));
+  EXPECT_EQ(streamrt::cpu::worker_spin(), saved);
+  streamrt::cpu::set_worker_spin(microseconds(0));
+  EXPECT_EQ(streamrt::cpu::worker_spin(), microseconds(0));
   // Work still runs with workers that park at once.
   streamrt::Stream s;
   std::atomic<int> n{0};
@@ -101,14 +101,14 @@ TEST(WorkerSpin, SetAndReadBackAndBadValuesAreErrors) {
   }
   s.synchronize();
   EXPECT_EQ(n.load(), 100);
-  streamrt::set_worker_spin(saved);
-  EXPECT_EQ(streamrt::worker_spin(), saved);
+  streamrt::cpu::set_worker_spin(saved);
+  EXPECT_EQ(streamrt::cpu::worker_spin(), saved);
 }
 
 TEST(WorkerCount, SetNumThreadsFromWorkIsAnError) {
   streamrt::Stream s;
   std::string msg;
-  s.launch([&] { msg = error_of([] { streamrt::set_num_threads(2); }); });
+  s.launch([&] { msg = error_of([] { streamrt::cpu::set_num_threads(2); }); });
   s.synchronize();
   EXPECT_NE(msg.find("worker thread"), std::string::npos) << msg;
 }

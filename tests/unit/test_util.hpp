@@ -113,8 +113,10 @@ struct Blocker {
 // Sets the worker count for one test and restores the previous count afterwards.
 class ThreadCount {
  public:
-  explicit ThreadCount(int n) : saved_(streamrt::num_threads()) { streamrt::set_num_threads(n); }
-  ~ThreadCount() { streamrt::set_num_threads(saved_); }
+  explicit ThreadCount(int n) : saved_(streamrt::cpu::num_threads()) {
+    streamrt::cpu::set_num_threads(n);
+  }
+  ~ThreadCount() { streamrt::cpu::set_num_threads(saved_); }
   ThreadCount(const ThreadCount&) = delete;
   ThreadCount& operator=(const ThreadCount&) = delete;
 

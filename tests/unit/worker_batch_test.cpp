@@ -56,11 +56,11 @@ Seen worker_policies(int n) {
 class WorkerBatch : public streamrt_test::WorkersTest {
  protected:
   void SetUp() override {
-    saved_batch_ = streamrt::worker_batch();
+    saved_batch_ = streamrt::cpu::worker_batch();
     WorkersTest::SetUp();
   }
   void TearDown() override {
-    streamrt::set_worker_batch(saved_batch_);
+    streamrt::cpu::set_worker_batch(saved_batch_);
     WorkersTest::TearDown();
   }
   bool saved_batch_ = false;
@@ -71,8 +71,8 @@ TEST_P(WorkerBatch, EveryWorkerRunsUnderThePolicyAskedFor) {
   if (n > 1) STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
   const int host_policy = sched_getscheduler(0);
   for (const bool batch : {true, false, true}) {
-    streamrt::set_worker_batch(batch);
-    EXPECT_EQ(streamrt::worker_batch(), batch);
+    streamrt::cpu::set_worker_batch(batch);
+    EXPECT_EQ(streamrt::cpu::worker_batch(), batch);
     const Seen seen = worker_policies(n);
     ASSERT_TRUE(seen.all_arrived) << n << " items did not all run at once on " << n << " workers";
     EXPECT_EQ(seen.threads.size(), static_cast<std::size_t>(n));
@@ -87,9 +87,9 @@ TEST_P(WorkerBatch, WorkersStartedLaterTakeThePolicy) {
   // Grown from one worker, then shrunk and grown again under the other policy: no worker is left
   // out, none keeps an old policy.
   for (const bool batch : {true, false}) {
-    streamrt::set_num_threads(1);
-    streamrt::set_worker_batch(batch);
-    streamrt::set_num_threads(n);
+    streamrt::cpu::set_num_threads(1);
+    streamrt::cpu::set_worker_batch(batch);
+    streamrt::cpu::set_num_threads(n);
     const Seen seen = worker_policies(n);
     ASSERT_TRUE(seen.all_arrived);
     for (const int p : seen.policies) EXPECT_EQ(p, batch ? SCHED_BATCH : SCHED_OTHER) << batch;

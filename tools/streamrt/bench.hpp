@@ -124,6 +124,11 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
 void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
                     std::vector<std::function<void(PeerInfo&)>>& describe);
 
+// Why a peer that needs `library` is not in this program: the installed streamrt tool leaves out
+// every peer that needs a library streamrt does not load itself (bench/streamrt_compare, built
+// with STREAMRT_BENCH_ALL_PEERS, has them all); there, the library was not found (bench_cases.cpp).
+std::string missing_peer_reason(const char* library);
+
 // Fills versions, worker counts and start failures of the peers after a run (bench_cases.cpp).
 void describe_peers(std::vector<PeerInfo>& peers);
 

@@ -450,7 +450,7 @@ std::size_t add_peer(Suite& suite, std::vector<std::function<void(PeerInfo&)>>& 
   return pi;
 }
 
-void add_missing_peer(Suite& suite, const char* id, const char* name, const char* why) {
+void add_missing_peer(Suite& suite, const char* id, const char* name, const std::string& why) {
   PeerInfo info;
   info.id = id;
   info.name = name;
@@ -470,6 +470,16 @@ void describe_peers(std::vector<PeerInfo>& peers) {
   }
 }
 
+std::string missing_peer_reason(const char* library) {
+#ifdef STREAMRT_BENCH_ALL_PEERS
+  return std::string(library) + " not found at configure time";
+#else
+  return std::string("not in the installed streamrt tool, which loads no library streamrt does "
+                     "not need (") +
+         library + "): run bench/streamrt_compare bench from a build tree";
+#endif
+}
+
 Suite make_suite(const Options& opts, double iters_per_us, const std::string& self_exe) {
   Config cfg{opts.quick, sb::Calibration{iters_per_us}, self_exe};
   Suite suite;
@@ -483,20 +493,20 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
   add_peer<sb::TbbStrandPeer>(suite, d, cfg);
   add_peer<sb::TbbGroupPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "tbb_strand", "tbb strand", "oneTBB not found at configure time");
-  add_missing_peer(suite, "tbb_group", "tbb::task_group", "oneTBB not found at configure time");
+  add_missing_peer(suite, "tbb_strand", "tbb strand", missing_peer_reason("oneTBB"));
+  add_missing_peer(suite, "tbb_group", "tbb::task_group", missing_peer_reason("oneTBB"));
   d.resize(suite.peers.size());
 #endif
 #ifdef STREAMRT_BENCH_HAVE_ASIO
   add_peer<sb::AsioStrandPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "asio_strand", "asio strand", "Boost not found at configure time");
+  add_missing_peer(suite, "asio_strand", "asio strand", missing_peer_reason("Boost.Asio"));
   d.resize(suite.peers.size());
 #endif
 #ifdef STREAMRT_BENCH_HAVE_OPENCL
   add_peer<sb::OpenClPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "opencl", "OpenCL (PoCL)", "OpenCL not found at configure time");
+  add_missing_peer(suite, "opencl", "OpenCL (PoCL)", missing_peer_reason("OpenCL"));
   d.resize(suite.peers.size());
 #endif
   // Reference without any runtime: two plain std::threads for the overlap case, so the table
@@ -528,7 +538,7 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
     info.workers = sb::hardware_threads();  // what the direct calls use (see above)
   });
 #else
-  add_missing_peer(suite, "openblas", "OpenBLAS direct", "OpenBLAS not found at configure time");
+  add_missing_peer(suite, "openblas", "OpenBLAS direct", missing_peer_reason("OpenBLAS"));
   d.resize(suite.peers.size());
 #endif
   add_matmul_jobs(suite, streamrt_pi, openblas_pi);

@@ -4,6 +4,6 @@
 namespace streamrt_tool {
 
 int run_demo(int argc, char** argv);
-int run_bench(int argc, char** argv);  // bench.cpp; only when built with the benchmark peers
+int run_bench(int argc, char** argv);  // bench.cpp
 
 }  // namespace streamrt_tool

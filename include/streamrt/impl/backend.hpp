@@ -130,7 +130,8 @@ class STREAMRT_API IntraOpParallel {
 };
 
 //! Per-device-type implementation. Every method must be thread-safe. Methods that are not
-//! supported throw Error("<backend> backend doesn't support <what>") by default.
+//! supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here is
+//! specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp).
 class STREAMRT_API Backend {
  public:
   virtual ~Backend() = default;
@@ -198,19 +199,6 @@ class STREAMRT_API Backend {
   virtual void set_host_run(StreamImpl& stream, bool allowed);
   //! Whether host-run items are allowed on `stream`; false for backends without them.
   virtual bool host_run(const StreamImpl& stream);
-  //! Sets the host worker count (CPU only).
-  virtual void set_num_threads(int n);
-  //! Host worker count (CPU only).
-  virtual int num_threads() const;
-  //! How long an idle host worker polls for work before it sleeps (CPU only).
-  virtual void set_worker_spin(std::chrono::microseconds spin);
-  //! The poll time of set_worker_spin() (CPU only).
-  virtual std::chrono::microseconds worker_spin() const;
-  //! Runs the host workers under SCHED_BATCH or the default policy (CPU only).
-  virtual void set_worker_batch(bool batch);
-  //! The setting of set_worker_batch() (CPU only).
-  virtual bool worker_batch() const;
-
   //! The backend's intra-op parallelism (see IntraOpParallel), or null when it has none: host
   //! kernels then run on the calling thread. Asked once, when the backend is registered; the
   //! object lives as long as the backend. Never blocks.
