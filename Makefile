@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev libhwy-dev \
-  python3-venv python3-setuptools python3-pip python3-wheel python3-torch \
+  python3-venv python3-setuptools python3-pip python3-wheel python3-torch libtorch-dev \
   libopenmpi-dev openmpi-bin python3-mpi4py
 
 .PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
@@ -110,7 +110,8 @@ test-asan: build-asan
 FUZZ_SECONDS ?= 60
 test-fuzz: build-asan
 	rm -rf build-asan/corpus && mkdir -p build-asan/corpus
-	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" ./fuzz/streamrt_fuzz \
+	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+	  ASAN_OPTIONS="allocator_may_return_null=1" ./fuzz/streamrt_fuzz \
 	  -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
 	  -artifact_prefix=./ corpus 2> fuzz.log || { tail -n 80 fuzz.log; exit 1; }
 	@tail -n 6 build-asan/fuzz.log
@@ -124,7 +125,9 @@ test-bench:
 	cd $(BUILD) && timeout 600 ./bench/streamrt_compare bench --quick --out bench-smoke \
 	  > bench-smoke/table.txt
 	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
-	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON)"
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python timeout 600 $(PYTHON) bench/torch_install.py --quick \
+	  --reps 1 > $(BUILD)/bench-smoke/torch.txt
+	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON, torch.txt)"
 
 # The full comparison with every peer (table, bench.json, plots in $(BUILD)/bench-out), then the
 # Google Benchmark suite of the stream cases.
@@ -157,6 +160,9 @@ test-pip: deps
 	  print("pip-installed streamrt", streamrt.__version__, "from", streamrt.__file__)'
 	cd build-venv && bin/python -c 'import streamrt.distributed as d; \
 	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
+	cd build-venv && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
+	  assert d._native is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"; \
+	  assert d.fast_unavailable is None, d.fast_unavailable'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
 	cd build-venv && bin/streamrt --help | grep -q "^  demo "

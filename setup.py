@@ -89,6 +89,9 @@ class CMakeBuild(build_ext):
         (target.parent / "bin").mkdir(exist_ok=True)
         shutil.copy(tool, target.parent / "bin" / "streamrt")
         shutil.copyfile(package / "_tool.py", target.parent / "_tool.py")
+        # streamrt.torch's kernel runner, built when CMake found torch's C++ API.
+        for torch_ext in package.glob("_streamrt_torch.*.so"):
+            shutil.copyfile(torch_ext, target.parent / torch_ext.name)
 
 setup(
     version=project_version(),

@@ -11,8 +11,15 @@
 // before the work was launched ("frozen" events, never re-recorded), so the waits of a program
 // form no cycle; streamrt must then finish it (directed help-while-waiting makes this true even
 // with one worker).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
+#include <iterator>
+#include <limits>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -93,6 +100,72 @@ void throw_some(unsigned kind) {
 }
 
 int g_threads_set = 0;  // worker-count changes are slow (threads start and join): few per input
+int g_exit_children = 0;  // exit children are slow (a process each): a few per thousand inputs
+
+// Sizes near where element counts and byte counts overflow, and a few ordinary ones.
+std::int64_t edge_size(unsigned arg) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::int64_t kSizes[] = {
+      0, 1, 7, -1, (std::int64_t{1} << 61) + 1, std::int64_t{1} << 62, kMax, kMax / 2 + 1,
+      kMax / 4 + 1, kMax / 8, kMax / 8 + 1};
+  return kSizes[arg % std::size(kSizes)];
+}
+
+// Time-outs near the clock's limits (and ordinary short ones).
+std::chrono::nanoseconds edge_timeout(unsigned arg) {
+  using std::chrono::nanoseconds;
+  static constexpr nanoseconds kTimeouts[] = {
+      nanoseconds::max(), nanoseconds::max() - nanoseconds(1), nanoseconds::max() / 2,
+      nanoseconds::min(), nanoseconds(-1), nanoseconds(0), nanoseconds(1000)};
+  return kTimeouts[arg % std::size(kTimeouts)];
+}
+
+// Reads `t` on the host through read path `path`: each must wait for its writer and raise the
+// writer's failure (or a misuse Error), never read early or crash.
+void read_through(const streamrt::Tensor& t, unsigned path) {
+  switch (path % 6) {
+    case 0:
+      (void)t.data_ptr();
+      break;
+    case 1:
+      t.wait();
+      break;
+    case 2:
+      (void)t.wait_for(std::chrono::nanoseconds::max());
+      (void)t.data_ptr();
+      break;
+    case 3:
+      (void)streamrt::allclose(t, t);
+      break;
+    case 4:
+      (void)streamrt::equal(t, t);
+      break;
+    default:
+      (void)streamrt::sum(t).item<float>();
+      break;
+  }
+}
+
+// Starts the exit child with `steps`; a hang (20 s) or a crash is a finding.
+void run_exit_child(const std::string& steps) {
+  pid_t pid = 0;
+  char* argv[] = {const_cast<char*>(STREAMRT_FUZZ_EXIT_CHILD), const_cast<char*>(steps.c_str()),
+                  nullptr};
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv, environ) != 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      finding("the exit child hung at exit with state left open");
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    finding("the exit child did not end cleanly with state left open at exit");
+  }
+}
 
 }  // namespace
 
@@ -115,7 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int threads_changes = 0;
 
   for (int steps = 0; !in.done() && steps < 400; ++steps) {
-    const unsigned op = in.pick(26);
+    const unsigned op = in.pick(30);
     auto& s = streams[in.pick(kStreams)];
     auto& o = streams[in.pick(kStreams)];
     auto& e = events[in.pick(kEvents)];
@@ -243,6 +316,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 24:
         swallow([&] { streamrt::Stream bad(streamrt::Device{}, static_cast<int>(arg) - 128); });
+        break;
+      case 26: {  // a tensor whose size is near the overflow limits: an Error or a tensor
+        const std::int64_t a = edge_size(arg), b = edge_size(in.next());
+        const auto dtype = static_cast<streamrt::DType>(in.pick(5));
+        swallow([&] {
+          streamrt::StreamContext ctx(s);
+          // The huge ones within the byte limit fail to allocate (an Error) rather than be made.
+          auto t = arg % 2 == 0 ? streamrt::empty({a}, dtype) : streamrt::zeros({a, b}, dtype);
+          // Every size on the list is tiny or far past any memory: a big one that was made has a
+          // byte count that wrapped (an 8-byte storage behind 2^61 + 1 elements).
+          if (t.numel() > (std::int64_t{1} << 24)) finding("a tensor past any memory was made");
+        });
+        break;
+      }
+      case 27:  // time-outs near the clock's limits: every wait returns, none overflows
+        swallow([&] { (void)s.synchronize_for(edge_timeout(arg)); });
+        swallow([&] { (void)e.wait_for(edge_timeout(arg + 1)); });
+        swallow([&] { (void)streamrt::synchronize_for(edge_timeout(arg + 2)); });
+        break;
+      case 28: {  // a failed writer, read through one of the read paths
+        streamrt::Tensor t;
+        {
+          streamrt::StreamContext ctx(s);
+          s.launch([arg] { throw_some(arg); });
+          t = streamrt::ones({4}) + 1.0;
+        }
+        swallow([&] { read_through(t, in.next()); });
+        break;
+      }
+      case 29:  // exit with state left open, in a child process (rarely: a process each)
+        if (arg % 64 == 0 && g_exit_children < 40) {
+          ++g_exit_children;
+          std::string steps;
+          for (unsigned n = in.pick(12); n > 0; --n) steps += "qfcgtxl"[in.pick(7)];
+          run_exit_child(steps);
+        }
         break;
       default:
         swallow([&] { streamrt::synchronize(); });

@@ -237,6 +237,17 @@ STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label, std::
                      std::span<const Tensor* const> writes,
                      const std::function<void(Stream&)>& enqueue);
 
+//! For bindings that import memory another framework also tracks (the same buffer reached through
+//! two imports, e.g. a torch tensor shared through DLPack): from now on `t`'s storage uses the
+//! dependency tracking of `with`'s storage, so accesses through either are ordered as accesses to
+//! one storage (read-after-write, write-after-read, write-after-write, and host waits). `t` must
+//! wrap external memory (from_blob) that no op has used yet; `with` may be any tensor (sharing is
+//! transitive: `t` joins the storage `with` shares with) and is kept alive by `t`'s storage. Throws
+//! Error for an undefined tensor, a `t` from the caching allocator, a `t` already used or already
+//! sharing with another storage, or tensors on different devices. Call it before `t` is visible
+//! to other threads (not thread-safe with ops on `t`). Never blocks.
+STREAMRT_API void share_tracking(const Tensor& t, const Tensor& with);
+
 //! Turns tracking on or off for ops issued by this thread in its scope (nests; restores on exit,
 //! also by exception). Not copyable or movable; use on one thread.
 class STREAMRT_API DependencyTrackingGuard {

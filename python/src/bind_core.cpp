@@ -55,6 +55,29 @@ std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::in
   return n;
 }
 
+double float_arg(py::handle obj, const char* what, const char* name) {
+  const double v = PyFloat_AsDouble(obj.ptr());
+  if (v == -1.0 && PyErr_Occurred() != nullptr) {
+    if (PyErr_ExceptionMatches(PyExc_OverflowError) != 0) {
+      PyErr_Clear();
+      std::string text = py::str(obj);
+      if (text.size() > 40) {
+        text = text.substr(0, 20) + "... (" + std::to_string(text.size()) + " digits)";
+      }
+      PyErr_SetString(PyExc_OverflowError,
+                      (std::string(what) + ": " + name + "=" + text +
+                       " is too large for a float (the largest is about 1.8e308)")
+                          .c_str());
+    } else if (PyErr_ExceptionMatches(PyExc_TypeError) != 0) {
+      PyErr_Clear();
+      throw py::type_error(std::string(what) + ": " + name + " must be a number, got " +
+                           type_name(obj));
+    }
+    throw py::error_already_set();
+  }
+  return v;
+}
+
 Device to_device(py::handle obj, const char* what) {
   if (obj.is_none()) return Device{};
   if (py::isinstance<Device>(obj)) return obj.cast<Device>();
@@ -115,13 +138,19 @@ std::chrono::nanoseconds to_timeout(py::handle obj, const char* what,
     throw py::type_error(std::string(what) + ": " + name + " must be a number of seconds, got " +
                          type_name(obj));
   }
-  const double seconds = obj.cast<double>();
+  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
+  // An int too large even for a float is such a wait too.
+  constexpr double kMaxSeconds = 9.2e9;
+  if (py::isinstance<py::int_>(obj) &&
+      PyObject_RichCompareBool(obj.ptr(), py::int_(static_cast<long long>(kMaxSeconds)).ptr(),
+                               Py_GE) == 1) {
+    return std::chrono::nanoseconds::max();
+  }
+  const double seconds = float_arg(obj, what, name);
   if (!(seconds >= 0) || !std::isfinite(seconds)) {
     throw py::value_error(std::string(what) + ": " + name + " must be a finite number >= 0, got " +
                           std::to_string(seconds));
   }
-  // Past what nanoseconds count (about 292 years): the longest wait there is, not an overflow.
-  constexpr double kMaxSeconds = 9.2e9;
   if (seconds >= kMaxSeconds) return std::chrono::nanoseconds::max();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::duration<double>(seconds));
@@ -220,6 +249,18 @@ Stream make_stream(py::handle device, int priority) {
   return Stream(d, priority);
 }
 
+// What a launched callable returned, once it ran (written and read with the GIL held).
+struct LaunchResult {
+  SafeObject value;
+  bool ran = false;
+};
+
+// Stream.launch's handle: the callable's result, and the event recorded right after it.
+struct LaunchHandle {
+  std::shared_ptr<LaunchResult> result;
+  Event done;
+};
+
 // A Python callable with its arguments, run in stream order on a worker thread. It takes the GIL
 // only while the callable runs; its references are dropped with the GIL held when it ran, and
 // through SafeObject when it was skipped (failed stream) or never ran (interpreter exit).
@@ -229,6 +270,7 @@ struct PyWork {
   SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
+  std::shared_ptr<LaunchResult> result;
   bool keep = false;  // captured into a graph: runs at every replay, so it keeps its references
 
   void operator()() {
@@ -239,9 +281,10 @@ struct PyWork {
                   "streamrt's exit handler ran)");
     }
     try {
-      PyObject* result = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
-      if (result == nullptr) throw py::error_already_set();
-      Py_DECREF(result);
+      PyObject* value = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
+      if (value == nullptr) throw py::error_already_set();
+      result->value = SafeObject(py::reinterpret_steal<py::object>(value));
+      result->ran = true;
     } catch (const py::error_already_set& e) {
       PythonException carried(e, current_stream().device().str() + " stream " +
                                      std::to_string(current_stream().id()));
@@ -485,22 +528,28 @@ void bind_core(py::module_& m) {
             }
             refuse_python_work_at_exit("Stream.launch");
             const char* label = callable_label(fn);
+            LaunchHandle handle{std::make_shared<LaunchResult>(), Event()};
             PyWork work{SafeObject(std::move(fn)),
                         SafeObject(std::move(args)),
                         kwargs.empty() ? SafeObject() : SafeObject(std::move(kwargs)),
                         label,
-                        {}};
+                        {},
+                        handle.result};
             if (s.is_capturing()) {
               // Kept by a graph, maybe until exit: not counted as pending work (exit would wait).
               work.keep = true;
               PendingPythonWork uncounted(std::move(work.pending));
             }
             s.launch(label, std::move(work));
+            handle.done.record(s);
+            return handle;
           },
           "fn"_a,
           "Runs fn(*args, **kwargs) on the stream after the work submitted before, on a worker "
-          "thread that holds the GIL only while fn runs. Returns at once. An exception fn raises "
-          "fails the stream and is re-raised, as raised, by the synchronize() that reports it.")
+          "thread that holds the GIL only while fn runs. Returns at once, with a LaunchHandle "
+          "whose result() is fn's return value once it ran. An exception fn raises fails the "
+          "stream and is re-raised, as raised, by the first wait that reports it (result(), "
+          "synchronize()).")
       .def("__enter__",
            [](Stream& s) {
              enter_stream(s);
@@ -584,7 +633,8 @@ void bind_core(py::module_& m) {
   m.def("get_num_threads", &cpu::num_threads, "The number of CPU worker threads.");
   m.def(
       "set_worker_spin",
-      [](double us) {
+      [](py::object us_arg) {
+        const double us = float_arg(us_arg, "set_worker_spin", "us");
         if (!(us >= 0 && us <= 1e6)) {
           throw py::value_error("set_worker_spin(" + std::to_string(us) +
                                 "): the poll time must be from 0 to 1000000 microseconds");
@@ -727,6 +777,56 @@ void bind_core(py::module_& m) {
           "exception of the work before it, or None), on a worker thread holding the GIL, or at "
           "once if already complete. Exceptions fn raises go to sys.unraisablehook.")
       .def("__repr__", &event_repr);  // identity eq/hash: each Python Event is one event
+
+  py::class_<LaunchHandle>(m, "LaunchHandle",
+                           "What Stream.launch(fn, ...) returns: fn's result once it ran "
+                           "(concurrent.futures.Future's calls).")
+      .def(
+          "result",
+          [](const LaunchHandle& h, py::object timeout) -> py::object {
+            if (timeout.is_none()) {
+              synchronize_event(h.done);  // raises fn's exception, or the failure that skipped it
+            } else if (!timed_wait(
+                            timeout, "LaunchHandle.result", [] {},
+                            [&](std::chrono::nanoseconds t) { return h.done.wait_for(t); })
+                            .cast<bool>()) {
+              PyErr_SetString(PyExc_TimeoutError,
+                              "LaunchHandle.result: the launched callable has not run yet");
+              throw py::error_already_set();
+            } else {
+              synchronize_event(h.done);  // complete: raises its failure, if any
+            }
+            if (!h.result->ran) {
+              throw Error("LaunchHandle.result: the launched callable did not run");
+            }
+            return h.result->value.object();
+          },
+          "timeout"_a = py::none(),
+          "Blocks (GIL released) until the callable has run and returns what it returned; raises "
+          "its exception (or the failure of earlier work that made the stream skip it). With "
+          "timeout (seconds): TimeoutError if it has not run by then.")
+      .def(
+          "exception",
+          [](py::object self, py::object timeout) -> py::object {
+            try {
+              self.attr("result")(timeout);
+            } catch (py::error_already_set& e) {
+              if (e.matches(PyExc_TimeoutError)) throw;
+              return e.value();
+            }
+            return py::none();
+          },
+          "timeout"_a = py::none(),
+          "As result(), but returns the exception (None when the callable returned).")
+      .def(
+          "done", [](const LaunchHandle& h) { return h.done.query(); },
+          "True when the callable has run (or was skipped). Never blocks.")
+      .def_property_readonly(
+          "event", [](const LaunchHandle& h) { return h.done; },
+          "The streamrt.Event recorded right after the callable: other streams can wait on it.")
+      .def("__repr__", [](const LaunchHandle& h) {
+        return std::string("streamrt.LaunchHandle(") + (h.done.query() ? "done" : "pending") + ")";
+      });
 
   m.def(
       "wait_all",

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <limits>
 
 #include "bindings.hpp"
 #include "streamrt/memory.hpp"
@@ -39,11 +40,9 @@ void bind_memory(py::module_& m) {
       "device"_a = py::none(), "Sets peak_bytes_in_use to the current bytes_in_use.");
   m.def(
       "set_memory_cache_limit",
-      [](std::int64_t bytes, py::object device) {
-        if (bytes < 0) {
-          throw py::value_error("set_memory_cache_limit: bytes must be >= 0 (got " +
-                                std::to_string(bytes) + ")");
-        }
+      [](py::object bytes_arg, py::object device) {
+        const auto bytes = int_arg(bytes_arg, "set_memory_cache_limit", "bytes", 0,
+                                   std::numeric_limits<std::int64_t>::max());
         set_memory_cache_limit(static_cast<std::size_t>(bytes),
                                to_device(device, "set_memory_cache_limit"));
       },

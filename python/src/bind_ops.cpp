@@ -27,7 +27,7 @@ namespace {
 // number meets an integer or bool tensor: then float32).
 Tensor scalar_tensor(py::handle s, const Tensor& like, const char* what) {
   const DType d = scalar_promoted_dtype(like.dtype(), s);
-  const double v = s.cast<double>();
+  const double v = float_arg(s, what, "scalar");
   return run_op(what, [&] { return full({}, v, d, like.device()); });
 }
 
@@ -230,7 +230,7 @@ void set_item(const Tensor& t, py::handle index, py::handle value) {
   }
   Tensor view = get_item(t, index);
   if (is_python_scalar(value) || py::isinstance<py::bool_>(value)) {
-    const double v = value.cast<double>();
+    const double v = float_arg(value, "Tensor.__setitem__", "value");
     run_op("__setitem__", [&] { return view.fill_(v); });
     return;
   }
@@ -363,7 +363,7 @@ const CompareDef kCompare[] = {
 Tensor compare(const CompareDef& def, py::handle a, py::handle b) {
   Operand x(a, def.name);
   if (is_python_scalar(b) || PyBool_Check(b.ptr())) {
-    const double s = b.cast<double>();
+    const double s = float_arg(b, def.name, "scalar");
     return launch_op(def.name, [&] { return def.scalar(*x, s); });
   }
   Operand y(b, def.name);
@@ -420,7 +420,7 @@ Tensor pow_op(py::handle a, py::handle exponent) {
   }
   Operand x(a, "pow");
   x.promote_for(exponent);
-  const double e = exponent.cast<double>();
+  const double e = float_arg(exponent, "pow", "exponent");
   return launch_op("pow", [&] { return pow(*x, e); });
 }
 
@@ -439,8 +439,8 @@ Tensor clamp_op(py::handle a, py::object lo, py::object hi) {
     }
     x.promote_for(bound);
   }
-  if (!lo.is_none()) l = lo.cast<double>();
-  if (!hi.is_none()) h = hi.cast<double>();
+  if (!lo.is_none()) l = float_arg(lo, "clamp", "min");
+  if (!hi.is_none()) h = float_arg(hi, "clamp", "max");
   return launch_op("clamp", [&] { return clamp(*x, l, h); });
 }
 
@@ -457,7 +457,7 @@ Tensor where_op(py::handle cond, py::handle a, py::handle b) {
     // Two numbers: int64, or float32 if either is a float (torch's default dtypes).
     const bool floats = !py::isinstance<py::int_>(a) || !py::isinstance<py::int_>(b);
     const DType d = floats ? DType::Float32 : DType::Int64;
-    const double va = a.cast<double>(), vb = b.cast<double>();
+    const double va = float_arg(a, "where", "input"), vb = float_arg(b, "where", "other");
     return run_op("where", [&] {
       return where(c, full({}, va, d, c.device()), full({}, vb, d, c.device()));
     });

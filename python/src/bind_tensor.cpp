@@ -312,6 +312,7 @@ Tensor from_dlpack_impl(py::handle obj) {
   const char* what = "from_dlpack";
   if (py::isinstance<Tensor>(obj)) return obj.cast<Tensor>();
   py::object capsule;
+  Tensor tracker;  // set when the memory is a torch storage that streamrt.torch tracks
   if (py::hasattr(obj, "__dlpack__")) {
     if (py::hasattr(obj, "__dlpack_device__")) {
       auto dev = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
@@ -323,7 +324,7 @@ Tensor from_dlpack_impl(py::handle obj) {
                     "build; move it to the CPU first (torch: t.cpu())");
       }
     }
-    capsule = obj.attr("__dlpack__")();
+    capsule = dlpack_capsule(obj, tracker);
   } else if (PyCapsule_CheckExact(obj.ptr()) != 0) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
@@ -373,7 +374,9 @@ Tensor from_dlpack_impl(py::handle obj) {
   // Ours from here: the producer's capsule must no longer free it.
   PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);
   auto owner = std::make_shared<ManagedOwner>(m);
-  return from_blob(data, std::move(shape), std::move(strides), *dtype, [owner](void*) {});
+  Tensor out = from_blob(data, std::move(shape), std::move(strides), *dtype, [owner](void*) {});
+  if (tracker.defined()) share_tracking(out, tracker);  // one tracking with torch's ops
+  return out;
 }
 
 // Exporting: the capsule owns a handle to the tensor (so its storage), shape and strides.
@@ -633,7 +636,7 @@ Tensor binary(const Arithmetic& op, py::handle a, py::handle b) {
     py::handle scalar = a_scalar ? a : b;
     Operand t(a_scalar ? b : a, what);
     t.promote_for(scalar);
-    const double s = scalar.cast<double>();
+    const double s = float_arg(scalar, what, "scalar");
     return launch_op(what,
                      [&] { return a_scalar ? op.scalar_tensor(s, *t) : op.tensor_scalar(*t, s); });
   }
@@ -972,7 +975,8 @@ void bind_tensor(py::module_& m) {
           "size",
           [](const Tensor& t, py::object d) -> py::object {
             if (d.is_none()) return shape_tuple(t.shape());
-            const int dim = d.cast<int>();
+            const auto dim = int_arg(d, "Tensor.size", "dim", std::numeric_limits<int>::min(),
+                                     std::numeric_limits<int>::max(), PyExc_IndexError);
             if (dim < -t.dim() || dim >= t.dim()) {
               throw py::index_error("Tensor.size: dimension " + std::to_string(dim) +
                                     " is out of range for a " + std::to_string(t.dim()) +
@@ -1076,8 +1080,9 @@ void bind_tensor(py::module_& m) {
           "src"_a, "Copies `src` into this tensor on the current stream; returns self.")
       .def(
           "fill_",
-          [](py::object self, double value) {
+          [](py::object self, py::object value_arg) {
             Tensor& t = self.cast<Tensor&>();
+            const double value = float_arg(value_arg, "fill_", "value");
             enqueue("fill_", [&] { return t.fill_(value); });
             return self;
           },
@@ -1147,7 +1152,8 @@ void bind_tensor(py::module_& m) {
       "empty(*size, dtype=None, device=None): uninitialised memory (nothing queued).");
   m.def(
       "full",
-      [](py::object size, double value, py::object dtype, py::object device) {
+      [](py::object size, py::object fill_value, py::object dtype, py::object device) {
+        const double value = float_arg(fill_value, "full", "fill_value");
         const Shape shape = to_shape(size, "full");
         const DType d = to_dtype_or(dtype, DType::Float32, "full");
         const Device dev = tensor_device(device, "full");
@@ -1193,7 +1199,9 @@ void bind_tensor(py::module_& m) {
   }
   m.def(
       "allclose",
-      [](py::object a, py::object b, double rtol, double atol) {
+      [](py::object a, py::object b, py::object rtol_arg, py::object atol_arg) {
+        const double rtol = float_arg(rtol_arg, "allclose", "rtol");
+        const double atol = float_arg(atol_arg, "allclose", "atol");
         // As numpy: either side may be a number (a 0-d operand broadcasts like any other).
         Tensor x = operand(is_scalar(a) ? numpy().attr("asarray")(a) : a, "allclose");
         Tensor y = operand(is_scalar(b) ? numpy().attr("asarray")(b) : b, "allclose");

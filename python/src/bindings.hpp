@@ -10,6 +10,7 @@
 #include <string>
 
 #include "streamrt/device.hpp"
+#include "streamrt/tensor.hpp"
 
 namespace streamrt::python {
 
@@ -27,6 +28,11 @@ Device to_device(py::handle obj, const char* what);
 //! GIL.
 std::int64_t int_arg(py::handle obj, const char* what, const char* name, std::int64_t lo,
                      std::int64_t hi, PyObject* range_error = PyExc_ValueError);
+
+//! A number argument `name` of `what` as a double: TypeError naming it for non-numbers,
+//! OverflowError naming the value and the limit for an int too large for a float (numpy's
+//! exception for the same). Requires the GIL.
+double float_arg(py::handle obj, const char* what, const char* name);
 
 //! Short type name of a Python object ("int", "numpy.ndarray") for messages. Requires the GIL.
 std::string type_name(py::handle obj);
@@ -61,5 +67,12 @@ void bind_memory(py::module_& m);
 //! Binds Graph, Stream.is_capturing and is_current_stream_capturing. Requires the GIL; after
 //! bind_core.
 void bind_graph(py::module_& m);
+//! Binds the native support of streamrt.torch (bind_torch.cpp). Requires the GIL.
+void bind_torch(py::module_& m);
+
+//! `obj.__dlpack__()`, or, when streamrt.torch is installed and `obj` is a torch tensor, a capsule
+//! taken without waiting, with `tracker` set to the tensor standing for the torch storage's
+//! tracking (the import must share it). Requires the GIL.
+py::object dlpack_capsule(py::handle obj, Tensor& tracker);
 
 }  // namespace streamrt::python

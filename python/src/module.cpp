@@ -61,6 +61,7 @@ PYBIND11_MODULE(_streamrt, m) {
         "The library's version, build type, compiler, backends and worker count, as text.");
   sp::bind_memory(m);
   sp::bind_graph(m);
+  sp::bind_torch(m);
 
   m.def(
       "_shutdown_at_exit",

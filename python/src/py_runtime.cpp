@@ -364,6 +364,16 @@ std::string python_spelling(std::string message) {
       {std::regex(R"(DType::Float64)"), "streamrt.float64"},
       {std::regex(R"(DType::Int32)"), "streamrt.int32"},
       {std::regex(R"(DType::Int64)"), "streamrt.int64"},
+      // Graph capture: the C++ calls' names, as the Python calls that make them.
+      {std::regex(R"(\bend_capture throws\b)"),
+       "Graph.capture_end(), or the end of the streamrt.graph block, raises"},
+      {std::regex(R"(\bbegin_capture\b)"), "Graph.capture_begin"},
+      {std::regex(R"(\bend_capture\b)"), "Graph.capture_end"},
+      {std::regex(R"(\bexec\.launch\(\))"), "Graph.replay()"},
+      {std::regex(R"(\bGraph::instantiate\b)"), "Graph.capture_end"},
+      {std::regex(R"(\bGraph::clear\b)"), "Graph.reset"},
+      {std::regex(R"(\bGraphExec::launch\b)"), "Graph.replay"},
+      {std::regex(R"(\bGraphExec::(\w+))"), "Graph.$1"},
       {std::regex(R"(streamrt::(\w+))"), "streamrt.$1"},
       {std::regex(R"(\b(Stream|Event|Tensor|Profiler|Generator|Device)::(\w+))"), "$1.$2"},
   };

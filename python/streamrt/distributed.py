@@ -7,7 +7,10 @@ take part in dependency tracking, so an op that reads the result on another stre
 communication. ``Work.wait()`` blocks the host until it is done; ``Work.is_completed()`` polls.
 Unlike torch's CPU backends, ``async_op=False`` does not block either (as NCCL on CUDA streams):
 wait on the returned ``Work``, synchronize the stream, or read the tensor (``numpy()``, ``item()``
-wait for it). See docs/distributed.md.
+wait for it). Tensors may be streamrt tensors, torch CPU tensors or numpy arrays, as for every op:
+the ones a communication writes are shared (DLPack), never copied. Reading a torch tensor through
+torch waits for the communication only after ``streamrt.torch.install()``; without it, wait on the
+``Work`` first (docs/torch.md). See docs/distributed.md.
 """
 
 import streamrt as _streamrt_package
@@ -157,40 +160,65 @@ def _op(op):
     return ReduceOp.SUM if op is None else op
 
 
+def _written(t, what):
+    """A tensor a communication writes, as a streamrt tensor on the same memory (a torch tensor
+    or numpy array is shared through DLPack, never copied: the result must land in it)."""
+    if isinstance(t, _streamrt.Tensor):
+        return t
+    if hasattr(t, "__dlpack__"):
+        return _streamrt.from_dlpack(t)
+    raise TypeError(f"streamrt.distributed.{what}: expected a streamrt.Tensor, a torch tensor or "
+                    f"a numpy array, got {type(t).__module__}.{type(t).__name__}")
+
+
+def _read(t, what):
+    """A tensor a communication only reads: as every op takes its operands (shared when the
+    layout allows, else copied)."""
+    if isinstance(t, _streamrt.Tensor):
+        return t
+    return _streamrt.asarray(t)
+
+
 def all_reduce(tensor, op=None, group=None, async_op=False, stream=None):
     """In-place reduction of ``tensor`` over all ranks, enqueued on ``stream``. Returns a Work."""
-    return Work(_group(group).all_reduce(tensor, _op(op), stream), (tensor,))
+    t = _written(tensor, "all_reduce")
+    return Work(_group(group).all_reduce(t, _op(op), stream), (tensor, t))
 
 
 def broadcast(tensor, src, group=None, async_op=False, stream=None):
     """Copies rank ``src``'s tensor into ``tensor`` on every rank. Returns a Work."""
-    return Work(_group(group).broadcast(tensor, src, stream), (tensor,))
+    t = _written(tensor, "broadcast")
+    return Work(_group(group).broadcast(t, src, stream), (tensor, t))
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False, stream=None):
     """Concatenates every rank's ``input_tensor`` into ``output_tensor``. Returns a Work."""
-    return Work(_group(group).all_gather(output_tensor, input_tensor, stream),
-                (output_tensor, input_tensor))
+    out, inp = _written(output_tensor, "all_gather_into_tensor"), _read(input_tensor, "")
+    return Work(_group(group).all_gather(out, inp, stream), (output_tensor, input_tensor, out, inp))
 
 
 def reduce_scatter_tensor(output, input, op=None, group=None, async_op=False, stream=None):
     """Reduces ``input`` over all ranks; block ``rank`` goes to ``output``. Returns a Work."""
-    return Work(_group(group).reduce_scatter(output, input, _op(op), stream), (output, input))
+    out, inp = _written(output, "reduce_scatter_tensor"), _read(input, "")
+    return Work(_group(group).reduce_scatter(out, inp, _op(op), stream), (output, input, out, inp))
 
 
 def all_to_all_single(output, input, group=None, async_op=False, stream=None):
     """Block j of ``input`` goes to rank j; block i of ``output`` comes from rank i."""
-    return Work(_group(group).all_to_all(output, input, stream), (output, input))
+    out, inp = _written(output, "all_to_all_single"), _read(input, "")
+    return Work(_group(group).all_to_all(out, inp, stream), (output, input, out, inp))
 
 
 def send(tensor, dst, group=None, tag=0, stream=None):
     """Sends ``tensor`` to rank ``dst``. Returns a Work (does not block)."""
-    return Work(_group(group).send(tensor, dst, tag, stream), (tensor,))
+    t = _read(tensor, "send")
+    return Work(_group(group).send(t, dst, tag, stream), (tensor, t))
 
 
 def recv(tensor, src, group=None, tag=0, stream=None):
     """Receives into ``tensor`` from rank ``src``. Returns a Work (does not block)."""
-    return Work(_group(group).recv(tensor, src, tag, stream), (tensor,))
+    t = _written(tensor, "recv")
+    return Work(_group(group).recv(t, src, tag, stream), (tensor, t))
 
 
 isend = send

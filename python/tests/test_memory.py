@@ -54,7 +54,7 @@ def test_cache_limit_bounds_cached_bytes():
         assert streamrt.memory_stats()["cache_limit"] == 1 << 20
     finally:
         streamrt.set_memory_cache_limit(1 << 30)
-    with pytest.raises(ValueError, match="bytes must be >= 0"):
+    with pytest.raises(ValueError, match="bytes=-1 is out of range; it must be from 0 to"):
         streamrt.set_memory_cache_limit(-1)
 
 

@@ -20,10 +20,12 @@ def extension(name):
     except ImportError as e:
         if name == "_streamrt_mpi":
             pytest.skip(f"built without MPI: {e}")
+        if name == "_streamrt_torch":
+            pytest.skip(f"built without torch's C++ API (libtorch-dev): {e}")
         raise
 
 
-EXTENSIONS = ["_streamrt", "_streamrt_mpi"]
+EXTENSIONS = ["_streamrt", "_streamrt_mpi", "_streamrt_torch"]
 
 
 def stub_tree(name):

@@ -49,6 +49,11 @@ class Storage {
   core::SpinMutex mutex;
   Access last_write;          // guarded by mutex; position null = no tracked write pending
   std::vector<Access> reads;  // guarded by mutex; one entry per stream, since last_write
+  // Set by share_tracking before the storage is used, then constant: the storage whose tracking
+  // (mutex, last_write, reads) this one uses instead of its own; never itself sharing.
+  std::shared_ptr<Storage> tracked_by;
+  // The storage whose tracking fields record accesses to this one's memory.
+  Storage& tracking() noexcept { return tracked_by ? *tracked_by : *this; }
 
  private:
   void* data_;

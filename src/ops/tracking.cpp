@@ -65,7 +65,7 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   std::array<Use, kMax> uses;
   std::size_t count = 0;
   auto add = [&](const Tensor* t, bool write) {
-    Storage* st = detail::TensorAccess::storage(*t).get();
+    Storage* st = &detail::TensorAccess::storage(*t)->tracking();
     for (std::size_t i = 0; i < count; ++i) {
       if (uses[i].storage == st) {
         uses[i].write = uses[i].write || write;
@@ -221,8 +221,9 @@ void submit(Stream& s, const char* label, std::initializer_list<const Tensor*> r
       &ctx);
 }
 
-std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& storage, bool for_write) {
+std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& own, bool for_write) {
   std::vector<std::shared_ptr<impl::EventImpl>> out;
+  Storage& storage = own.tracking();
   std::lock_guard lock(storage.mutex);
   // A host access waits for real work only: a position recorded during a capture stands for the
   // graph's latest replay (none: nothing to wait for); during the capture it is refused.
@@ -252,6 +253,35 @@ void enqueue_tracked(const Stream& stream, const char* label, std::span<const Te
   auto call = [](void* c, Stream& st) { (*static_cast<const std::function<void(Stream&)>*>(c))(st); };
   ops::submit_on(s, label, reads, writes, call,
                  const_cast<void*>(static_cast<const void*>(&enqueue)));
+}
+
+void share_tracking(const Tensor& t, const Tensor& with) {
+  ops::check_defined(t, "share_tracking");
+  ops::check_defined(with, "share_tracking");
+  if (t.device() != with.device()) {
+    throw Error("share_tracking: the tensors are on different devices (" + t.device().str() +
+                " and " + with.device().str() + ")");
+  }
+  const auto& own = detail::TensorAccess::storage(t);
+  std::shared_ptr<detail::Storage> root = detail::TensorAccess::storage(with);
+  if (root->tracked_by) root = root->tracked_by;  // never more than one level (see below)
+  if (root == own || own->tracked_by == root) return;
+  if (own->tracked_by) {
+    throw Error("share_tracking: the tensor already shares the tracking of another storage");
+  }
+  if (own->stream_ordered()) {
+    // Its memory is freed in stream order after its own accesses, which would stay empty.
+    throw Error("share_tracking: the tensor's memory comes from streamrt's allocator; only "
+                "wrapped memory (from_blob) can share another storage's tracking");
+  }
+  {
+    std::lock_guard lock(own->mutex);
+    if (own->last_write.position || !own->reads.empty()) {
+      throw Error("share_tracking: the tensor was already used by an op; share the tracking "
+                  "right after wrapping the memory");
+    }
+  }
+  own->tracked_by = std::move(root);
 }
 
 }  // namespace streamrt

@@ -3,6 +3,8 @@ API, results against numpy references, stream-ordered work, failures, time-outs 
 communicator. Run with `python3 -m mpi4py` so that an exception on one rank aborts the job
 (MPI_Abort) instead of leaving the other ranks waiting; check() aborts with the reason."""
 
+import threading
+
 import numpy as np
 from mpi4py import MPI  # initialises MPI (MPI_THREAD_MULTIPLE); streamrt uses the same MPI
 
@@ -101,6 +103,40 @@ if peer < size:
     else:
         MPI.COMM_WORLD.recv(source=peer, tag=7)
         dist.send(streamrt.full([4], 9.0), peer, tag=6).wait()
+
+# torch tensors, as every op takes them: shared, written in place; after streamrt.torch.install()
+# torch's own reads wait for the communication.
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    import streamrt.torch as srt
+
+    tt = torch.from_numpy(data(rank, 1000, np.float32))
+    dist.all_reduce(tt).wait()
+    every = np.stack([data(r, 1000, np.float32) for r in range(size)]).sum(0)
+    check(np.array_equal(tt.numpy(), every), "all_reduce of a torch tensor, in place")
+    out = torch.zeros(10 * size, dtype=torch.float64)
+    dist.all_gather_into_tensor(out, torch.from_numpy(data(rank, 10, np.float64))).wait()
+    check(np.array_equal(out.numpy(), np.concatenate([data(r, 10, np.float64) for r in range(size)])),
+          "all_gather_into_tensor of torch tensors")
+    srt.install()
+    side = streamrt.Stream()
+    gate = threading.Event()
+    side.launch(gate.wait, 60)  # holds the communication back
+    tt = torch.from_numpy(data(rank, 4096, np.float32))
+    work = dist.all_reduce(tt, stream=side)
+    threading.Timer(0.2, gate.set).start()
+    every = np.stack([data(r, 4096, np.float32) for r in range(size)]).sum(0)
+    check(np.array_equal(tt.numpy(), every), "a torch read waits for the all_reduce (installed)")
+    check(work.is_completed(), "the torch read waited")
+    with torch.cpu.StreamContext(side):
+        doubled = tt * 2  # a torch op after the collective, tracked on the same memory
+    dist.all_reduce(tt, stream=side)
+    check(np.array_equal(doubled.numpy(), 2 * every), "torch op ordered before the next all_reduce")
+    check(np.array_equal(tt.numpy(), size * every), "second all_reduce of the torch tensor")
+    srt.uninstall()
 
 # An mpi4py communicator: a split into halves, checked against mpi4py's own allreduce.
 dist.destroy_process_group()

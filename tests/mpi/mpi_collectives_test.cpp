@@ -180,6 +180,18 @@ TEST(Collectives, BadArgumentsAreRejectedAtTheCall) {
   } catch (const streamrt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
   }
+  // Tags run from 0 to MPI_TAG_UB: a negative one is refused at the call, not by MPI later.
+  for (int tag : {-5, -1}) {
+    try {
+      c.send(a, 0, tag);
+      FAIL() << tag;
+    } catch (const streamrt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tag " + std::to_string(tag) + " is out of range"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(c.recv(a, 0, tag), streamrt::Error);
+  }
 }
 
 }  // namespace

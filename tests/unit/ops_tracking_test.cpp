@@ -280,6 +280,82 @@ TEST_P(Tracking, ConcurrentSubmissionFromManyThreads) {
   EXPECT_EQ(ok, std::vector<int>(4, 1));
 }
 
+// Two imports of one buffer (as a binding makes for memory another framework tracks): once the
+// second shares the first's tracking, an op through one is ordered after a write through the other
+// (read-after-write), a write waits for a read (write-after-read), and host reads wait. Without
+// share_tracking the reader would run at once and see the old values.
+TEST_P(Tracking, SharedTrackingOrdersTwoImportsOfOneBuffer) {
+  std::vector<float> buffer(256, 1.0f);
+  Tensor first = from_blob(buffer.data(), {256}, DType::Float32);
+  Tensor second = from_blob(buffer.data(), {256}, DType::Float32);
+  share_tracking(second, first);
+  Stream s1, s2;
+  Gate gate;
+  gate.hold(s1);
+  {
+    StreamContext ctx(s1);
+    first.fill_(5.0);  // behind the gate
+  }
+  Tensor read;
+  {
+    StreamContext ctx(s2);
+    read = second + 1.0;  // waits for the fill through `first`
+  }
+  EXPECT_FALSE(second.ready());  // the host sees the pending write through the other import
+  gate.open();
+  EXPECT_EQ(to_vector(read), std::vector<double>(256, 6.0));
+  EXPECT_EQ(second.data<float>()[0], 5.0f);
+
+  // Write after read: a write through `first` on s2 waits for a read through `second` on s1.
+  Gate gate2;
+  gate2.hold(s1);
+  Tensor copy;
+  {
+    StreamContext ctx(s1);
+    copy = second.clone();  // behind the gate
+  }
+  {
+    StreamContext ctx(s2);
+    first.fill_(7.0);
+  }
+  gate2.open();
+  EXPECT_EQ(to_vector(copy), std::vector<double>(256, 5.0));
+  EXPECT_EQ(first.data<float>()[0], 7.0f);
+}
+
+TEST_P(Tracking, SharedTrackingIsTransitiveAndRefusesMisuse) {
+  std::vector<double> buffer(16, 0.0);
+  Tensor a = from_blob(buffer.data(), {16}, DType::Float64);
+  Tensor b = from_blob(buffer.data(), {16}, DType::Float64);
+  Tensor c = from_blob(buffer.data(), {4, 4}, DType::Float64);
+  share_tracking(b, a);
+  share_tracking(c, b);  // joins a's tracking, not b's
+  share_tracking(c, a);  // already so: no-op
+  Stream s;
+  Gate gate;
+  gate.hold(s);
+  {
+    StreamContext ctx(s);
+    a.fill_(3.0);
+  }
+  EXPECT_FALSE(c.ready());
+  gate.open();
+  EXPECT_EQ(c.data<double>()[15], 3.0);
+
+  Tensor own = zeros({16}, DType::Float64);  // the allocator's memory
+  EXPECT_THROW(share_tracking(own, a), Error);
+  Tensor used = from_blob(buffer.data(), {16}, DType::Float64);
+  used.fill_(1.0);
+  EXPECT_THROW(share_tracking(used, a), Error);  // has accesses of its own already
+  std::vector<double> other(16, 0.0);
+  Tensor d = from_blob(other.data(), {16}, DType::Float64);
+  Tensor e = from_blob(other.data(), {16}, DType::Float64);
+  share_tracking(d, e);
+  EXPECT_THROW(share_tracking(d, a), Error);  // already shares another storage's tracking
+  EXPECT_THROW(share_tracking(Tensor(), a), Error);
+  used.wait();
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Tracking, ::testing::ValuesIn(test::kWorkerCounts),
                          [](const auto& info) { return std::to_string(info.param) + "workers"; });
 INSTANTIATE_TEST_SUITE_P(Workers, TrackingOverlap, ::testing::ValuesIn(test::kParallelWorkerCounts),

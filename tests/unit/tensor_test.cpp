@@ -78,6 +78,24 @@ TEST(TensorCreate, BadShapesAndDevicesAreErrors) {
   expect_error_containing([] { rand({2}, 1, DType::Int32); }, {"int32", "floating"});
 }
 
+// Sizes whose bytes pass what a tensor can address are refused where they enter: the product
+// numel * element_size once wrapped, giving an 8-byte storage to a tensor of 2^61 + 1 elements.
+TEST(TensorCreate, BytesPastTheAddressableLimitAreRefused) {
+  const std::int64_t past = (std::int64_t{1} << 61) + 1;  // * 8 bytes wraps to 8
+  expect_error_containing([&] { empty({past}, DType::Float64); },
+                          {"[2305843009213693953]", "float64", "9223372036854775807"});
+  expect_error_containing([] { zeros({std::int64_t{1} << 62}); }, {"float32", "bytes"});
+  expect_error_containing([] { arange(std::int64_t{1} << 62); }, {"int64", "bytes"});
+  expect_error_containing([] { rand({std::int64_t{1} << 62}, 1, DType::Float64); }, {"bytes"});
+  double cell = 0;
+  expect_error_containing([&] { from_blob(&cell, {past}, DType::Float64); }, {"bytes"});
+  EXPECT_EQ(shape_nbytes({2, 3}, DType::Float64), 48u);
+  // The limit itself: the largest count that fits is accepted, one more is not.
+  const std::int64_t most = std::numeric_limits<std::int64_t>::max() / 8;
+  EXPECT_EQ(shape_nbytes({most}, DType::Float64), static_cast<std::size_t>(most) * 8);
+  expect_error_containing([&] { shape_nbytes({most + 1}, DType::Float64); }, {"bytes"});
+}
+
 TEST(TensorAccess, WrongDtypeIsError) {
   Tensor t = zeros({2}, DType::Float64);
   expect_error_containing([&] { t.data<float>(); }, {"float32", "float64", "data<double>"});

@@ -116,6 +116,42 @@ TEST_P(Timeouts, WaitAllForReturnsFalseWithoutThrowingAndChangesNothing) {
   EXPECT_NO_THROW(failing.synchronize());  // the first event wait reported it (rule 10)
 }
 
+// Time-outs longer than the clock counts from now (nanoseconds::max()) wait for the work: the
+// deadline now + timeout once overflowed into the past and every such wait returned false at once.
+TEST_P(Timeouts, TimeOutsPastTheClocksRangeWaitForTheWork) {
+  constexpr auto kForever = std::chrono::nanoseconds::max();
+  for (int call = 0; call < 4; ++call) {
+    streamrt::Stream s;
+    Gate g;
+    s.launch([&] {
+      if (!g.wait()) fail_hard("never released");
+    });
+    streamrt::Event e = s.record_event();
+    std::thread opener([&] {
+      std::this_thread::sleep_for(kShort);
+      g.open();
+    });
+    bool done = false;
+    switch (call) {
+      case 0:
+        done = s.synchronize_for(kForever);
+        break;
+      case 1:
+        done = e.wait_for(kForever);
+        break;
+      case 2:
+        done = streamrt::wait_all_for(std::vector<streamrt::Event>{e}, kForever);
+        break;
+      case 3:
+        done = streamrt::synchronize_for(kForever);
+        break;
+    }
+    opener.join();
+    EXPECT_TRUE(done) << "call " << call;
+    EXPECT_TRUE(s.query()) << "call " << call;
+  }
+}
+
 TEST_P(Timeouts, TimedOutWaitsLeaveNoStaleWakeUps) {
   // Many short time-outs register continuations that fire later; the thread's next waits must
   // still work (a stale unpark is only a spurious wake-up).

@@ -15,6 +15,7 @@ void usage(std::FILE* out) {
       "commands:\n"
       "  demo    run the seed scenarios on CPU streams and report timings (demo --help)\n"
       "  bench   compare streamrt with other ways to run stream-ordered work (bench --help)\n"
+      "  stress  run model-checked random programs for a while (stress --help)\n"
       "  help    show this text\n"
       "\n"
       "  --version  the library's version, build type, compiler, backends and worker count\n",
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   if (cmd == "demo") return streamrt_tool::run_demo(argc - 1, argv + 1);
+  if (cmd == "stress") return streamrt_tool::run_stress(argc - 1, argv + 1);
   if (cmd == "bench") return streamrt_tool::run_bench(argc - 1, argv + 1);
   if (cmd == "--version" || cmd == "version") {
     std::fputs(streamrt::version_text().c_str(), stdout);

@@ -1,0 +1,447 @@
+"""streamrt.torch: unchanged torch code on streams (install()), against eager torch in the same run.
+
+Prints ratios, each against a baseline measured in the same run, interleaved repetitions, medians:
+
+* ``seed``: the seed article's products (N float32 1000x1000 ``torch.matmul``) on two streams
+  against the same on one stream, and against eager torch with its default threads (OpenBLAS at
+  every core, as torch has it without streamrt).
+* ``ensemble``: K independent 3-layer MLPs (forward + backward + SGD step), one stream each,
+  against the same on one stream, eager torch with its default threads, and eager torch with
+  one thread; at 512 wide / batch 128 and at 256 wide / batch 32 (small ops: the host's
+  dispatch cost decides).
+* ``host``: the host's cost per enqueued small op (64x64 add) against eager torch, with the
+  stream held (so workers do not compete for the cores) and running; through the C++ fast path
+  and through the dispatch mode's path, with a pass-through torch dispatch mode as the floor any
+  Python mode pays, and the fast path's breakdown (dispatch-key entry, our work, the enqueue).
+* ``large``: single ops of 1 ms or more, on a stream against eager at the same thread settings
+  (one BLAS thread; what a stream's kernel gets) and against eager with the default threads.
+
+Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_install.py [--quick] [--only NAME]
+Figures count only on an idle machine: the load average is printed before and after.
+"""
+
+import argparse
+import os
+import statistics
+import threading
+import time
+
+import torch
+
+import streamrt
+import streamrt.torch as srt
+
+CORES = os.cpu_count() or 1
+
+
+def timed(fn, reps):
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def interleave(cases, reps):
+    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all).
+    A case is a function, or (settings, function): the settings (a context manager class) are
+    applied around the timed call, outside the timing."""
+    times = {name: [] for name in cases}
+    for _ in range(reps):
+        for name, case in cases.items():
+            if isinstance(case, tuple):
+                with case[0]():
+                    times[name] += timed(case[1], 1)
+            else:
+                times[name] += timed(case, 1)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+class eager_defaults:
+    """Eager torch as it is without streamrt: not installed, OpenBLAS at every core, torch's own
+    threads."""
+
+    def __enter__(self):
+        srt.uninstall()
+        self.blas = streamrt._blas_threads()
+        streamrt._set_blas_threads(CORES)
+
+    def __exit__(self, *exc):
+        streamrt._set_blas_threads(self.blas)
+        srt.install()
+
+
+class eager_one_thread:
+    """Eager torch, not installed, one intra-op and one BLAS thread (what a stream's kernel gets)."""
+
+    def __enter__(self):
+        srt.uninstall()
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+        srt.install()
+
+
+def with_settings(ctx, fn):
+    """A case of interleave(): fn timed under the settings `ctx`."""
+    return (ctx, fn)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def seed(args):
+    n = 4 if args.quick else 16
+    a, b = torch.randn(1000, 1000), torch.randn(1000, 1000)
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+
+    def streams(ss):
+        def run():
+            outs = []
+            for i in range(n):
+                with torch.cpu.StreamContext(ss[i % len(ss)]):
+                    outs.append(torch.matmul(a, b))
+            for s in ss:
+                s.synchronize()
+        return run
+
+    def eager():
+        for _ in range(n):
+            torch.matmul(a, b)
+
+    cases = {"one stream": streams([s1]), "two streams": streams([s1, s2]),
+             "eager (default threads)": with_settings(eager_defaults, eager)}
+    interleave(cases, 1)  # warm-up
+    m = interleave(cases, args.reps)
+    print(f"seed: {n} matmuls 1000x1000 float32, median of {args.reps}")
+    for k, v in m.items():
+        print(f"  {k:28s} {v * 1e3:8.1f} ms")
+    print(f"  two streams vs one stream     {m['one stream'] / m['two streams']:5.2f}x  (target >= 1.8)")
+    print(f"  two streams vs eager defaults {m['eager (default threads)'] / m['two streams']:5.2f}x  "
+          "(target >= 0.95)")
+
+
+def make_mlps(k, width, seed0=0):
+    nets = []
+    for i in range(k):
+        torch.manual_seed(seed0 + i)
+        net = torch.nn.Sequential(
+            torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+            torch.nn.ReLU(), torch.nn.Linear(width, 1))
+        nets.append((net, torch.optim.SGD(net.parameters(), lr=1e-3)))
+    return nets
+
+
+def step(net, opt, x, y):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+
+
+def ensemble(args, width, batch):
+    k, steps = 4, (5 if args.quick else 20)
+    nets = make_mlps(k, width)
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g))
+            for _ in range(k)]
+    streams = [torch.cpu.Stream() for _ in range(k)]
+
+    def on_streams(ss):
+        def run():
+            for _ in range(steps):
+                for i, (net, opt) in enumerate(nets):
+                    with torch.cpu.StreamContext(ss[i % len(ss)]):
+                        step(net, opt, *data[i])
+            for s in ss:
+                s.synchronize()
+        return run
+
+    def eager():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                step(net, opt, *data[i])
+
+    cases = {"one stream": on_streams(streams[:1]), "one stream each": on_streams(streams),
+             "eager (default threads)": with_settings(eager_defaults, eager),
+             "eager (1 thread)": with_settings(eager_one_thread, eager)}
+    interleave(cases, 1)
+    m = interleave(cases, args.reps)
+    print(f"ensemble: {k} MLPs {width} wide, batch {batch}, forward+backward+SGD, "
+          f"per step of the {k} (median of {args.reps} x {steps} steps)")
+    for name, v in m.items():
+        print(f"  {name:28s} {v / steps * 1e3:8.2f} ms")
+    print(f"  one stream each vs one stream     {m['one stream'] / m['one stream each']:5.2f}x"
+          "  (target >= 1.8 at 512/128)")
+    print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
+          "  (target >= 1.3 at 512/128)")
+    if srt._dispatch._fast is not None:
+        ensemble_breakdown(args, nets, data, streams, steps)
+
+
+def ensemble_breakdown(args, nets, data, streams, steps):
+    """Where a step's time goes: the host thread's CPU time per step (the only thread issuing
+    ops) against the kernels' (the fast path's probes run them on the host thread), interleaved,
+    medians."""
+
+    def body():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                with torch.cpu.StreamContext(streams[i]):
+                    step(net, opt, *data[i])
+
+    def host_time(fn):
+        t = time.thread_time()
+        fn()
+        return time.thread_time() - t
+
+    def held():
+        gates = [threading.Event() for _ in streams]
+        for s, gate in zip(streams, gates):
+            s.launch(gate.wait)
+        t = host_time(body)
+        for gate in gates:
+            gate.set()
+        for s in streams:
+            s.synchronize()
+        return t
+
+    def probe(n):
+        def run():
+            srt._dispatch._native._set_probe(n)
+            try:
+                t = host_time(body)
+            finally:
+                srt._dispatch._native._set_probe(0)
+            for s in streams:
+                s.synchronize()
+            return t
+        return run
+
+    def eager():
+        with eager_one_thread():
+            return host_time(lambda: [step(net, opt, *data[i]) for _ in range(steps)
+                                      for i, (net, opt) in enumerate(nets)])
+
+    cases = {"eager": eager, "kernels run by the host": probe(2), "no kernels": probe(3),
+             "held": held}
+    times = {name: [] for name in cases}
+    for rep in range(args.reps + 1):
+        for name, fn in cases.items():
+            t = fn() / steps * 1e3
+            if rep:
+                times[name].append(t)
+    m = {name: statistics.median(v) for name, v in times.items()}
+    kernels = m["kernels run by the host"] - m["no kernels"]
+    held_ms = m["held"]
+    print(f"  where the time goes (host thread CPU per step, median of {args.reps}):")
+    print(f"    eager, 1 thread: {m['eager']:.2f} ms, of which kernels {kernels:.2f} ms and "
+          f"framework (Python, autograd, dispatch) {m['eager'] - kernels:.2f} ms")
+    print(f"    streams: the host thread {held_ms:.2f} ms (framework and enqueue, streams held); "
+          f"the kernels need {kernels / CORES:.2f} ms on {CORES} workers -> "
+          f"{'the host decides' if held_ms > kernels / CORES else 'the kernels decide'} "
+          f"(a step takes at least {max(held_ms, kernels / CORES):.2f} ms)")
+
+
+class _PassThrough:
+    """A dispatch mode that only runs each op: the floor any Python dispatch mode pays."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        torch._C._set_torch_dispatch_mode(None)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            torch._C._set_torch_dispatch_mode(self)
+
+
+def host(args):
+    """The host's cost per small op (64x64 add), in batches of BATCH calls: each batch is timed
+    alone (wall and the host thread's CPU time), the median batch counts. For the enqueued cases
+    the stream is held by a gate during the batch (so the workers neither compete for the cores
+    nor free memory meanwhile) and released and synchronized after it, untimed; the batch is short
+    enough that the outputs' memory is reused from batch to batch as eager torch reuses it."""
+    batch = 100
+    batches = 60 if args.quick else 400
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    s = torch.cpu.Stream()
+    native = srt._dispatch._native
+
+    def loop():
+        for _ in range(batch):
+            torch.add(a, b)
+
+    def timed_batch(before=None, after=None, context=False):
+        if before:
+            before()
+        if context:
+            with torch.cpu.StreamContext(s):
+                w, c = time.perf_counter_ns(), time.thread_time_ns()
+                loop()
+                c, w = time.thread_time_ns() - c, time.perf_counter_ns() - w
+        else:
+            w, c = time.perf_counter_ns(), time.thread_time_ns()
+            loop()
+            c, w = time.thread_time_ns() - c, time.perf_counter_ns() - w
+        if after:
+            after()
+        return w / batch / 1e3, c / batch / 1e3
+
+    gate = []
+
+    def hold():
+        gate.append(threading.Event())
+        s.launch(gate[-1].wait)
+
+    def release():
+        gate.pop().set()
+        s.synchronize()
+
+    def mode_on():
+        torch._C._set_torch_dispatch_mode(_PassThrough())
+
+    def mode_off():
+        torch._C._set_torch_dispatch_mode(None)
+
+    def probe(n):
+        return lambda: native._set_probe(n)
+
+    def probe_off():
+        native._set_probe(0)
+
+    def dispatch_mode_path():
+        srt._dispatch.set_fast(False)
+
+    def fast_path():
+        srt._dispatch.set_fast(True)
+
+    # name -> (before, after, inside a context); installed for all but the first two
+    cases = {}
+    srt.uninstall()
+    cases["eager"] = (None, None, False)
+    cases["pass-through mode"] = (mode_on, mode_off, False)
+    plain = dict(cases)
+    cases = {"guard": (None, None, False)}
+    fast = srt._dispatch._fast is not None
+    if fast:
+        cases["probe: entry"] = (probe(1), probe_off, True)
+        cases["probe: work"] = (probe(2), probe_off, True)
+        cases["probe: work, no kernel"] = (probe(3), probe_off, True)
+        cases["fast path, held"] = (hold, release, True)
+        cases["mode path, held"] = (lambda: (dispatch_mode_path(), hold()),
+                                    lambda: (release(), fast_path()), True)
+    else:
+        cases["mode path, held"] = (hold, release, True)
+    times = {name: [] for name in list(plain) + list(cases)}
+
+    def run_all(record):
+        srt.uninstall()
+        for name, (before, after, ctx) in plain.items():
+            r = timed_batch(before, after, ctx)
+            if record:
+                times[name].append(r)
+        srt.install()
+        for name, (before, after, ctx) in cases.items():
+            r = timed_batch(before, after, ctx)
+            if record:
+                times[name].append(r)
+
+    for _ in range(5):  # warm-up: plans, meta inference, the checked first run, the fast path's cache
+        run_all(False)
+        s.synchronize()
+    for _ in range(batches):  # interleaved: drifting load hits every case alike
+        run_all(True)
+    n_run = batch * (4 if args.quick else 20)
+
+    def running():
+        with torch.cpu.StreamContext(s):
+            for _ in range(n_run):
+                torch.add(a, b)
+        s.synchronize()
+
+    run = statistics.median(timed(running, args.reps)) / n_run * 1e6
+    med = {name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+           for name, v in times.items()}
+    eager_w, eager_c = med["eager"]
+    print(f"host cost per op (64x64 add; median of {batches} batches of {batch}; wall and the "
+          "host thread's CPU time):")
+
+    def row(label, name, note=""):
+        w, c = med[name]
+        print(f"  {label:34s} {w:6.2f} us (+{w - eager_w:5.2f})   cpu {c:6.2f} us "
+              f"(+{c - eager_c:5.2f}){note}")
+
+    row("eager torch", "eager")
+    row("pass-through dispatch mode", "pass-through mode", "  (the floor of a Python mode)")
+    row("installed, outside a context", "guard")
+    if fast:
+        row("enqueued, fast path (C++), held", "fast path, held", "  (target <= +15)")
+        row("enqueued, dispatch mode's path, held", "mode path, held")
+        e, p1, p2, p3, h = (med[k][0] for k in ("eager", "probe: entry", "probe: work",
+                                                 "probe: work, no kernel", "fast path, held"))
+        print("  fast path breakdown (wall): dispatch-key entry "
+              f"{p1 - e:+.2f} us, our work (scan, cache, outputs, trackers) {p2 - p1:+.2f} us, "
+              f"the enqueue {h - p3:+.2f} us, less the kernel no longer run on the host "
+              f"{-(p2 - p3):+.2f} us")
+        print(f"  fast path vs dispatch mode's path: "
+              f"{(med['mode path, held'][0] - eager_w) / max(med['fast path, held'][0] - eager_w, 1e-9):.1f}x"
+              " less added host time")
+    else:
+        row("enqueued, dispatch mode's path, held", "mode path, held",
+            f"  (target <= +15; fast path unavailable: {srt._dispatch.fast_unavailable})")
+    print(f"  enqueued and run (host + workers)  {run:6.2f} us (+{run - eager_w:5.2f}) "
+          f"(median of {args.reps} x {n_run})")
+
+
+def large(args):
+    a = torch.randn(1000, 1000)
+    x = torch.randn(4000, 4000)
+    ops = {"matmul 1000x1000": lambda: torch.matmul(a, a), "exp 16M": lambda: torch.exp(x),
+           "sum 16M": lambda: x.sum()}
+    s = torch.cpu.Stream()
+    print(f"single ops of 1 ms or more (median of {args.reps}):")
+    for name, op in ops.items():
+        def stream_op(op=op):
+            with torch.cpu.StreamContext(s):
+                op()
+            s.synchronize()
+
+        cases = {"stream": stream_op, "eager (stream's threads)": with_settings(eager_one_thread, op),
+                 "eager (default threads)": with_settings(eager_defaults, op)}
+        interleave(cases, 1)
+        m = interleave(cases, args.reps)
+        print(f"  {name:18s} stream {m['stream'] * 1e3:7.2f} ms, eager same threads "
+              f"{m['eager (stream' + chr(39) + 's threads)'] * 1e3:7.2f} ms "
+              f"({m['stream'] / m['eager (stream' + chr(39) + 's threads)']:4.2f}x; target <= 1.10), "
+              f"eager default threads {m['eager (default threads)'] * 1e3:7.2f} ms")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--only", choices=["seed", "ensemble", "host", "large"], default=None)
+    args = p.parse_args()
+    if args.reps is None:
+        args.reps = 3 if args.quick else 7
+    print(f"cores {CORES}, streamrt workers {streamrt.get_num_threads()}, torch {torch.__version__}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    srt.install()
+    try:
+        if args.only in (None, "seed"):
+            seed(args)
+        if args.only in (None, "ensemble"):
+            ensemble(args, 512, 128)
+            ensemble(args, 256, 32)
+        if args.only in (None, "host"):
+            host(args)
+        if args.only in (None, "large"):
+            large(args)
+    finally:
+        srt.uninstall()
+    print(f"load after {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+// Native support for streamrt.torch (docs/torch.md): torch ops as tracked stream work. A torch
+// storage is tracked through a streamrt tensor standing for its memory (its "tracker", made by
+// _torch_tracker and kept by the Python registry), so torch ops, streamrt ops and host reads order
+// themselves as accesses to one storage. A torch tensor imported through DLPack shares its
+// tracker's tracking (share_tracking) when streamrt.torch is installed.
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bind_ops.hpp"
+#include "bindings.hpp"
+#include "py_runtime.hpp"
+#include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
+#include "streamrt/stream.hpp"
+#include "streamrt/tensor.hpp"
+#include "torch_runner.hpp"
+
+namespace streamrt::python {
+
+using namespace pybind11::literals;
+
+namespace {
+
+// The most storages one tracked submission takes (enqueue_tracked's limit).
+constexpr std::size_t kMaxTracked = 8;
+
+// Set by streamrt.torch.install(), cleared by uninstall(); a leaked reference (never dropped
+// after finalization). Read and written with the GIL held.
+PyObject* g_dlpack_hook = nullptr;
+
+// torch._C.ExcludeDispatchKeyGuard, set by _set_torch_runtime (a leaked reference).
+PyObject* g_exclude_guard = nullptr;
+
+// A torch op run in stream order on a worker: fn(*args, **kwargs) with the dispatch keys `keys`
+// excluded (those excluded where the op was called: autograd, ADInplaceOrView, ...), called
+// without a Python frame. It takes the GIL only for the call (torch releases it inside its
+// kernels). Its references are dropped with the GIL held once it ran, and through SafeObject
+// when it was skipped.
+struct TorchWork {
+  SafeObject keys;  // a torch DispatchKeySet, or empty
+  SafeObject fn;
+  SafeObject args;    // a tuple
+  SafeObject kwargs;  // a dict, or empty
+  const char* label;
+  PendingPythonWork pending;
+
+  void operator()() {
+    PythonScope scope;
+    if (!scope.ok()) {
+      throw Error(std::string("torch op '") + label +
+                  "' was not run: the Python interpreter is shutting down");
+    }
+    PyObject* guard = nullptr;
+    if (keys) guard = PyObject_CallOneArg(g_exclude_guard, keys.get().ptr());
+    PyObject* result = nullptr;
+    if (guard != nullptr || !keys) {
+      result = PyObject_Call(fn.get().ptr(), args.get().ptr(), kwargs.get().ptr());
+    }
+    Py_XDECREF(guard);  // restores the excluded keys (an error set meanwhile is kept)
+    if (result == nullptr) {
+      py::error_already_set e;
+      PythonException carried(e, current_stream().device().str() + " stream " +
+                                     std::to_string(current_stream().id()));
+      drop();
+      throw carried;  // the stream fails with torch's exception (rule 10)
+    }
+    Py_DECREF(result);
+    drop();
+  }
+
+  void drop() noexcept {
+    keys.reset();
+    fn.reset();
+    args.reset();
+    kwargs.reset();
+  }
+};
+
+// _streamrt_torch's runner (torch_runner.hpp), when that module was built: set once by
+// streamrt.torch's first import, then constant.
+const TorchRunner* g_runner = nullptr;
+
+// A torch op prepared by the runner, run in stream order on a worker with no GIL at all. A
+// failure becomes the Python exception eager torch raises (taking the GIL only then).
+class NativeTorchWork {
+ public:
+  NativeTorchWork(void* prepared, const char* label) noexcept : prepared_(prepared), label_(label) {}
+  NativeTorchWork(NativeTorchWork&& other) noexcept
+      : pending_(std::move(other.pending_)),
+        prepared_(std::exchange(other.prepared_, nullptr)),
+        label_(other.label_) {}
+  NativeTorchWork& operator=(NativeTorchWork&&) = delete;
+  NativeTorchWork(const NativeTorchWork&) = delete;
+  NativeTorchWork& operator=(const NativeTorchWork&) = delete;
+  ~NativeTorchWork() {
+    if (prepared_ != nullptr) g_runner->destroy(prepared_);
+  }
+
+  void operator()() {
+    std::string type, message;
+    if (g_runner->run(prepared_, &type, &message)) return;
+    PythonScope scope;
+    if (!scope.ok()) throw Error(std::string(label_) + ": " + type + ": " + message);
+    py::object builtins = py::module_::import("builtins");
+    py::object exc = py::getattr(builtins, type.c_str(), py::none());
+    PyErr_SetString(exc.is_none() ? PyExc_RuntimeError : exc.ptr(), message.c_str());
+    py::error_already_set e;
+    throw PythonException(e, current_stream().device().str() + " stream " +
+                                 std::to_string(current_stream().id()));
+  }
+
+ private:
+  PendingPythonWork pending_;  // first: counts until the prepared op (and its tensors) is gone
+  void* prepared_;
+  const char* label_;
+};
+
+std::vector<const Tensor*> trackers(py::handle seq, const char* what) {
+  std::vector<const Tensor*> out;
+  for (py::handle item : seq) {
+    const Tensor* t = borrowed_tensor(item);
+    if (t == nullptr) {
+      throw py::type_error(std::string(what) + ": expected streamrt.Tensor trackers, got " +
+                           type_name(item));
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+
+// Makes `s` wait for the hazards of reads/writes, runs `launch` to enqueue the op, and records the
+// accesses after it. Up to kMaxTracked storages in one tracked submission; more (torch.cat of many
+// tensors, a foreach op over a model's parameters) in two passes: waits before the op, records
+// after it (the positions recorded by the first pass are replaced by the second).
+template <class Launch>
+void submit(Stream& s, const char* label, const std::vector<const Tensor*>& reads,
+            const std::vector<const Tensor*>& writes, Launch&& launch) {
+  const std::size_t total = reads.size() + writes.size();
+  if (total <= kMaxTracked) {
+    enqueue_tracked(s, label, reads, writes, [&](Stream& st) { launch(st); });
+    return;
+  }
+  auto chunks = [&](auto&& each) {
+    for (std::size_t i = 0; i < writes.size(); i += kMaxTracked) {
+      const std::size_t n = std::min(kMaxTracked, writes.size() - i);
+      each(std::span<const Tensor* const>(), std::span(writes.data() + i, n));
+    }
+    for (std::size_t i = 0; i < reads.size(); i += kMaxTracked) {
+      const std::size_t n = std::min(kMaxTracked, reads.size() - i);
+      each(std::span(reads.data() + i, n), std::span<const Tensor* const>());
+    }
+  };
+  auto nothing = [](Stream&) {};
+  chunks([&](auto r, auto w) { enqueue_tracked(s, label, r, w, nothing); });
+  launch(s);
+  chunks([&](auto r, auto w) { enqueue_tracked(s, label, r, w, nothing); });
+}
+
+// TorchHost: what _streamrt_torch's fast path needs from streamrt. Trackers are heap Tensors.
+
+void* host_tracker_new(std::uintptr_t address, std::int64_t nbytes) noexcept {
+  try {
+    return new Tensor(from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool));
+  } catch (...) {
+    return nullptr;  // (out of memory): the caller takes the Python path, which raises
+  }
+}
+
+void* host_tracker_from_python(PyObject* obj) noexcept {
+  const Tensor* t = borrowed_tensor(obj);
+  if (t == nullptr) return nullptr;
+  try {
+    return new Tensor(*t);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+PyObject* host_tracker_to_python(const void* tracker) noexcept {
+  try {
+    return wrap_tensor(Tensor(*static_cast<const Tensor*>(tracker))).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+void host_tracker_free(void* tracker) noexcept { delete static_cast<Tensor*>(tracker); }
+
+void host_release_object(PyObject* obj) noexcept {
+  call_with_gil([](void* o) { Py_DECREF(static_cast<PyObject*>(o)); }, obj);
+}
+
+bool host_tracker_idle(const void* tracker) noexcept {
+  try {
+    return static_cast<const Tensor*>(tracker)->wait_for(std::chrono::nanoseconds(0),
+                                                          /*for_write=*/true);
+  } catch (...) {
+    return true;  // failed work is finished work
+  }
+}
+
+TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::size_t n_reads,
+                           const void* const* writes, std::size_t n_writes, void* prepared,
+                           std::string* error) noexcept {
+  bool launched = false;
+  try {
+    NativeTorchWork work(prepared, label);  // owns the prepared op from here
+    Stream s = current_stream();
+    if (s.is_capturing()) return TorchEnqueued::kNo;  // the Python path raises the error
+    std::vector<const Tensor*> r(n_reads), w(n_writes);
+    for (std::size_t i = 0; i < n_reads; ++i) r[i] = static_cast<const Tensor*>(reads[i]);
+    for (std::size_t i = 0; i < n_writes; ++i) w[i] = static_cast<const Tensor*>(writes[i]);
+    submit(s, label, r, w, [&](Stream& st) {
+      st.launch(label, std::move(work));
+      launched = true;
+    });
+    return TorchEnqueued::kYes;
+  } catch (const std::exception& e) {
+    if (!launched) return TorchEnqueued::kNo;
+    *error = e.what();
+  } catch (...) {
+    if (!launched) return TorchEnqueued::kNo;
+    *error = "unknown error";
+  }
+  return TorchEnqueued::kFailed;
+}
+
+const TorchHost g_host{kTorchRunnerAbi,    &host_tracker_new,       &host_tracker_from_python,
+                       &host_tracker_to_python, &host_tracker_free, &host_release_object,
+                       &host_tracker_idle,      &host_enqueue};
+
+}  // namespace
+
+py::object dlpack_capsule(py::handle obj, Tensor& tracker) {
+  if (g_dlpack_hook != nullptr && borrowed_tensor(obj) == nullptr) {
+    py::object shared = py::reinterpret_borrow<py::object>(g_dlpack_hook)(obj);
+    if (!shared.is_none()) {
+      auto pair = shared.cast<py::tuple>();
+      const Tensor* t = borrowed_tensor(pair[0]);
+      if (pair.size() != 2 || t == nullptr) {
+        throw py::type_error("streamrt.torch's DLPack hook must return (tracker, capsule) or None");
+      }
+      tracker = *t;
+      return pair[1];
+    }
+  }
+  return obj.attr("__dlpack__")();
+}
+
+void bind_torch(py::module_& m) {
+  m.def(
+      "_torch_tracker",
+      [](std::uintptr_t address, std::int64_t nbytes) {
+        if (address == 0 || nbytes <= 0) {
+          throw py::value_error("_torch_tracker: needs the address and size of a torch storage");
+        }
+        // Never read or written through: only its storage's tracking is used.
+        return from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
+      },
+      "address"_a, "nbytes"_a,
+      "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
+      "Never blocks.");
+  m.def(
+      "_set_torch_runtime",
+      [](py::object exclude_guard) {
+        Py_XDECREF(g_exclude_guard);
+        g_exclude_guard = exclude_guard.release().ptr();
+      },
+      "exclude_guard"_a, "Gives bind_torch torch._C.ExcludeDispatchKeyGuard.");
+  m.def(
+      "_torch_label",
+      [](py::handle op) { return reinterpret_cast<std::uintptr_t>(callable_label(op)); }, "op"_a,
+      "An interned profiler label for `op` (its qualified name), as a number for _torch_enqueue.");
+  m.def(
+      "_torch_enqueue",
+      [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
+         py::object kwargs, py::handle reads, py::handle writes) {
+        if (g_exclude_guard == nullptr && !keys.is_none()) {
+          throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
+        }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
+        const auto r = trackers(reads, "_torch_enqueue");
+        const auto w = trackers(writes, "_torch_enqueue");
+        TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
+                       SafeObject(std::move(fn)),
+                       SafeObject(std::move(args)),
+                       kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
+                       label,
+                       {}};
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
+      "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
+      "records the accesses. `label` comes from _torch_label. Returns at once.");
+  m.def(
+      "_set_torch_runner",
+      [](py::capsule runner) {
+        auto* r = static_cast<const TorchRunner*>(runner.get_pointer());
+        if (std::string(runner.name()) != kTorchRunnerCapsule || r->abi != kTorchRunnerAbi) {
+          throw py::value_error("_set_torch_runner: not a TorchRunner of this build");
+        }
+        g_runner = r;
+      },
+      "runner"_a, "Takes streamrt._streamrt_torch.runner (torch_runner.hpp).");
+  m.def(
+      "_torch_host",
+      [] { return py::capsule(static_cast<const void*>(&g_host), kTorchHostCapsule); },
+      "The TorchHost of torch_runner.hpp, for streamrt._streamrt_torch's fast path.");
+  m.def(
+      "_torch_enqueue_native",
+      [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,
+         py::handle reads, py::handle writes) {
+        if (g_runner == nullptr) {
+          throw py::value_error("_torch_enqueue_native: call _set_torch_runner first");
+        }
+        if (s.is_capturing()) {
+          throw Error(
+              "streamrt.torch: torch ops cannot be captured into a streamrt graph; run them "
+              "outside the streamrt.graph block (or capture streamrt ops)");
+        }
+        const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
+        const auto r = trackers(reads, "_torch_enqueue_native");
+        const auto w = trackers(writes, "_torch_enqueue_native");
+        void* prepared =
+            g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
+        if (prepared == nullptr) throw py::error_already_set();
+        NativeTorchWork work(prepared, label);
+        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+      },
+      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
+      "without the GIL. Returns at once.");
+  m.def(
+      "_torch_host_access",
+      [](py::handle tracker, bool for_write) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
+        }
+        if (!for_write && t->ready()) {
+          py::gil_scoped_release release;
+          t->wait();  // done: raises a failure, if any
+          return;
+        }
+        wait_interruptibly(
+            [&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
+        py::gil_scoped_release release;
+        if (for_write) {
+          (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
+        } else {
+          t->wait();
+        }
+      },
+      "tracker"_a, "for_write"_a,
+      "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
+      "of the storage (and its readers when for_write) have finished; raises their failure.");
+  m.def(
+      "_torch_idle",
+      [](py::handle tracker) {
+        const Tensor* t = borrowed_tensor(tracker);
+        if (t == nullptr) {
+          throw py::type_error("_torch_idle: expected a tracker, got " + type_name(tracker));
+        }
+        return t->wait_for(std::chrono::nanoseconds(0), /*for_write=*/true);
+      },
+      "tracker"_a,
+      "True when no queued work reads or writes the storage any more. Never blocks.");
+  m.def(
+      "_set_torch_dlpack_hook",
+      [](py::object hook) {
+        PyObject* old = g_dlpack_hook;
+        g_dlpack_hook = hook.is_none() ? nullptr : hook.release().ptr();
+        Py_XDECREF(old);
+      },
+      "hook"_a,
+      "hook(obj) -> (tracker, capsule) or None, asked by imports of DLPack producers (streamrt.torch "
+      "installs it): the import then shares the tracker's tracking.");
+}
+
+}  // namespace streamrt::python

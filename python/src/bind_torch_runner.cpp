@@ -1,0 +1,341 @@
+// streamrt._streamrt_torch: streamrt.torch's native part on torch's C++ API (Debian's
+// libtorch-dev). The TorchRunner of torch_runner.hpp (a prepared op is the operator's dispatcher
+// handle with its arguments as a boxed stack: a worker calls it with no Python at all), the tracker
+// registry (torch_runner_registry.cpp) and the fast path (torch_runner_fast.cpp), bound for
+// streamrt.torch's Python code. Built only where torch's headers are found; without it
+// streamrt.torch runs on its Python path (_torch_dispatch.py, _torch_tracking.py).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+
+#include <exception>
+#include <new>
+#include <typeinfo>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "torch_runner.hpp"
+#include "torch_runner_fast.hpp"
+#include "torch_runner_internal.hpp"
+
+namespace py = pybind11;
+
+namespace streamrt::python::torch_runner {
+
+namespace {
+const TorchHost* g_host = nullptr;  // set once by connect(), then constant
+}  // namespace
+
+const TorchHost* host() noexcept { return g_host; }
+
+const c10::OperatorHandle& operator_of(PyObject* op) {
+  // OpOverload object -> its operator, found once. The objects are kept (torch caches them for
+  // the life of the process anyway). Used with the GIL held, which also guards the map.
+  static auto* map = new std::unordered_map<PyObject*, c10::OperatorHandle>;  // leaked at exit
+  auto it = map->find(op);
+  if (it != map->end()) return it->second;
+  py::handle schema = py::handle(op).attr("_schema");
+  const std::string name = py::str(schema.attr("name"));
+  const std::string overload = py::str(schema.attr("overload_name"));
+  auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  Py_INCREF(op);
+  return map->emplace(op, handle).first->second;
+}
+
+c10::DispatchKeySet work_excluded() noexcept {
+  // Every key above Python's, as torch's Python fallback excludes them for a dispatch mode, and
+  // Python's own (the tensors are plain; a work item run on this thread must not reach the mode).
+  static const c10::DispatchKeySet python_and_above =
+      c10::DispatchKeySet(c10::DispatchKeySet::FULL) ^
+      c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
+  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above;
+}
+
+namespace {
+
+at::Tensor alias_for_work(const at::Tensor& t) {
+  // Only plain TensorImpls (no wrappers, sparse, quantized or opaque tensors); the key set
+  // carries the conjugate, negative and zero-tensor bits along.
+  if (!t.defined() || typeid(*t.unsafeGetTensorImpl()) != typeid(c10::TensorImpl) ||
+      t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) {
+    return t;
+  }
+  auto impl =
+      c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides());
+  impl->set_storage_offset(t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+}  // namespace
+
+c10::IValue for_work(const c10::IValue& v) {
+  if (v.isTensor()) return alias_for_work(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> list;
+    const auto items = v.toListRef();
+    list.reserve(items.size());
+    for (const c10::IValue& x : items) list.push_back(alias_for_work(x.toTensor()));
+    return list;
+  }
+  if (v.isList() && v.toList().elementType()->isSubtypeOf(*c10::OptionalType::ofTensor())) {
+    c10::List<c10::optional<at::Tensor>> list;  // Tensor?[] (index's indices)
+    const auto items = v.toListRef();
+    list.reserve(items.size());
+    for (const c10::IValue& x : items) {
+      list.push_back(x.isNone() ? c10::optional<at::Tensor>() : alias_for_work(x.toTensor()));
+    }
+    return list;
+  }
+  return v;
+}
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// The TorchRunner
+
+void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
+  try {
+    const c10::OperatorHandle& handle = operator_of(op);
+    py::kwargs kw = kwargs != nullptr ? py::reinterpret_borrow<py::kwargs>(kwargs) : py::kwargs();
+    // A dispatch mode receives wrapped numbers (`x + 2`'s 2) as Python numbers where the schema
+    // has a Tensor; torch's own op call accepts them back the same way.
+    torch::jit::ToIValueAllowNumbersAsTensors numbers(true);
+    auto stack = torch::jit::createStackForSchema(
+        handle.schema(), torch::jit::tuple_slice(py::reinterpret_borrow<py::tuple>(args)),
+        std::move(kw), c10::nullopt);
+    for (c10::IValue& v : stack) v = for_work(v);
+    return new Prepared{handle, std::move(stack), c10::impl::tls_local_dispatch_key_set().excluded_,
+                        {}};
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+// The Python exception eager torch raises for each of its C++ exceptions.
+template <class E>
+bool as(const std::exception& e, const char* name, std::string* type, std::string* message) {
+  const auto* x = dynamic_cast<const E*>(&e);
+  if (x == nullptr) return false;
+  *type = name;
+  *message = x->what_without_backtrace();
+  return true;
+}
+
+bool run(void* prepared, std::string* type, std::string* message) {
+  return run_prepared(*static_cast<Prepared*>(prepared), type, message);
+}
+
+void destroy(void* prepared) noexcept { delete static_cast<Prepared*>(prepared); }
+
+TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
+
+}  // namespace
+
+bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
+  Prepared* p = &prepared;
+  try {
+    c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
+    p->op.callBoxed(&p->stack);
+    // A functional op run for outputs handed out at the call: its results go into them.
+    for (std::size_t i = 0; i < p->copy_into.size(); ++i) {
+      p->copy_into[i].copy_(p->stack.at(i).toTensor());
+    }
+    return true;
+  } catch (const std::bad_alloc&) {
+    *type = "MemoryError";
+    *message = "out of memory";
+  } catch (const std::exception& e) {
+    if (!as<c10::IndexError>(e, "IndexError", type, message) &&
+        !as<c10::ValueError>(e, "ValueError", type, message) &&
+        !as<c10::TypeError>(e, "TypeError", type, message) &&
+        !as<c10::NotImplementedError>(e, "NotImplementedError", type, message) &&
+        !as<c10::Error>(e, "RuntimeError", type, message)) {
+      *type = "RuntimeError";
+      *message = e.what();
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Bindings
+
+const at::Tensor& tensor_arg(py::handle obj, const char* what) {
+  if (!THPVariable_Check(obj.ptr())) {
+    throw py::type_error(std::string(what) + ": expected a torch.Tensor");
+  }
+  return THPVariable_Unpack(obj.ptr());
+}
+
+py::object tracker_object(const TrackerPtr& t) {
+  if (!t) return py::none();
+  PyObject* obj = t->object();
+  if (obj == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(obj);
+}
+
+void need_host(const char* what) {
+  if (host() == nullptr) throw py::value_error(std::string(what) + ": call connect() first");
+}
+
+void connect(py::capsule capsule) {
+  auto* h = static_cast<const TorchHost*>(capsule.get_pointer());
+  if (std::string(capsule.name()) != kTorchHostCapsule || h->abi != kTorchRunnerAbi) {
+    throw py::value_error("connect: not a TorchHost of this build");
+  }
+  g_host = h;
+}
+
+at::ScalarType dtype_arg(py::handle obj) {
+  if (!THPDtype_Check(obj.ptr())) throw py::type_error("teach: expected a torch.dtype");
+  return reinterpret_cast<THPDtype*>(obj.ptr())->scalar_type;
+}
+
+void bind_registry(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def(
+      "registry_tracker",
+      [](py::handle t) {
+        need_host("registry_tracker");
+        TrackerPtr tracker;
+        const auto found = registry().tracker(tensor_arg(t, "registry_tracker"), &tracker);
+        if (found == Registry::Found::kFailed) throw std::bad_alloc();
+        return tracker_object(tracker);
+      },
+      "tensor"_a,
+      "The tracker (a streamrt.Tensor) of the tensor's storage, made on first use; None for a "
+      "tensor without memory. Never blocks.");
+  m.def(
+      "registry_find",
+      [](py::handle t) {
+        need_host("registry_find");
+        return tracker_object(registry().find(tensor_arg(t, "registry_find")));
+      },
+      "tensor"_a, "The tracker of the tensor's storage, or None when no stream work used it.");
+  m.def(
+      "registry_fresh",
+      [](py::handle t) {
+        need_host("registry_fresh");
+        TrackerPtr tracker = registry().fresh(tensor_arg(t, "registry_fresh"));
+        if (!tracker) throw std::bad_alloc();
+        return tracker_object(tracker);
+      },
+      "tensor"_a, "A new tracker for a tensor just allocated (replacing a stale entry).");
+  m.def(
+      "registry_share",
+      [](py::handle t, py::handle with) {
+        need_host("registry_share");
+        void* handle = host()->tracker_from_python(with.ptr());
+        if (handle == nullptr) throw py::type_error("registry_share: expected a streamrt.Tensor");
+        registry().share(tensor_arg(t, "registry_share"), std::make_shared<Tracker>(handle));
+      },
+      "tensor"_a, "with"_a,
+      "Torch work on the tensor is tracked as work on the streamrt tensor `with`'s storage.");
+  m.def("registry_sweep", [] { registry().sweep(); },
+        "Drops the entries whose storages are gone and whose work has finished.");
+  m.def("registry_size", [] { return registry().size(); }, "Entries now.");
+  m.def(
+      "registry_take_all",
+      [] {
+        need_host("registry_take_all");
+        py::list out;
+        for (auto& x : registry().take_all()) {
+          py::list weak;
+          for (c10::StorageImpl* w : x.weak) weak.append(reinterpret_cast<std::uintptr_t>(w));
+          out.append(py::make_tuple(x.base, tracker_object(x.tracker), weak));
+        }
+        return out;
+      },
+      "Empties the registry: [(address, tracker, [owning weak references as ints])].");
+  m.def(
+      "registry_put",
+      [](py::handle items) {
+        need_host("registry_put");
+        std::vector<Registry::Exported> entries;
+        for (py::handle item : items) {
+          auto t = item.cast<py::tuple>();
+          void* handle = host()->tracker_from_python(t[1].ptr());
+          if (handle == nullptr) throw py::type_error("registry_put: expected streamrt.Tensor trackers");
+          Registry::Exported x{t[0].cast<std::uintptr_t>(), std::make_shared<Tracker>(handle), {}};
+          for (py::handle w : t[2]) x.weak.push_back(reinterpret_cast<c10::StorageImpl*>(w.cast<std::uintptr_t>()));
+          entries.push_back(std::move(x));
+        }
+        registry().put(std::move(entries));
+      },
+      "items"_a, "Adds entries as registry_take_all() gives them (taking over the weak references).");
+}
+
+void bind_fast(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def(
+      "connect",
+      [](py::capsule capsule) {
+        connect(std::move(capsule));
+        std::string why;
+        const bool fast = register_fallback(&why);
+        return py::make_tuple(fast, why);
+      },
+      "host"_a,
+      "Takes streamrt._streamrt._torch_host() and registers the fast path's fallback: (whether the "
+      "fast path is available, why not).");
+  m.def("set_enabled", &set_enabled, "on"_a, "The fast path on or off for every thread.");
+  m.def("set_active", &set_active, "on"_a, "This thread enters or leaves its outermost stream context.");
+  m.def("_set_probe", &set_probe, "probe"_a,
+        "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "
+        "3 work without the kernel.");
+  m.def("pending", &pending, "Whether an op of this thread waits to be taught (teach, teach_kind).");
+  m.def("fast_counts", &fast_counts,
+        "(ops the fast path enqueued, ops of active threads sent on to the Python path) so far.");
+  m.def(
+      "teach_kind",
+      [](py::handle op, int kind) {
+        if (kind != static_cast<int>(Kind::kMeta) && kind != static_cast<int>(Kind::kHost)) {
+          throw py::value_error("teach_kind: kind is 1 (view or allocation) or 2 (host op)");
+        }
+        teach_kind(op.ptr(), static_cast<Kind>(kind));
+      },
+      "op"_a, "kind"_a, "The pending op is a view or allocation (1) or a host op (2).");
+  m.def(
+      "teach",
+      [](py::handle op, int mode, std::vector<std::string> written, py::handle out_op,
+         std::vector<std::string> out_names, py::handle outs) {
+        if (mode < 0 || mode > 2) throw py::value_error("teach: mode is 0, 1 or 2");
+        std::vector<TaughtOutput> specs;
+        for (py::handle o : outs) {
+          auto t = o.cast<py::tuple>();
+          specs.push_back(TaughtOutput{t[0].cast<std::vector<std::int64_t>>(),
+                                       t[1].cast<std::vector<std::int64_t>>(), dtype_arg(t[2])});
+        }
+        return teach(op.ptr(), static_cast<Mode>(mode), written,
+                     out_op.is_none() ? nullptr : out_op.ptr(), out_names, std::move(specs));
+      },
+      "op"_a, "mode"_a, "written"_a, "out_op"_a, "out_names"_a, "outs"_a,
+      "The pending op was enqueued: in place (0, `written` names what it writes), through its "
+      "out= overload `out_op` (1) or functionally with a copy (2) into outputs of layouts `outs` "
+      "[(sizes, strides, dtype)]. True when the fast path takes such calls from now on.");
+}
+
+}  // namespace
+}  // namespace streamrt::python::torch_runner
+
+PYBIND11_MODULE(_streamrt_torch, m) {
+  namespace tr = streamrt::python::torch_runner;
+  m.doc() = "streamrt.torch's native part on torch's C++ API (torch_runner.hpp)";
+  m.attr("runner") = py::capsule(&tr::g_runner, streamrt::python::kTorchRunnerCapsule);
+  m.attr("abi") = streamrt::python::kTorchRunnerAbi;
+  tr::bind_registry(m);
+  tr::bind_fast(m);
+}

@@ -1,0 +1,565 @@
+// The fast path of streamrt.torch (docs/torch.md, "How it works"): a boxed fallback on a dispatch
+// key that sits just above the Python key, so below autograd. A thread inside a stream context
+// includes that key, and every aten op of the thread reaches fallback() below, where an op
+// already seen with the same argument layouts is enqueued without any Python: the arguments'
+// layouts are the cache key, the outputs are allocated here, the trackers come from the registry,
+// and the work item (the op's out= overload, the op itself for in-place and out= calls, or the op
+// plus a copy into the outputs) goes to the stream through TorchHost::enqueue. Everything else
+// goes on to the Python key, where streamrt.torch's dispatch mode handles it as before and
+// teaches this cache what it decided (teach_kind, teach): the Python code stays the one place
+// where ops are planned, inferred and checked.
+#include "torch_runner_fast.hpp"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/stack.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
+#include <pthread.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace streamrt::python::torch_runner {
+namespace {
+
+// The key of the fast path: out-of-core fake tensors' (torchdistx), which torch itself does not
+// use. It sits above Python's and below autograd's, ADInplaceOrView's, Functionalize's and the
+// conjugate/negative bits', so this fallback sees the ops a dispatch mode sees.
+constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
+const c10::DispatchKeySet kBelowKey(c10::DispatchKeySet::FULL_AFTER, kKey);
+const c10::DispatchKeySet kBelowPython(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
+// The keys a plain CPU tensor may have for the fast path (no subclass, no lazy conj/neg bits, no
+// zero tensor, no names).
+const std::uint64_t kPlainCpu =
+    c10::DispatchKeySet({c10::DispatchKey::CPU, c10::DispatchKey::AutogradCPU,
+                         c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU})
+        .raw_repr();
+
+// Whether streamrt.torch is installed with the runner (set_enabled), read at every op; relaxed:
+// it orders nothing, a thread that sees it late sends one more op to the Python path, which checks
+// the same under the GIL.
+std::atomic<bool> g_enabled{false};
+// Whether this thread is inside a stream context (set_active), with the key included.
+thread_local bool tls_active = false;
+
+// bench/torch_install.py's breakdown of the host's cost (set_probe): kProbeEntry sends every op
+// from the fallback straight to its kernel; kProbeWork does all of the fast path but the enqueue
+// and runs the work item at once; kProbeNoKernel does all but the enqueue and drops it unrun.
+constexpr int kProbeOff = 0, kProbeEntry = 1, kProbeWork = 2, kProbeNoKernel = 3;
+std::atomic<int> g_probe{kProbeOff};  // relaxed: a benchmark's switch, set between loops
+
+std::atomic<long> g_fast{0};    // ops enqueued here (fast_counts)
+std::atomic<long> g_python{0};  // ops sent on to the Python key from an active thread
+
+using Key = std::vector<std::int64_t>;
+
+struct KeyHash {
+  std::size_t operator()(const Key& k) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the words, with a final mix
+    for (std::int64_t w : k) {
+      h ^= static_cast<std::uint64_t>(w);
+      h *= 1099511628211ull;
+    }
+    return static_cast<std::size_t>(h ^ (h >> 31));
+  }
+};
+
+struct OutSpec {
+  std::vector<std::int64_t> sizes;
+  std::vector<std::int64_t> strides;
+  at::ScalarType dtype;
+};
+
+// How a taught op runs (one per op and mode; immutable once made).
+struct Recipe {
+  Mode mode;
+  c10::OperatorHandle run_op;     // the op itself, or its out= overload (kOut)
+  std::vector<bool> written;      // per argument (kWrite)
+  std::vector<int> returns_from;  // per return, the argument it is (kWrite)
+  std::vector<int> out_args;      // per argument of the out= overload: >= 0 the op's, < 0 output -1-k
+};
+
+// One op with one argument layout (immutable once made).
+struct Entry {
+  std::shared_ptr<const Recipe> recipe;
+  std::vector<OutSpec> outs;
+};
+
+struct Plan {
+  explicit Plan(const c10::OperatorHandle& o) : op(o) {
+    const auto& name = o.schema().operator_name();
+    label = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+  }
+  c10::OperatorHandle op;
+  std::string label;  // the profiler's "aten::add.Tensor" (stable: plans are never freed)
+  Kind kind = Kind::kUnknown;
+  std::shared_ptr<const Recipe> recipes[3];  // by Mode
+  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> entries;
+};
+
+// Plans by operator (the schema's address: one per registered operator, stable). One mutex guards
+// the plans and their entries; it is never held while calling out of this file.
+std::mutex g_mutex;
+std::unordered_map<const void*, std::unique_ptr<Plan>>* g_plans =
+    new std::unordered_map<const void*, std::unique_ptr<Plan>>;  // leaked: used at exit
+std::size_t g_entry_count = 0;
+constexpr std::size_t kMaxEntries = 20000;  // then the cache starts again (as the Python one)
+
+Plan& plan_locked(const c10::OperatorHandle& op) {
+  auto& slot = (*g_plans)[&op.schema()];
+  if (!slot) slot = std::make_unique<Plan>(op);
+  return *slot;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Scanning the arguments: the cache key, and the tensors to track.
+
+enum Tag : std::int64_t {
+  kNone = 1,
+  kTensor,
+  kWrapped,
+  kUndefined,
+  kInt,
+  kDouble,
+  kBool,
+  kList,
+  kString,
+  kDevice,
+};
+
+struct Scan {
+  Key key;
+  c10::SmallVector<std::pair<const at::Tensor*, int>, 8> tensors;  // (tensor, argument index)
+  bool ok = true;
+};
+
+bool plain_cpu(const at::Tensor& t) {
+  // (Bitwise: DispatchKeySet's difference keeps the backend bits.)
+  const std::uint64_t keys = t.key_set().raw_repr();
+  return t.layout() == at::kStrided && (keys & ~kPlainCpu) == 0 &&
+         t.key_set().has(c10::DispatchKey::CPU);
+}
+
+void scan_tensor(const at::Tensor& t, int arg, bool with_key, Scan& s) {
+  if (!t.defined()) {
+    s.key.push_back(kUndefined);
+    return;
+  }
+  if (!plain_cpu(t)) {
+    s.ok = false;
+    return;
+  }
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const bool wrapped = impl->is_wrapped_number();  // `x + 2`'s 2: fresh memory, never tracked
+  if (!wrapped) s.tensors.emplace_back(&t, arg);
+  if (!with_key) return;
+  s.key.push_back(wrapped ? kWrapped : kTensor);
+  s.key.push_back(static_cast<std::int64_t>(t.scalar_type()));
+  const auto sizes = impl->sizes();
+  const auto strides = impl->strides();
+  s.key.push_back(static_cast<std::int64_t>(sizes.size()));
+  s.key.insert(s.key.end(), sizes.begin(), sizes.end());
+  s.key.insert(s.key.end(), strides.begin(), strides.end());
+}
+
+void scan_value(const c10::IValue& v, int arg, bool with_key, Scan& s);
+
+void scan_string(const std::string& text, Scan& s) {
+  s.key.push_back(kString);
+  s.key.push_back(static_cast<std::int64_t>(text.size()));
+  for (std::size_t i = 0; i < text.size(); i += sizeof(std::int64_t)) {
+    std::int64_t w = 0;
+    std::memcpy(&w, text.data() + i, std::min(sizeof w, text.size() - i));
+    s.key.push_back(w);
+  }
+}
+
+void scan_value(const c10::IValue& v, int arg, bool with_key, Scan& s) {
+  if (v.isTensor()) {
+    scan_tensor(v.toTensor(), arg, with_key, s);
+  } else if (v.isList()) {
+    const auto items = v.toListRef();
+    if (with_key) {
+      s.key.push_back(kList);
+      s.key.push_back(static_cast<std::int64_t>(items.size()));
+    }
+    for (const c10::IValue& x : items) {
+      if (x.isList()) {
+        s.ok = false;  // (no aten op nests lists of values that matter here)
+        return;
+      }
+      scan_value(x, arg, with_key, s);
+    }
+  } else if (!with_key) {
+    if (v.isDevice() && v.toDevice().type() != c10::DeviceType::CPU) s.ok = false;
+  } else if (v.isNone()) {
+    s.key.push_back(kNone);
+  } else if (v.isInt()) {
+    s.key.push_back(kInt);
+    s.key.push_back(v.toInt());
+  } else if (v.isDouble()) {
+    const double d = v.toDouble();
+    std::int64_t bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    s.key.push_back(kDouble);
+    s.key.push_back(bits);
+  } else if (v.isBool()) {
+    s.key.push_back(kBool);
+    s.key.push_back(v.toBool() ? 1 : 0);
+  } else if (v.isString()) {
+    scan_string(v.toStringRef(), s);
+  } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::CPU) {
+    s.key.push_back(kDevice);
+  } else {
+    s.ok = false;  // a generator, a complex number, another device, an object: the Python path
+  }
+}
+
+// The arguments of `op` on top of `stack`, scanned; stops at the first unsupported one.
+void scan(const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool with_key, Scan& s) {
+  const std::size_t n = op.schema().arguments().size();
+  if (with_key) {
+    s.key.reserve(8 + 12 * n);
+    // The default dtype decides factories' and Python floats' result types.
+    s.key.push_back(static_cast<std::int64_t>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  }
+  const std::size_t first = stack.size() - n;
+  for (std::size_t i = 0; i < n && s.ok; ++i) {
+    scan_value(stack[first + i], static_cast<int>(i), with_key, s);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The fast path
+
+struct Access {
+  const void* tracker;
+  bool write;
+};
+
+void add_access(c10::SmallVector<Access, 12>& accesses, const void* tracker, bool write) {
+  for (Access& a : accesses) {
+    if (a.tracker == tracker) {
+      a.write = a.write || write;  // read and written: a write
+      return;
+    }
+  }
+  accesses.push_back(Access{tracker, write});
+}
+
+// Enqueues the op of `plan` as `entry` says; false when it must take the Python path instead
+// (nothing was queued then, and the stack is as it was).
+bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit::Stack& stack) {
+  const Recipe& recipe = *entry.recipe;
+  const std::size_t n = plan.op.schema().arguments().size();
+  const std::size_t first = stack.size() - n;
+  c10::SmallVector<TrackerPtr, 12> keep;  // the trackers, alive until the enqueue is done
+  c10::SmallVector<Access, 12> accesses;
+  for (const auto& [tensor, arg] : scan.tensors) {
+    TrackerPtr tracker;
+    const auto found = registry().tracker(*tensor, &tracker);
+    if (found == Registry::Found::kFailed) return false;
+    if (found == Registry::Found::kNoMemory) continue;
+    add_access(accesses, tracker->get(), recipe.mode == Mode::kWrite && recipe.written[arg]);
+    keep.push_back(std::move(tracker));
+  }
+  std::vector<at::Tensor> outs;
+  outs.reserve(entry.outs.size());
+  for (const OutSpec& o : entry.outs) {
+    outs.emplace_back(at::detail::empty_strided_cpu(o.sizes, o.strides, o.dtype));
+    if (outs.back().storage().nbytes() == 0) continue;
+    TrackerPtr tracker = registry().fresh(outs.back());
+    if (!tracker) return false;
+    add_access(accesses, tracker->get(), true);
+    keep.push_back(std::move(tracker));
+  }
+  c10::SmallVector<const void*, 12> reads, writes;
+  for (const Access& a : accesses) (a.write ? writes : reads).push_back(a.tracker);
+
+  auto prepared = std::make_unique<Prepared>(Prepared{recipe.run_op, {}, work_excluded(), {}});
+  // (for_work: the worker never holds the last reference to a tensor Python saw.)
+  if (recipe.mode == Mode::kOut) {
+    prepared->stack.reserve(recipe.out_args.size());
+    for (int a : recipe.out_args) {
+      prepared->stack.push_back(for_work(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a])));
+    }
+  } else {
+    prepared->stack.reserve(n);
+    for (std::size_t i = first; i < stack.size(); ++i) prepared->stack.push_back(for_work(stack[i]));
+    if (recipe.mode == Mode::kCopy) {
+      for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
+    }
+  }
+  std::string error;
+  if (const int probe = g_probe.load(std::memory_order_relaxed); probe != kProbeOff) {
+    std::string type;
+    if (probe == kProbeWork) run_prepared(*prepared, &type, &error);
+    prepared.reset();
+    keep.clear();
+  } else {
+    const TorchEnqueued done =
+      host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(), writes.size(),
+                      prepared.release(), &error);
+    if (done == TorchEnqueued::kNo) return false;
+    TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
+                " was queued, but recording its accesses failed: ", error);
+  }
+  // The returns: the written arguments they alias (kWrite), or the new outputs.
+  c10::SmallVector<c10::IValue, 4> returns;
+  for (int a : recipe.returns_from) returns.push_back(stack[first + a]);
+  torch::jit::drop(stack, n);
+  for (auto& r : returns) stack.push_back(std::move(r));
+  if (recipe.mode != Mode::kWrite) {
+    for (auto& o : outs) stack.emplace_back(std::move(o));
+  }
+  g_fast.fetch_add(1, std::memory_order_relaxed);  // (a statistic: no order needed)
+  return true;
+}
+
+// What the Python path is asked to teach (teach_kind, teach): set on this thread while an op
+// that missed the cache goes on to the Python key.
+struct Pending {
+  Plan* plan;
+  Key key;
+  bool has_key;
+};
+thread_local Pending* tls_pending = nullptr;
+
+struct PendingScope {
+  explicit PendingScope(Pending* p) noexcept : previous(std::exchange(tls_pending, p)) {}
+  ~PendingScope() { tls_pending = previous; }
+  PendingScope(const PendingScope&) = delete;
+  PendingScope& operator=(const PendingScope&) = delete;
+  Pending* previous;
+};
+
+void to_python(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  op.redispatchBoxed(ks & kBelowKey, stack);
+}
+
+void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (!tls_active || !g_enabled.load(std::memory_order_relaxed)) {
+    if (!g_enabled.load(std::memory_order_relaxed)) set_active(false);  // uninstalled meanwhile
+    return to_python(op, ks, stack);
+  }
+  if (g_probe.load(std::memory_order_relaxed) == kProbeEntry) {
+    return op.redispatchBoxed(ks & kBelowPython, stack);
+  }
+  Plan* plan;
+  Kind kind;
+  {
+    std::lock_guard lock(g_mutex);
+    plan = &plan_locked(op);
+    kind = plan->kind;
+  }
+  if (kind == Kind::kHost) {
+    g_python.fetch_add(1, std::memory_order_relaxed);
+    return to_python(op, ks, stack);
+  }
+  Scan s;
+  scan(op, *stack, kind != Kind::kMeta, s);
+  if (kind == Kind::kMeta && s.ok) {
+    // A view or an allocation of plain tensors: what the Python path would do, without it.
+    return op.redispatchBoxed(ks & kBelowPython, stack);
+  }
+  if (s.ok && kind == Kind::kTracked) {
+    std::shared_ptr<const Entry> entry;
+    {
+      std::lock_guard lock(g_mutex);
+      auto it = plan->entries.find(s.key);
+      if (it != plan->entries.end()) entry = it->second;
+    }
+    if (entry && run_fast(*plan, *entry, s, *stack)) return;
+  }
+  g_python.fetch_add(1, std::memory_order_relaxed);
+  Pending pending{plan, std::move(s.key), s.ok && kind != Kind::kMeta};
+  PendingScope scope(&pending);
+  to_python(op, ks, stack);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Teaching (with the GIL, from the Python path, while an op of this thread is pending).
+
+bool is_tensor_type(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
+
+bool all_returns_tensors(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns()) {
+    if (!is_tensor_type(r.type())) return false;
+  }
+  return true;
+}
+
+int argument_index(const c10::FunctionSchema& schema, const std::string& name) {
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].name() == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::shared_ptr<const Recipe> write_recipe(const Plan& plan, const std::vector<std::string>& written) {
+  const auto& schema = plan.op.schema();
+  auto r = std::make_shared<Recipe>(Recipe{Mode::kWrite, plan.op, {}, {}, {}});
+  r->written.assign(schema.arguments().size(), false);
+  for (const auto& name : written) {
+    const int i = argument_index(schema, name);
+    if (i < 0) return nullptr;
+    r->written[i] = true;
+  }
+  // Each return is a written argument (the one of its alias set), a single tensor.
+  for (const auto& ret : schema.returns()) {
+    if (!is_tensor_type(ret.type()) || ret.alias_info() == nullptr) return nullptr;
+    int from = -1;
+    const auto& args = schema.arguments();
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const auto* info = args[i].alias_info();
+      if (info != nullptr && info->isWrite() && is_tensor_type(args[i].type()) &&
+          info->beforeSets() == ret.alias_info()->beforeSets()) {
+        from = static_cast<int>(i);
+      }
+    }
+    if (from < 0 || !r->written[from]) return nullptr;
+    r->returns_from.push_back(from);
+  }
+  return r;
+}
+
+std::shared_ptr<const Recipe> out_recipe(const Plan& plan, const c10::OperatorHandle& out_op,
+                                         const std::vector<std::string>& out_names) {
+  const auto& schema = plan.op.schema();
+  if (!all_returns_tensors(schema) || out_names.size() != schema.returns().size()) return nullptr;
+  auto r = std::make_shared<Recipe>(Recipe{Mode::kOut, out_op, {}, {}, {}});
+  for (const auto& a : out_op.schema().arguments()) {
+    int k = -1;
+    for (std::size_t j = 0; j < out_names.size(); ++j) {
+      if (out_names[j] == a.name()) k = static_cast<int>(j);
+    }
+    if (k >= 0) {
+      r->out_args.push_back(-1 - k);
+    } else {
+      const int i = argument_index(schema, a.name());
+      if (i < 0) return nullptr;
+      r->out_args.push_back(i);
+    }
+  }
+  return r;
+}
+
+// The pending op when `op` is it (the Python path may teach for another op: then nothing).
+Pending* pending_for(PyObject* op) {
+  Pending* p = tls_pending;
+  if (p == nullptr) return nullptr;
+  if (&operator_of(op).schema() != &p->plan->op.schema()) return nullptr;
+  return p;
+}
+
+void lock_for_fork() {
+  g_mutex.lock();
+  registry().lock_for_fork();
+}
+
+void unlock_after_fork() {
+  registry().unlock_after_fork();
+  g_mutex.unlock();
+}
+
+}  // namespace
+
+bool pending() noexcept { return tls_pending != nullptr; }
+
+void teach_kind(PyObject* op, Kind kind) {
+  Pending* p = pending_for(op);
+  if (p == nullptr) return;
+  std::lock_guard lock(g_mutex);
+  p->plan->kind = kind;
+}
+
+bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyObject* out_op,
+           const std::vector<std::string>& out_names, std::vector<TaughtOutput> outs) {
+  Pending* p = pending_for(op);
+  if (p == nullptr || !p->has_key) return false;
+  Plan& plan = *p->plan;
+  std::shared_ptr<const Recipe> recipe;
+  {
+    std::lock_guard lock(g_mutex);
+    recipe = plan.recipes[static_cast<int>(mode)];
+  }
+  if (!recipe) {
+    if (mode == Mode::kWrite) {
+      recipe = write_recipe(plan, written);
+    } else if (mode == Mode::kOut) {
+      recipe = out_op == nullptr ? nullptr : out_recipe(plan, operator_of(out_op), out_names);
+    } else if (all_returns_tensors(plan.op.schema())) {
+      recipe = std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}});
+    }
+    if (!recipe) return false;
+  }
+  const std::size_t wanted = mode == Mode::kWrite ? 0 : plan.op.schema().returns().size();
+  if (outs.size() != wanted) return false;
+  auto entry = std::make_shared<Entry>();
+  entry->recipe = recipe;
+  for (auto& o : outs) {
+    entry->outs.push_back(OutSpec{std::move(o.sizes), std::move(o.strides), o.dtype});
+  }
+  std::lock_guard lock(g_mutex);
+  if (!plan.recipes[static_cast<int>(mode)]) plan.recipes[static_cast<int>(mode)] = recipe;
+  if (g_entry_count >= kMaxEntries) {
+    for (auto& [schema, other] : *g_plans) other->entries.clear();
+    g_entry_count = 0;
+  }
+  plan.kind = Kind::kTracked;
+  if (plan.entries.emplace(p->key, std::move(entry)).second) ++g_entry_count;
+  return true;
+}
+
+void set_enabled(bool on) noexcept {
+  g_enabled.store(on, std::memory_order_relaxed);  // see g_enabled
+}
+
+void set_active(bool on) {
+  tls_active = on;
+  c10::impl::tls_set_dispatch_key_included(kKey, on);
+}
+
+bool register_fallback(std::string* why) {
+  // Leaked: the registration lasts as long as the process (no deregistration racing torch's own
+  // static destructors at exit).
+  static torch::Library* library = nullptr;
+  static std::string failure;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
+                                                  __LINE__);
+      lib->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+      library = lib.release();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    // A fork() child gets these locks free (the forking thread holds them across the fork).
+    pthread_atfork([] { lock_for_fork(); }, [] { unlock_after_fork(); },
+                   [] { unlock_after_fork(); });
+  });
+  if (library == nullptr && why != nullptr) *why = failure;
+  return library != nullptr;
+}
+
+void set_probe(int probe) {
+  TORCH_CHECK(probe >= kProbeOff && probe <= kProbeNoKernel, "set_probe: 0 to 3");
+  g_probe.store(probe, std::memory_order_relaxed);
+}
+
+std::pair<long, long> fast_counts() noexcept {
+  return {g_fast.load(std::memory_order_relaxed), g_python.load(std::memory_order_relaxed)};
+}
+
+}  // namespace streamrt::python::torch_runner

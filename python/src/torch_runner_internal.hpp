@@ -1,0 +1,152 @@
+#pragma once
+//! \file torch_runner_internal.hpp
+//! The pieces of streamrt._streamrt_torch (C++17, torch's C++ API) shared by its files:
+//! bind_torch_runner.cpp (the module and the kernel runner), torch_runner_registry.cpp (the
+//! tracker registry) and torch_runner_fast.cpp (the enqueue of a small op without Python).
+//! docs/torch.md, "How it works", says how they fit together.
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <atomic>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "torch_runner.hpp"
+
+namespace streamrt::python::torch_runner {
+
+//! A torch op bound to its arguments, run by a worker (TorchRunner::run). With `copy_into`, the
+//! op is functional and its results are copied into those tensors (handed out at the call).
+struct Prepared {
+  c10::OperatorHandle op;
+  std::vector<c10::IValue> stack;
+  c10::DispatchKeySet excluded;
+  std::vector<at::Tensor> copy_into;
+};
+
+//! `v` for a work item's stack: each tensor (alone or in a list) replaced by a new TensorImpl on
+//! the same memory, with the same layout (wrapped numbers stay). The work item then never holds
+//! the last reference to a tensor that Python saw, whose release would take the GIL on the worker.
+//! Never blocks.
+c10::IValue for_work(const c10::IValue& v);
+
+//! Runs a prepared op as a worker does (TorchRunner::run). Needs no GIL.
+bool run_prepared(Prepared& prepared, std::string* type, std::string* message);
+
+//! streamrt's side (set once by connect(), then constant). Null before.
+const TorchHost* host() noexcept;
+
+//! The operator behind a torch OpOverload object, found once per object. Requires the GIL.
+const c10::OperatorHandle& operator_of(PyObject* op);
+
+//! The dispatch keys a fast-path work item excludes: those this thread excludes now plus Python's
+//! and every key above it (autograd, ADInplaceOrView, autocast: applied at the call already), as
+//! a dispatch mode's work item has them.
+c10::DispatchKeySet work_excluded() noexcept;
+
+//! Owns one TorchHost tracker, and the Python object standing for it once Python asked for it
+//! (one object per tracker, so Python code can tell trackers apart by identity).
+class Tracker {
+ public:
+  explicit Tracker(void* handle) noexcept : handle_(handle) {}
+  ~Tracker() {
+    if (object_ != nullptr) host()->release_object(object_);
+    host()->tracker_free(handle_);
+  }
+  Tracker(const Tracker&) = delete;
+  Tracker& operator=(const Tracker&) = delete;
+  //! The TorchHost handle. Never blocks.
+  const void* get() const noexcept { return handle_; }
+  //! The Python object (a streamrt.Tensor), made on first use; a new reference, or null with a
+  //! Python error set. Requires the GIL (which also guards the object).
+  PyObject* object() {
+    if (object_ == nullptr) object_ = host()->tracker_to_python(handle_);
+    Py_XINCREF(object_);
+    return object_;
+  }
+
+ private:
+  void* handle_;
+  PyObject* object_ = nullptr;
+};
+using TrackerPtr = std::shared_ptr<Tracker>;
+
+//! The trackers of torch storages by the storage's start address: every view of a storage, and
+//! every torch tensor made on the same memory, finds the same one (the C++ twin of
+//! _torch_tracking.py's registry, used where this module is built). An entry lives while one of
+//! its torch storages does, or while work on it is pending. Thread-safe (one mutex, never held
+//! while taking the GIL or freeing a tracker); never blocks otherwise.
+class Registry {
+ public:
+  //! What tracker() found.
+  enum class Found { kTracker, kNoMemory, kFailed };
+
+  //! The tracker of `t`'s storage, made on first use; kNoMemory for a storage without memory,
+  //! kFailed when a tracker could not be made (out of memory).
+  Found tracker(const at::Tensor& t, TrackerPtr* out);
+  //! The tracker of `t`'s storage, or null when no stream work has used it.
+  TrackerPtr find(const at::Tensor& t);
+  //! A new tracker for `t`, a tensor just allocated (an entry found at its address belongs to
+  //! memory freed before: pending work would have kept it). Null when out of memory.
+  TrackerPtr fresh(const at::Tensor& t);
+  //! `t` (made on the memory of `with`'s storage) is tracked through `with`.
+  void share(const at::Tensor& t, TrackerPtr with);
+  //! Drops every entry whose storages are gone and whose work has finished.
+  void sweep();
+  //! Entries now.
+  std::size_t size();
+  //! True when the registry is empty (a hint: no lock).
+  bool empty() const noexcept { return count_.load(std::memory_order_relaxed) == 0; }
+
+  //! One entry handed over between registries: the address, the tracker, and owning weak
+  //! references to the storages (c10::raw::weak_intrusive_ptr, as torch's Storage._weak_ref()).
+  struct Exported {
+    std::uintptr_t base;
+    TrackerPtr tracker;
+    std::vector<c10::StorageImpl*> weak;
+  };
+  //! Takes every entry out (the registry is empty after).
+  std::vector<Exported> take_all();
+  //! Adds entries (taking over their weak references).
+  void put(std::vector<Exported> entries);
+
+  //! fork(): taken by the forking thread before, released in parent and child after.
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
+ private:
+  struct Entry {
+    TrackerPtr tracker;
+    std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> weak;
+    bool alive() const noexcept;
+  };
+  // Under mutex_: the entry at `base` when its memory is still this memory (alive, or with
+  // pending work), else null.
+  Entry* live(std::uintptr_t base);
+  // Under mutex_: drops dead idle entries into `dropped` when the map has grown enough.
+  void maybe_sweep(std::vector<TrackerPtr>& dropped);
+  void update_count() noexcept { count_.store(entries_.size(), std::memory_order_relaxed); }
+
+  std::mutex mutex_;
+  std::unordered_map<std::uintptr_t, Entry> entries_;
+  std::size_t sweep_at_ = 1024;
+  // entries_.size(), readable without the lock (relaxed: a hint for callers that skip the
+  // registry when nothing is tracked; they re-check under the lock when it matters).
+  std::atomic<std::size_t> count_{0};
+};
+
+//! The process's registry.
+Registry& registry();
+
+//! The start address of `t`'s storage (0 when it has no memory).
+std::uintptr_t storage_base(const at::Tensor& t) noexcept;
+
+}  // namespace streamrt::python::torch_runner

@@ -1,0 +1,705 @@
+"""The torch dispatch mode of streamrt.torch (docs/torch.md, "How it works").
+
+While streamrt.torch is installed, a thread that entered a stream context has this mode set
+(torch's dispatch-mode slot, which is per thread). Every aten op of the thread then reaches
+``_Mode.__torch_dispatch__`` below autograd, and:
+
+* inside a stream context, the op is *enqueued*: its outputs' shapes, strides and dtypes come from
+  running it on meta tensors (cached per op and argument layout), the outputs are allocated at
+  once, and a work item that runs the real kernel into them (its ``out=`` overload when it has one)
+  goes to the current stream after the tracked writers (and, for what it writes, readers) of its
+  tensors on other streams. The call returns the outputs at once.
+* ops that cannot be enqueued (random numbers, data-dependent results such as ``item()`` or
+  ``nonzero``, ops without a meta kernel, metadata changes such as ``resize_``) run on the calling
+  thread after waiting for the pending work on their tensors: *host ops*.
+* outside a stream context every op is a host op: it waits for the pending work on its tensors
+  (never reading them early), then runs as eager torch does. Views (metadata only) never wait.
+"""
+
+import threading
+import warnings
+
+import torch
+from torch._C import _set_torch_dispatch_mode as _set_mode
+
+from . import _streamrt as _C
+from . import _torch_tracking as _tracking
+
+_VIEW, _ALLOC, _HOST, _WRITE, _FUNCTIONAL = range(5)
+
+_Tensor = torch.Tensor
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_strided = torch.strided
+_cpu = torch.device("cpu")
+_meta = torch.device("meta")
+_exclude_set = torch._C._dispatch_tls_local_exclude_set
+_data_ptr = torch._C._TensorBase.data_ptr  # the C methods (install() wraps the Python ones)
+_storage_offset = torch._C._TensorBase.storage_offset
+_element_size = torch._C._TensorBase.element_size
+_expired = torch.UntypedStorage._expired
+_Exclude = torch._C.ExcludeDispatchKeyGuard
+_empty_strided = torch.empty_strided
+_enqueue_item = _C._torch_enqueue
+_current_stream = _C.current_stream
+
+# Ops with results that depend on the data, or that change a tensor's metadata or memory in place
+# (pending work must not see that change): host ops.
+_HOST_NAMES = frozenset(
+    "aten::" + n
+    for n in (
+        "_local_scalar_dense item is_nonzero equal allclose set_ resize_ resize_as_ "
+        "_resize_output_ record_stream nonzero masked_select unique _unique _unique2 "
+        "unique_dim unique_consecutive bincount histc repeat_interleave _assert_async "
+        "_copy_from _copy_from_and_resize"
+        # torch 1.13's meta kernels give some of these outputs other sizes than the CPU kernel:
+        " _embedding_bag _embedding_bag_forward_only"
+    ).split()
+)
+# Ops that only make or ask about metadata or memory: they read no element, so they run at once.
+_ALLOC_NAMES = frozenset(
+    "aten::" + n
+    for n in ("empty empty_strided empty_like new_empty new_empty_strided _unsafe_view lift_fresh "
+              "alias detach is_pinned is_same_size is_set_to result_type can_cast promote_types "
+              "is_floating_point is_complex is_signed is_conj is_neg _is_zerotensor is_inference "
+              "size stride sym_size sym_stride sym_numel sym_storage_offset numel dim "
+              "storage_offset _version _nnz sparse_dim dense_dim is_coalesced output_nr "
+              "_has_same_storage_numel _debug_has_internal_overlap").split()
+)
+# torch.autograd.profiler.record_function's ops (the optimizer's step and zero_grad use it): they
+# only mark a range for torch's profiler and touch no tensor data, so they run at once.
+_IMMEDIATE_NAMES = frozenset(
+    "profiler::" + n
+    for n in ("_record_function_enter", "_record_function_enter_new", "_record_function_exit")
+)
+# Arguments torch 1.13's schemas do not mark as written although the op writes them.
+_EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
+# Functional ops whose out= overload in torch 1.13 reallocates the output it is given (it uses
+# it as scratch of another shape, then resizes it back): the tensor handed out at the call would
+# change memory under the host. They run functionally and their results are copied.
+_REALLOCATING_OUT = frozenset(
+    "aten::" + n
+    for n in "mse_loss smooth_l1_loss huber_loss soft_margin_loss".split()
+)
+# Keyword arguments of a functional op that its out= overload takes from the output tensor.
+_OUTPUT_OPTIONS = frozenset(("dtype", "layout", "device", "pin_memory"))
+
+# (dynamic_output_shape is not among them: it marks aten::index, whose meta kernel infers the
+# result for integer indices and refuses boolean masks, which then run as host ops.)
+_HOST_TAGS = tuple(
+    getattr(torch.Tag, n)
+    for n in ("nondeterministic_seeded", "data_dependent_output", "inplace_view")
+    if hasattr(torch.Tag, n)
+)
+
+
+class _Local(threading.local):
+    depth = 0  # stream contexts entered on this thread since install()
+    armed = False  # whether the mode is this thread's dispatch mode
+
+
+tls = _Local()
+installed = False  # set by streamrt.torch.install()
+
+
+class _Plan:
+    """What an op is, from its schema (made once per op overload)."""
+
+    __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
+                 "device_kw", "label", "raw", "out_overload", "func", "written_at")
+
+    def __init__(self, func):
+        schema = func._schema
+        name = schema.name
+        args = schema.arguments
+        self.names = [a.name for a in args if not a.kwarg_only]
+        self.device_kw = any(a.name == "device" and a.kwarg_only for a in args)
+        self.label = _C._torch_label(func)  # the profiler's "aten::mm"
+        self.raw = func._op  # the C builtin behind the OpOverload (no Python frame per call)
+        written = {a.name for a in args if a.alias_info is not None and a.alias_info.is_write}
+        written.update(_EXTRA_WRITES.get(name, ()))
+        self.written = frozenset(written)
+        self.written_at = [n in written for n in self.names]
+        self.out_op = None
+        self.out_overload = None
+        self.out_names = ()
+        self.keep = None
+        rets = schema.returns
+        tensor_returns = all(_is_tensor_type(r.type) for r in rets)
+        self.fresh = any(r.alias_info is None for r in rets)
+        # Returns that alias a written argument: which argument (by alias set).
+        sets = {}
+        for a in args:
+            if a.alias_info is not None and a.alias_info.is_write:
+                sets[tuple(sorted(a.alias_info.before_set))] = a.name
+        self.returns = [
+            sets.get(tuple(sorted(r.alias_info.before_set))) if r.alias_info is not None else None
+            for r in rets
+        ]
+        tags = getattr(func, "tags", ())
+        if name in _ALLOC_NAMES or name in _IMMEDIATE_NAMES:
+            self.kind = _ALLOC
+        elif not name.startswith("aten::"):
+            # Other libraries' ops (the profiler's record_function, quantized, custom ops): what
+            # they return and do is not known from meta tensors.
+            self.kind = _HOST
+        elif name in _HOST_NAMES or any(t in tags for t in _HOST_TAGS) or not tensor_returns:
+            self.kind = _HOST
+        elif not rets and not written:
+            self.kind = _HOST
+        elif any(r.alias_info is not None and not r.alias_info.is_write for r in rets):
+            self.kind = _HOST if written else _VIEW
+        elif written:
+            self.kind = _WRITE
+            if self.fresh:
+                self._find_out_op(func)
+        else:
+            self.kind = _FUNCTIONAL
+            self._find_out_op(func)
+
+    def _find_out_op(self, func):
+        # The out= overload of a functional op: the same arguments (less output options such as
+        # dtype, which the output tensor carries), plus one written keyword argument per return.
+        schema = func._schema
+        if schema.name in _REALLOCATING_OUT:
+            return
+        mine = {a.name: str(a.type) for a in schema.arguments}
+        packet = func.overloadpacket
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if op is func:
+                continue
+            theirs_args = op._schema.arguments  # (a new list of new objects at each access)
+            outs = [a for a in theirs_args
+                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            if len(outs) != len(schema.returns) or not outs:
+                continue
+            out_names = {a.name for a in outs}
+            rest = [a for a in theirs_args if a.name not in out_names]
+            if any(mine.get(a.name) != str(a.type) for a in rest):
+                continue
+            theirs = {a.name for a in rest}
+            if any(n not in theirs and n not in _OUTPUT_OPTIONS for n in mine):
+                continue
+            if any(n not in theirs for n in self.written):
+                continue
+            self.out_op = op._op
+            self.out_overload = op
+            self.out_names = tuple(a.name for a in outs)
+            self.keep = frozenset(theirs)
+            return
+
+
+def _is_tensor_type(t):
+    s = str(t)
+    return s in ("Tensor", "Tensor?", "Tensor[]", "Optional[Tensor]", "List[Tensor]")
+
+
+# Op overload -> plan, by id(): OpOverload.__hash__ is a Python function, a call per lookup. The
+# overloads live as long as torch (its packets cache them), so an id is never reused for another.
+_plans = {}
+
+
+def plan_of(func):
+    p = _plans.get(id(func))
+    if p is None:
+        p = _plans[id(func)] = _Plan(func)
+        p.func = func  # (keeps it alive too)
+    return p
+
+
+# ------------------------------------------------------------------------------------------------
+# Scanning arguments
+
+
+class _Unsupported(Exception):
+    """An argument streamrt.torch does not enqueue (not a CPU strided tensor): a host op."""
+
+
+def _scan_value(v, written, tensors, key):
+    if isinstance(v, _Tensor):
+        if type(v) not in _PLAIN or not v.is_cpu or v.layout is not _strided:
+            raise _Unsupported
+        tensors.append((v, written))
+        key.append((v.shape, v.stride(), v.dtype))
+    elif isinstance(v, (list, tuple)):
+        key.append(len(v))
+        for x in v:
+            _scan_value(x, written, tensors, key)
+    elif isinstance(v, torch.device):
+        if v.type != "cpu":
+            raise _Unsupported
+        key.append(v)
+    else:
+        key.append(v)
+
+
+def _scan(plan, args, kwargs):
+    tensors = []
+    key = []
+    written = plan.written_at  # per position
+    for i, v in enumerate(args):
+        if type(v) is _Tensor:  # the common case, inline
+            if not v.is_cpu or v.layout is not _strided:
+                raise _Unsupported
+            tensors.append((v, i < len(written) and written[i]))
+            key.append((v.shape, v.stride(), v.dtype))
+        else:
+            _scan_value(v, i < len(written) and written[i], tensors, key)
+    if kwargs:
+        for k, v in kwargs.items():
+            key.append(k)
+            _scan_value(v, k in plan.written, tensors, key)
+    return tensors, tuple(key)
+
+
+def _tensors_of(plan, args, kwargs):
+    """(tensor, written) of every tensor argument, for a host op."""
+    out = []
+    names = plan.names
+    written = plan.written
+
+    def add(v, w):
+        if isinstance(v, _Tensor):
+            out.append((v, w))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x, w)
+
+    for i, v in enumerate(args):
+        add(v, i < len(names) and names[i] in written)
+    for k, v in kwargs.items():
+        add(v, k in written)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Output inference on meta tensors
+
+_HOST_RESULT = object()  # cached: this op with these layouts must run as a host op
+_meta_cache = {}
+_META_CACHE_MAX = 20000
+
+
+def _to_meta(v):
+    if isinstance(v, _Tensor):
+        return _empty_strided(v.shape, v.stride(), dtype=v.dtype, device=_meta)
+    if isinstance(v, list):
+        return [_to_meta(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_to_meta(x) for x in v)
+    if isinstance(v, torch.device):
+        return _meta
+    return v
+
+
+def _spec(r):
+    if isinstance(r, _Tensor):
+        return (tuple(r.shape), r.stride(), r.dtype)
+    if isinstance(r, (list, tuple)):
+        return type(r)(_spec(x) for x in r)
+    return r
+
+
+def _infer(func, plan, args, kwargs):
+    """The outputs' (shape, stride, dtype), as the structure the op returns; _HOST_RESULT when
+    the op must run on the host (no meta kernel, data-dependent, an error to raise as eager does,
+    or an out= argument the op would resize)."""
+    margs = [_to_meta(a) for a in args]
+    mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+    if plan.device_kw:
+        mkwargs["device"] = _meta  # a factory: make the meta twin (None meant the CPU)
+    try:
+        r = func(*margs, **mkwargs)
+    except Exception:
+        # No meta kernel, or an error: the host op gives exactly eager torch's behaviour.
+        return _HOST_RESULT
+    if plan.written:
+        # A written argument whose meta twin changed shape would be resized: a host op.
+        for i, name in enumerate(plan.names[: len(args)]):
+            if name in plan.written and not _same_shape(args[i], margs[i]):
+                return _HOST_RESULT
+        for k in kwargs:
+            if k in plan.written and not _same_shape(kwargs[k], mkwargs[k]):
+                return _HOST_RESULT
+    if not plan.fresh:
+        return (None, False, True, None, ())
+    fresh = [x for x, src in zip(_as_list(r), plan.returns) if src is None]
+    if len(fresh) != len(plan.returns):
+        return _HOST_RESULT
+    spec = _spec(r)
+    flat = _flat_spec(spec, [])
+    sizes = tuple(_nbytes(*f) for f in flat)
+    single = isinstance(r, _Tensor)
+    return (spec, plan.out_op is not None and _out_op_keeps(plan, margs, mkwargs, spec), False,
+            flat[0] if single else None, sizes)
+
+
+def _out_op_keeps(plan, margs, mkwargs, spec):
+    # Whether the out= overload fills outputs of exactly these layouts without resizing them
+    # (a resize reallocates the memory a tracker stands for): torch 1.13's are not all like their
+    # functional op (mse_loss.out resizes its 0-d result to the elementwise shape and back, with
+    # a warning). Checked on meta tensors; else the op runs functionally and its results are
+    # copied into the outputs.
+    outs = _allocate(spec, _meta)
+    kw = {k: v for k, v in mkwargs.items() if k in plan.keep}
+    for name, o in zip(plan.out_names, _as_list(outs)):
+        kw[name] = o
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            plan.out_op(*margs, **kw)
+        except Exception:
+            return False
+    if caught:
+        return False
+    return all(_spec(o) == sp for o, sp in zip(_flat(outs, []), _flat_spec(spec, [])))
+
+
+def _flat_spec(spec, out):
+    if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        out.append(spec)
+    elif isinstance(spec, (list, tuple)):
+        for x in spec:
+            _flat_spec(x, out)
+    return out
+
+
+def _same_shape(real, meta):
+    if isinstance(real, _Tensor):
+        return real.shape == meta.shape and real.stride() == meta.stride()
+    if isinstance(real, (list, tuple)):
+        return all(_same_shape(a, b) for a, b in zip(real, meta))
+    return True
+
+
+def _as_list(r):
+    return list(r) if isinstance(r, tuple) else [r]
+
+
+_itemsize = {}
+
+
+def _nbytes(shape, stride, dtype):
+    """The storage bytes torch allocates for a tensor of this layout (0 when it is empty)."""
+    if 0 in shape:
+        return 0
+    size = _itemsize.get(dtype)
+    if size is None:
+        size = _itemsize[dtype] = torch.empty((), dtype=dtype).element_size()
+    return (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * size
+
+
+_KEYS = []
+
+
+def _keys():
+    # The dispatch keys the work items exclude: those excluded below the Python key (autograd,
+    # ADInplaceOrView, ...), the same for every op, plus autocast (applied on the host already).
+    keys = _exclude_set()
+    for name in ("AutocastCPU", "AutocastCUDA", "AutocastXPU"):
+        k = getattr(torch._C.DispatchKey, name, None)
+        if k is not None:
+            keys = keys | torch._C.DispatchKeySet(k)
+    _KEYS.append(keys)
+    return keys
+
+
+def _allocate(spec, device=_cpu):
+    if spec is None:
+        return None
+    if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        return _empty_strided(spec[0], spec[1], dtype=spec[2], device=device)
+    return type(spec)(_allocate(x, device) for x in spec)
+
+
+def _flat(r, out):
+    if isinstance(r, _Tensor):
+        out.append(r)
+    elif isinstance(r, (list, tuple)):
+        for x in r:
+            _flat(x, out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Work items run on a streamrt worker. The common one is the op itself, called by bind_torch.cpp
+# with the dispatch keys excluded where the op was called (autograd and ADInplaceOrView among
+# them), so the kernel runs as it would have there, without recording autograd history or bumping
+# version counters a second time. An op without an out= overload runs here, then its results
+# are copied into the outputs handed out at the call.
+
+
+def _run_copy(keys, fn, args, kwargs, outs):
+    guard = _Exclude(keys)
+    try:
+        results = _flat(fn(*args, **kwargs), [])
+        for o, r in zip(_flat(outs, []), results):
+            o.copy_(r)
+    finally:
+        del guard
+
+
+_raw_data_ptr = torch._C._TensorBase.data_ptr
+
+
+def _run_first(key, keys, fn, args, kwargs, outs):
+    # The first run of an op with these layouts into outputs from its meta kernel: checks that
+    # the kernel kept them (the same memory and sizes). torch 1.13 has meta kernels whose sizes
+    # differ from the CPU kernel's and out= overloads that reallocate; such an op fails here,
+    # loudly, once, and runs as a host op from then on.
+    flat = _flat(outs, [])
+    before = [(_raw_data_ptr(o), o.shape) for o in flat]
+    guard = _Exclude(keys)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        del guard
+    after = [(_raw_data_ptr(o), o.shape) for o in flat]
+    if after != before:
+        _meta_cache[key] = _HOST_RESULT
+        raise RuntimeError(
+            f"streamrt.torch: {key[0].func} changed the outputs it was given (sizes or memory "
+            f"{[tuple(b[1]) for b in before]} -> {[tuple(a[1]) for a in after]}): its meta kernel "
+            "or out= overload does not match its CPU kernel in this torch. It runs as a host op "
+            "from now on; run this call again")
+    current = _meta_cache.get(key)  # (the host may have cleared the cache meanwhile)
+    if current is not None and current is not _HOST_RESULT:
+        _meta_cache[key] = current[:2] + (True,) + current[3:]
+
+
+# ------------------------------------------------------------------------------------------------
+# The mode
+
+
+def host_op(func, plan, args, kwargs):
+    """Runs `func` now on this thread, after the pending work on its tensors (writers; for the
+    tensors it writes, readers too)."""
+    if _tracking.tracked():
+        for t, written in _tensors_of(plan, args, kwargs):
+            if t.is_cpu and t.layout is _strided:
+                _tracking.wait_host(t, written)
+    return func(*args, **kwargs)
+
+
+def enqueue(func, args, kwargs):
+    plan = _plans.get(id(func)) or plan_of(func)
+    kind = plan.kind
+    teach = _fast is not None and _fast.pending()  # the fast path missed this call: teach it
+    if kind <= _ALLOC:  # a view or an allocation: metadata only
+        if teach:
+            _fast.teach_kind(func, _FAST_META)
+        return func(*args, **kwargs)
+    if kind == _HOST:
+        if teach:
+            _fast.teach_kind(func, _FAST_HOST)
+        return host_op(func, plan, args, kwargs)
+    try:
+        tensors, key = _scan(plan, args, kwargs)
+    except _Unsupported:
+        return host_op(func, plan, args, kwargs)
+    # (the plan, not the op: its hash is cheap; the default dtype decides factories' results)
+    key = (plan, key, torch.get_default_dtype())
+    inferred = _meta_cache.get(key)
+    if inferred is None:
+        if len(_meta_cache) >= _META_CACHE_MAX:
+            _meta_cache.clear()
+        inferred = _meta_cache[key] = _infer(func, plan, args, kwargs)
+    if inferred is _HOST_RESULT:
+        return host_op(func, plan, args, kwargs)
+    spec, use_out, checked, single, sizes = inferred
+
+    # The trackers of the tensors read and written (inlined _tracking.tracker: the hot path of
+    # the Python registry; the C++ registry gives one Python object per tracker too).
+    accesses = {}
+    entries = _tracking._entries
+    native_registry = _tracking.native is not None
+    for t, written in tensors:
+        if native_registry:
+            h = _tracking.tracker(t)
+            if h is None:
+                continue
+        else:
+            e = entries.get(_data_ptr(t) - _storage_offset(t) * _element_size(t))
+            if e is not None and not _expired(e.weak[0]):
+                h = e.tracker
+            else:
+                h = _tracking.tracker(t)
+                if h is None:
+                    continue
+        if written or id(h) not in accesses:
+            accesses[id(h)] = (h, written)
+    reads = [h for h, w in accesses.values() if not w]
+    writes = [h for h, w in accesses.values() if w]
+    outs = None
+    if single is not None:  # one output: the common case
+        outs = _empty_strided(single[0], single[1], dtype=single[2])
+        if sizes[0]:
+            writes.append(_tracking.new_tracker(outs, _data_ptr(outs), sizes[0]))
+    elif spec is not None:
+        outs = _allocate(spec)
+        for o, nbytes in zip(_flat(outs, []), sizes):
+            if nbytes:
+                writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))
+
+    keys = _KEYS[0] if _KEYS else _keys()
+    stream = _current_stream()  # (the thread's, as the fast path's: set_stream() included)
+    if outs is not None and use_out:
+        kw = {k: v for k, v in kwargs.items() if k in plan.keep}
+        for name, o in zip(plan.out_names, _as_list(outs)):
+            kw[name] = o
+        if checked and _enqueue_native is not None:
+            _enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes)
+            if teach and kind == _FUNCTIONAL:
+                _fast.teach(func, _FAST_OUT, (), plan.out_overload, plan.out_names,
+                            _flat_spec(spec, []))
+        elif checked:
+            _enqueue_item(stream, plan.label, keys, plan.out_op, args, kw, reads, writes)
+        else:
+            _enqueue_item(stream, plan.label, None, _run_first,
+                          (key, keys, plan.out_op, args, kw, outs), None, reads, writes)
+    elif outs is not None:
+        _enqueue_item(stream, plan.label, None, _run_copy, (keys, plan.raw, args, kwargs, outs),
+                      None, reads, writes)
+        if teach and kind == _FUNCTIONAL:
+            _fast.teach(func, _FAST_COPY, (), None, (), _flat_spec(spec, []))
+    elif _enqueue_native is not None:
+        _enqueue_native(stream, plan.label, func, args, kwargs or None, reads, writes)
+        if teach:
+            _fast.teach(func, _FAST_WRITE, tuple(plan.written), None, (), ())
+    else:
+        _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
+    return _result(plan, args, kwargs, outs)
+
+
+def _result(plan, args, kwargs, outs):
+    if plan.kind == _FUNCTIONAL:
+        return outs
+    # Returns that are written arguments, and fresh ones in order.
+    fresh = iter(_as_list(outs)) if outs is not None else iter(())
+    values = []
+    names = plan.names
+    for src in plan.returns:
+        if src is None:
+            values.append(next(fresh))
+        elif src in kwargs:
+            values.append(kwargs[src])
+        else:
+            values.append(args[names.index(src)])
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return tuple(values)
+
+
+class Mode(torch.utils._python_dispatch.TorchDispatchMode):
+    """streamrt.torch's dispatch mode (set per thread; see the module's doc)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _set_mode(None)
+        try:
+            if kwargs is None:
+                kwargs = {}
+            for t in types:
+                if t not in _PLAIN:
+                    # Another subclass (a fake tensor...): its own __torch_dispatch__ decides.
+                    return func(*args, **kwargs)
+            if tls.depth > 0 and installed:
+                return enqueue(func, args, kwargs)
+            plan = _plans.get(id(func)) or plan_of(func)
+            if plan.kind <= _ALLOC or not _tracking.tracked():
+                return func(*args, **kwargs)
+            return host_op(func, plan, args, kwargs)
+        finally:
+            if tls.armed:
+                if installed:
+                    _set_mode(self)
+                else:
+                    tls.armed = False  # uninstalled from another thread: leave this one too
+
+
+MODE = Mode()
+_C._set_torch_runtime(_Exclude)
+
+# The native part on torch's C++ API (built where Debian's libtorch-dev is installed): work items
+# run with no GIL at all, trackers live in its C++ registry, and small ops seen before are enqueued
+# by its fast path without Python (torch_runner_fast.cpp), taught by enqueue() above. Without it
+# work items call the op through Python (bind_torch.cpp) and everything else is this file's.
+_FAST_META, _FAST_HOST = 1, 2  # teach_kind
+_FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
+try:
+    from . import _streamrt_torch as _native
+except ImportError:
+    _native = None
+_enqueue_native = None
+_fast = None  # _native while its fast path is used
+fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
+if _native is not None:
+    _C._set_torch_runner(_native.runner)
+    _ok, _why = _native.connect(_C._torch_host())
+    fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
+
+
+def set_native(on):
+    """streamrt.torch's native part (True, where built: the runner, the C++ registry and the fast
+    path) or its Python path alone (False), as without _streamrt_torch: the tests run both.
+    Returns whether the native part is used now. Not while stream contexts are open."""
+    global _enqueue_native, _fast
+    use = bool(on) and _native is not None
+    _enqueue_native = _C._torch_enqueue_native if use else None
+    _tracking.use_native(_native if use else None)
+    _fast = _native if use and fast_unavailable is None else None
+    _update_fast()
+    return use
+
+
+def set_fast(on):
+    """The fast path on (where available) or off, the rest of the native part staying as it is:
+    how the benchmark and the tests run the dispatch mode's path. Returns whether it is on.
+    Threads already inside a stream context take it from their next outermost context."""
+    global _fast
+    _fast = _native if on and _tracking.native is not None and fast_unavailable is None else None
+    _update_fast()
+    return _fast is not None
+
+
+def _update_fast():
+    # The fast path runs while installed, with the native part.
+    if _native is not None:
+        _native.set_enabled(installed and _fast is not None)
+
+
+def context_entered():
+    """A stream context was entered on this thread (after arm())."""
+    tls.depth += 1
+    if tls.depth == 1 and _fast is not None:
+        _fast.set_active(True)
+
+
+def context_left():
+    """A stream context of this thread was left."""
+    if tls.depth > 0:
+        tls.depth -= 1
+        if tls.depth == 0 and _native is not None:
+            _native.set_active(False)
+
+
+set_native(True)
+
+
+def arm():
+    """Sets the mode on this thread (streamrt.torch is installed and a context is entered)."""
+    if not tls.armed:
+        if torch._C._len_torch_dispatch_stack() > 0:
+            raise RuntimeError(
+                "streamrt.torch: a torch dispatch mode (a `with SomeMode():` block) is active on "
+                "this thread; enter the stream context outside it")
+        tls.armed = True
+        _set_mode(MODE)
+
+
+def disarm():
+    """Clears the mode on this thread."""
+    if tls.armed:
+        tls.armed = False
+        _set_mode(None)

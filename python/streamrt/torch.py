@@ -1,0 +1,347 @@
+"""streamrt.torch: torch's CPU streams made real (docs/torch.md).
+
+``torch.cpu.Stream``, ``Event`` and ``StreamContext`` do nothing in torch (torch 1.13 does not have
+them at all). After ``streamrt.torch.install()`` they are streamrt's, and torch code inside a
+stream context is enqueued on the current streamrt stream and returns at once: every aten op on
+CPU tensors (functions, methods, operators, ``torch.nn`` modules, in-place ops, ``out=``) runs on
+a streamrt worker, in stream order, with dependency tracking across streams. Reading a pending
+tensor on the host (``print``, ``item()``, ``numpy()``, ``tolist()``, ``data_ptr()``,
+``__dlpack__``, indexing, any op outside a stream context, ``torch.save``) first waits for the
+work that writes it::
+
+    import torch, streamrt.torch
+    streamrt.torch.install()
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+    with torch.cpu.StreamContext(s1):
+        C1 = torch.matmul(A, B)          # returns at once; runs on s1
+    with torch.cpu.StreamContext(s2):
+        C2 = torch.matmul(A, B)          # runs at the same time, on s2
+    assert torch.allclose(C1, C2)        # waits for both
+
+``uninstall()`` restores torch as it was. Without ``install()`` nothing about torch changes.
+"""
+
+import threading
+
+import torch as _torch
+
+from . import _streamrt as _C
+from . import _torch_dispatch as _dispatch
+from . import _torch_tracking as _tracking
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "install",
+    "is_installed",
+    "ready",
+    "stream",
+    "synchronize",
+    "uninstall",
+    "wait",
+]
+
+Event = _C.Event
+
+
+class Stream(_C.Stream):
+    """``torch.cpu.Stream``: a new streamrt CPU stream (``priority``: lower is more urgent, as
+    torch; see ``Stream.priority_range()``)."""
+
+    def __init__(self, priority=0, device=None):
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"torch.cpu.Stream: expected a CPU device, got {device!r}")
+        super().__init__("cpu", priority)
+
+
+class _CudaStandIn(_C.Stream):
+    """``torch.cuda.Stream`` on a machine without CUDA, after ``install(cuda=True)``: a CPU
+    stream (``device`` is ignored: there is no CUDA device to put it on)."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        super().__init__("cpu", priority)
+
+
+class StreamContext(_C.StreamContext):
+    """``torch.cpu.StreamContext(stream)``: makes ``stream`` current on this thread for the block
+    (``None``: does nothing); torch ops in the block are enqueued on it."""
+
+    def __init__(self, stream):
+        if stream is not None and not isinstance(stream, _C.Stream):
+            raise TypeError(
+                "torch.cpu.StreamContext: expected a CPU stream (torch.cpu.Stream() or a "
+                f"streamrt.Stream) or None, got {type(stream).__module__}.{type(stream).__name__}"
+            )
+        super().__init__(stream)
+
+
+def stream(stream):
+    """``torch.cpu.stream(s)``: ``StreamContext(s)``."""
+    return StreamContext(stream)
+
+
+def current_stream(device=None):
+    """``torch.cpu.current_stream()``: this thread's current streamrt stream."""
+    return _C.current_stream()
+
+
+def synchronize(device=None):
+    """``torch.cpu.synchronize()``: waits for the work of every CPU stream; raises the first
+    failure found."""
+    _C.synchronize()
+
+
+def ready(tensor):
+    """True when no queued stream work writes ``tensor`` (a torch CPU tensor, or a streamrt one)
+    any more. Never blocks."""
+    if isinstance(tensor, _C.Tensor):
+        return tensor.ready()
+    h = _tracking.find(tensor)
+    return h is None or h.ready()
+
+
+def wait(tensor):
+    """Blocks (GIL released) until the queued stream work that writes ``tensor`` has finished;
+    raises its failure. What every host read of a torch tensor does first after install()."""
+    if isinstance(tensor, _C.Tensor):
+        tensor.wait()
+    else:
+        _tracking.wait_host(tensor, False)
+
+
+# ------------------------------------------------------------------------------------------------
+# What install() changes, to restore it in uninstall().
+
+_lock = threading.RLock()
+_saved = []  # (owner, name, had_it, old value), in the order of the changes
+_settings = {}
+
+
+def _patch(owner, name, value):
+    had = name in vars(owner)
+    _saved.append((owner, name, had, vars(owner).get(name)))
+    setattr(owner, name, value)
+
+
+def _restore():
+    while _saved:
+        owner, name, had, old = _saved.pop()
+        if had:
+            setattr(owner, name, old)
+        else:
+            delattr(owner, name)
+
+
+# streamrt's own contexts: entering one arms the dispatch mode on the thread and counts the depth.
+
+
+def _wrap_enter(orig, is_context):
+    def __enter__(self):
+        active = not is_context or self.stream is not None
+        if active:
+            _dispatch.arm()
+        result = orig(self)
+        if active:
+            _dispatch.context_entered()
+        return result
+
+    return __enter__
+
+
+def _wrap_exit(orig, is_context):
+    def __exit__(self, *exc):
+        result = orig(self, *exc)
+        if not is_context or self.stream is not None:
+            _dispatch.context_left()
+        return result
+
+    return __exit__
+
+
+# Host reads through torch methods that do not go through torch's dispatcher: they wait first.
+
+
+def _reader(orig, for_write):
+    def method(self, *args, **kwargs):
+        if self.is_cpu and _tracking.tracked():
+            _tracking.wait_host(self, for_write)
+        return orig(self, *args, **kwargs)
+
+    method.__name__ = getattr(orig, "__name__", "method")
+    method.__doc__ = getattr(orig, "__doc__", None)
+    return method
+
+
+_HOST_READS = (
+    ("numpy", True),  # the array may be written
+    ("tolist", False),
+    ("item", False),
+    ("data_ptr", True),  # the address may be used to write
+    ("__dlpack__", True),
+    ("__array__", True),
+    ("__repr__", False),
+    ("__format__", False),
+    ("__reduce_ex__", False),  # torch.save, pickle, copy.deepcopy
+    ("storage", True),
+)
+
+
+def _record_stream(orig):
+    def record_stream(self, stream):
+        """As torch.Tensor.record_stream on CUDA: the tensor's memory is not freed before the work
+        queued on `stream` so far has run (a streamrt stream here)."""
+        if isinstance(stream, _C.Stream):
+            stream.launch(_keep, self)
+            return None
+        return orig(self, stream)
+
+    return record_stream
+
+
+def _keep(tensor):
+    # Holds the tensor (so its memory) until the stream reaches this point.
+    return None
+
+
+def _dlpack_hook(obj):
+    # streamrt.from_dlpack(t) and streamrt ops on torch tensors: share the tracker's tracking, and
+    # take the capsule without the host wait (stream work orders itself through the tracker).
+    if not isinstance(obj, _torch.Tensor) or not obj.is_cpu:
+        return None
+    h = _tracking.tracker(obj)
+    if h is None:
+        return None
+    return h, _torch.Tensor.__dlpack__.__wrapped_orig__(obj)
+
+
+def _from_dlpack(orig):
+    def from_dlpack(ext_tensor):
+        r = orig(ext_tensor)
+        if isinstance(ext_tensor, _C.Tensor):
+            _tracking.share(r, ext_tensor)  # torch work on r is tracked as work on ext_tensor
+        return r
+
+    from_dlpack.__doc__ = orig.__doc__
+    return from_dlpack
+
+
+def _as_tensor(orig):
+    def as_tensor(data, dtype=None, device=None):
+        if isinstance(data, _C.Tensor):
+            r = _torch.from_dlpack(data)  # shares the memory (waits for its pending work first)
+            if dtype is not None or device is not None:
+                r = r.to(dtype=dtype, device=device)
+            return r
+        return orig(data, dtype=dtype, device=device)
+
+    as_tensor.__doc__ = orig.__doc__
+    return as_tensor
+
+
+def _tensor(orig):
+    def tensor(data, *args, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        if isinstance(data, _C.Tensor):
+            r = _torch.from_dlpack(data)
+            r = r.to(dtype=dtype, device=device, copy=True)
+            return r.requires_grad_(requires_grad) if requires_grad else r
+        return orig(data, *args, dtype=dtype, device=device, requires_grad=requires_grad,
+                    pin_memory=pin_memory)
+
+    tensor.__doc__ = orig.__doc__
+    return tensor
+
+
+def _asarray(orig):
+    def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+        if isinstance(obj, _C.Tensor):
+            r = _torch.from_dlpack(obj)
+            if dtype is not None or device is not None or copy:
+                r = r.to(dtype=dtype, device=device, copy=bool(copy))
+            return r.requires_grad_(requires_grad) if requires_grad else r
+        return orig(obj, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
+
+    asarray.__doc__ = orig.__doc__
+    return asarray
+
+
+def _torch_cpu_names(cuda):
+    names = {
+        "Stream": Stream,
+        "Event": Event,
+        "StreamContext": StreamContext,
+        "stream": stream,
+        "current_stream": current_stream,
+        "synchronize": synchronize,
+    }
+    mods = [(_torch.cpu, names)]
+    if cuda:
+        mods.append((_torch.cuda, dict(names, Stream=_CudaStandIn,
+                                       default_stream=lambda device=None: _C.default_stream())))
+    return mods
+
+
+def is_installed():
+    """True between install() and uninstall()."""
+    return _dispatch.installed
+
+
+def install(cuda=False):
+    """Makes torch's CPU stream API real (idempotent; see the module's doc and docs/torch.md).
+
+    Sets ``torch.cpu.Stream``, ``Event``, ``StreamContext``, ``stream``, ``current_stream`` and
+    ``synchronize`` to streamrt's; makes torch ops inside a stream context (torch's or
+    streamrt's) stream work; makes host reads of torch tensors wait for pending work; makes
+    ``torch.from_dlpack``, ``torch.as_tensor``, ``torch.tensor`` and ``torch.asarray`` accept
+    streamrt tensors, with one dependency tracking for memory shared through DLPack; sets torch's
+    intra-op threads to 1 (the streams are the parallelism: one worker per core). With
+    ``cuda=True`` on a machine where torch has no CUDA, the ``torch.cuda`` stream names are CPU
+    streams too, so code written for CUDA streams runs unchanged. Blocks only to set up; not for
+    use while another thread runs torch ops."""
+    with _lock:
+        if _dispatch.installed:
+            return
+        if cuda and _torch.cuda.is_available():
+            raise RuntimeError(
+                "streamrt.torch.install(cuda=True): torch has CUDA here, so torch.cuda's streams "
+                "are real CUDA streams and stay as they are; call install() without cuda=True")
+        for module, names in _torch_cpu_names(cuda):
+            for name, value in names.items():
+                _patch(module, name, value)
+        for cls, is_context in ((_C.StreamContext, True), (_C.Stream, False)):
+            _patch(cls, "__enter__", _wrap_enter(vars(cls)["__enter__"], is_context))
+            _patch(cls, "__exit__", _wrap_exit(vars(cls)["__exit__"], is_context))
+        for name, for_write in _HOST_READS:
+            orig = getattr(_torch.Tensor, name)
+            wrapped = _reader(orig, for_write)
+            wrapped.__wrapped_orig__ = orig
+            _patch(_torch.Tensor, name, wrapped)
+        _patch(_torch.Tensor, "record_stream", _record_stream(_torch.Tensor.record_stream))
+        _patch(_torch, "from_dlpack", _from_dlpack(_torch.from_dlpack))
+        _patch(_torch.utils.dlpack, "from_dlpack", _torch.from_dlpack)
+        _patch(_torch, "as_tensor", _as_tensor(_torch.as_tensor))
+        _patch(_torch, "tensor", _tensor(_torch.tensor))
+        _patch(_torch, "asarray", _asarray(_torch.asarray))
+        _settings["threads"] = _torch.get_num_threads()
+        _torch.set_num_threads(1)
+        _C._set_torch_dlpack_hook(_dlpack_hook)
+        _dispatch.installed = True
+        _dispatch._update_fast()
+        _dispatch.arm()
+
+
+def uninstall():
+    """Restores torch as it was before install() (idempotent). Waits for all stream work first,
+    and raises its failure if it failed (then nothing is changed; call it again)."""
+    with _lock:
+        if not _dispatch.installed:
+            return
+        _C.synchronize()
+        _dispatch.installed = False
+        _dispatch._update_fast()
+        _C._set_torch_dlpack_hook(None)
+        _restore()
+        _torch.set_num_threads(_settings.pop("threads", _torch.get_num_threads()))
+        _dispatch.disarm()
+        _tracking.sweep()

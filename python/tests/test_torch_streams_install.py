@@ -1,0 +1,206 @@
+"""streamrt.torch.install()/uninstall(): torch.cpu's stream API becomes streamrt's (torch's
+signatures and semantics), streamrt's and torch's stream contexts enqueue torch ops alike, and
+uninstall() gives torch back as it was."""
+
+import pytest
+
+import streamrt
+from helpers import RENDEZVOUS_S
+from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
+
+NAMES = ("Stream", "Event", "StreamContext", "stream", "current_stream", "synchronize")
+
+
+def torch_state():
+    """What install() may change, to compare before and after."""
+    return {
+        "cpu": {n: vars(torch.cpu).get(n) for n in NAMES},
+        "cuda": {n: vars(torch.cuda).get(n) for n in NAMES + ("default_stream",)},
+        "methods": {n: vars(torch.Tensor).get(n) for n in
+                    ("numpy", "tolist", "item", "data_ptr", "__dlpack__", "__array__", "__repr__",
+                     "__format__", "__reduce_ex__", "storage", "record_stream")},
+        "functions": (torch.from_dlpack, torch.utils.dlpack.from_dlpack, torch.as_tensor,
+                      torch.tensor, torch.asarray),
+        "contexts": (vars(streamrt.StreamContext)["__enter__"],
+                     vars(streamrt.Stream)["__exit__"]),
+        "threads": torch.get_num_threads(),
+        "mode": torch._C._len_torch_dispatch_stack(),
+    }
+
+
+def test_install_adds_the_torch_cpu_stream_names_and_uninstall_removes_them(workers):
+    # Debian's torch 1.13 has no torch.cpu.Stream family at all (torch 2.2 added no-op stubs).
+    before = torch_state()
+    assert all(v is None for v in before["cpu"].values())
+    srt.install()
+    try:
+        srt.install()  # idempotent
+        assert srt.is_installed()
+        assert torch.cpu.Stream is srt.Stream and torch.cpu.Event is streamrt.Event
+        assert torch.cpu.StreamContext is srt.StreamContext
+        assert torch.cpu.stream is srt.stream and torch.cpu.current_stream is srt.current_stream
+        assert torch.cpu.synchronize is srt.synchronize
+        assert torch.get_num_threads() == 1  # the streams are the parallelism
+        assert torch_state()["methods"] != before["methods"]
+    finally:
+        srt.uninstall()
+    srt.uninstall()  # idempotent
+    assert not srt.is_installed()
+    assert torch_state() == before
+    assert not hasattr(torch.cpu, "Stream")
+
+
+def test_without_install_torch_code_in_a_stream_context_runs_eagerly(workers):
+    workers(2)
+    s = streamrt.Stream()
+    gate = Gate().hold(s)
+    x = torch.zeros(4)
+    with streamrt.cpu.StreamContext(s):
+        x.add_(1)  # eager torch: done at once, whatever the stream
+    assert x.tolist() == [1.0] * 4
+    assert not s.query()  # the gate still holds the stream: the op did not go there
+    gate.open()
+    s.synchronize()
+
+
+def test_streams_and_events_have_torchs_signatures_and_semantics(installed):
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream(priority=0)
+    assert isinstance(s1, streamrt.Stream) and s1 != s2
+    assert s1.device_type == 0 and s1.device_index == 0 and s1.stream_id == s1.id
+    start = torch.cpu.Event(enable_timing=True)
+    end = torch.cpu.Event(enable_timing=True)
+    a = torch.randn(200, 200)
+    gate = Gate().hold(s1)
+    start.record(s1)
+    with torch.cpu.StreamContext(s1):
+        b = a @ a
+    end.record(s1)
+    assert not end.query() and not s1.query()
+    s2.wait_event(end)  # s2's later work waits for s1's product
+    with torch.cpu.StreamContext(s2):
+        c = b + 1
+    e2 = s2.record_event()
+    assert isinstance(e2, streamrt.Event) and not e2.query()
+    gate.open()
+    e2.synchronize()
+    assert end.query() and s1.query()
+    assert torch.allclose(c, a @ a + 1, rtol=1e-4, atol=1e-4)
+    assert start.elapsed_time(end) >= 0.0
+    # wait_stream: everything submitted to s1 so far.
+    gate2 = Gate().hold(s1)
+    with torch.cpu.StreamContext(s1):
+        d = c * 2
+    s2.wait_stream(s1)
+    ev = s2.record_event()
+    assert not ev.query()
+    gate2.open()
+    s2.synchronize()
+    assert ev.query() and srt.ready(d)
+    ev3 = torch.cpu.Event()
+    ev3.record()  # the current stream (the default one here)
+    ev3.wait(s2)
+    ev3.synchronize()
+    torch.cpu.synchronize()
+    assert torch.cpu.current_stream() == streamrt.default_stream()
+
+
+@pytest.mark.parametrize(
+    "enter",
+    [
+        lambda s: torch.cpu.StreamContext(s),
+        lambda s: torch.cpu.stream(s),
+        lambda s: streamrt.cpu.StreamContext(s),
+        lambda s: streamrt.cpu.stream(s),
+        lambda s: streamrt.stream(s),
+        lambda s: streamrt.StreamContext(s),
+        lambda s: s,
+    ],
+    ids=["torch.cpu.StreamContext", "torch.cpu.stream", "streamrt.cpu.StreamContext",
+         "streamrt.cpu.stream", "streamrt.stream", "streamrt.StreamContext", "with stream"],
+)
+def test_every_stream_context_enqueues_torch_ops_on_its_stream(installed, enter):
+    s = torch.cpu.Stream()
+    gate = Gate().hold(s)
+    x = torch.zeros(8)
+    with enter(s):
+        assert torch.cpu.current_stream() == s
+        x.add_(3)
+        y = x * 2
+    assert torch.cpu.current_stream() == streamrt.default_stream()
+    assert not srt.ready(x) and not srt.ready(y)  # queued behind the gate, not run
+    gate.open()
+    assert y.tolist() == [6.0] * 8  # the read waits for both
+
+
+def test_a_none_context_changes_nothing(installed):
+    with torch.cpu.StreamContext(None) as s:
+        assert s is None
+        x = torch.ones(3) + 1  # eager
+    assert srt.ready(x) and x.tolist() == [2.0] * 3
+
+
+def test_a_cuda_stream_is_refused_with_a_clear_error(installed):
+    class FakeCudaStream:
+        pass
+
+    with pytest.raises(TypeError, match="CPU stream"):
+        torch.cpu.StreamContext(FakeCudaStream())
+
+
+def test_install_cuda_makes_the_articles_cuda_streams_cpu_streams(workers):
+    if torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):
+            srt.install(cuda=True)
+        return
+    original = torch.cuda.Stream
+    srt.install(cuda=True)
+    try:
+        stream1, stream2 = torch.cuda.Stream(), torch.cuda.Stream()
+        assert isinstance(stream1, streamrt.Stream)
+        A, B = torch.randn(300, 300), torch.randn(300, 300)
+        with torch.cpu.StreamContext(stream1):
+            C1 = torch.matmul(A, B)
+        with torch.cuda.stream(stream2):
+            C2 = torch.matmul(A, B)
+        stream1.synchronize()
+        stream2.synchronize()
+        torch.cuda.synchronize()
+        assert torch.allclose(C1, C2)
+        assert torch.cuda.current_stream() == streamrt.default_stream()
+        assert torch.cuda.default_stream() == streamrt.default_stream()
+    finally:
+        srt.uninstall()
+    assert torch.cuda.Stream is original
+
+
+def test_uninstall_waits_for_pending_work_first(installed):
+    s = torch.cpu.Stream()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        x = torch.ones(16) * 5
+    gate.open_later()
+    srt.uninstall()  # must not leave queued torch work behind
+    assert s.query()
+    assert x.tolist() == [5.0] * 16
+    srt.install()  # for the fixture's uninstall
+
+
+def test_install_in_another_thread_arms_that_thread_only(installed):
+    import threading
+
+    seen = {}
+
+    def other():
+        s = torch.cpu.Stream()
+        gate = Gate().hold(s)
+        x = torch.zeros(4)
+        with torch.cpu.StreamContext(s):
+            x.add_(1)
+        seen["queued"] = not srt.ready(x)
+        gate.open()
+        seen["value"] = x.tolist()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(RENDEZVOUS_S)
+    assert seen == {"queued": True, "value": [1.0] * 4}

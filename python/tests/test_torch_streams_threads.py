@@ -1,0 +1,83 @@
+"""Threads and cores: two Python threads with a stream each; torch kernels run with the GIL
+released (kernels of two streams overlap in time); install() sets torch's intra-op threads and
+OpenBLAS so that streams do not oversubscribe the cores."""
+
+import threading
+import time
+
+import streamrt
+from helpers import RENDEZVOUS_S
+from torch_streams_util import installed, srt, torch  # noqa: F401  (fixture)
+
+
+def make_net(seed):
+    # Made on the main thread: nn.Linear draws its initial weights from torch's global generator,
+    # which two threads would share.
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    g = torch.Generator().manual_seed(seed)
+    return net, torch.randn(128, 32, generator=g), torch.randn(128, 1, generator=g)
+
+
+def train(net, x, y, steps, stream):
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    with torch.cpu.StreamContext(stream):
+        for _ in range(steps):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_two_python_threads_with_a_stream_each(installed):
+    expected = {seed: train(*make_net(seed), 10, None) for seed in (1, 2)}
+    got = {}
+    work = {seed: make_net(seed) for seed in (1, 2)}
+
+    def run(seed):
+        got[seed] = train(*work[seed], 10, torch.cpu.Stream())
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(RENDEZVOUS_S)
+    assert set(got) == {1, 2}
+    for seed in (1, 2):
+        for e, g in zip(expected[seed], got[seed]):
+            assert torch.allclose(e, g, rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_of_two_streams_run_at_the_same_time(installed):
+    # Both streams keep getting matmuls until the profiler shows one on each stream overlapping in
+    # time. The workers take the GIL only to call the kernel; if the kernel kept it, no two could
+    # overlap and this would fail at the rendezvous time-out.
+    a = torch.randn(300, 300)
+    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+    deadline = time.monotonic() + RENDEZVOUS_S
+    overlapped = False
+    while not overlapped and time.monotonic() < deadline:
+        with streamrt.profile() as p:
+            for _ in range(4):
+                with torch.cpu.StreamContext(s1):
+                    torch.mm(a, a)
+                with torch.cpu.StreamContext(s2):
+                    torch.mm(a, a)
+            streamrt.synchronize()
+        mm = [r for r in p.records() if r.label.endswith("mm.out") or r.label.endswith("mm")]
+        one = [(r.start_ns, r.end_ns) for r in mm if r.stream_id == s1.id]
+        two = [(r.start_ns, r.end_ns) for r in mm if r.stream_id == s2.id]
+        assert one and two, [r.label for r in p.records()]
+        overlapped = any(b1 < e2 and b2 < e1 for b1, e1 in one for b2, e2 in two)
+    assert overlapped
+
+
+def test_install_sets_one_torch_thread_and_one_openblas_thread_per_call(workers):
+    before = torch.get_num_threads()
+    srt.install()
+    try:
+        assert torch.get_num_threads() == 1
+        assert streamrt._blas_threads() in (None, 1)  # None: not OpenBLAS
+    finally:
+        srt.uninstall()
+    assert torch.get_num_threads() == before

@@ -1,0 +1,84 @@
+"""Shared pieces of the streamrt.torch tests (test_torch_streams_*.py): the install fixture, a gate
+that holds a stream, and a host read started while the work it needs is held back."""
+
+import threading
+
+import pytest
+
+import streamrt
+from helpers import RENDEZVOUS_S
+
+torch = pytest.importorskip(
+    "torch", reason="torch is not importable here (Debian: apt-get install python3-torch): "
+    "streamrt.torch is untested"
+)
+import streamrt.torch as srt  # noqa: E402  (needs torch)
+
+
+from streamrt import _torch_dispatch  # noqa: E402
+
+# Work items run through _streamrt_torch's kernel runner where it was built (torch's C++ API), and
+# through Python otherwise: tests that take `installed` run both ways.
+PATHS = ["runner", "python"] if _torch_dispatch._native is not None else ["python"]
+
+
+@pytest.fixture(params=PATHS)
+def installed(workers, request):
+    """streamrt.torch installed for the test (with 4 workers: gates hold some), uninstalled after,
+    also when the test failed; once per way of running work items (PATHS)."""
+    workers(4)
+    assert _torch_dispatch.set_native(request.param == "runner") == (request.param == "runner")
+    srt.install()
+    try:
+        yield srt
+    finally:
+        _torch_dispatch.set_native(True)
+        Gate.open_all()  # a failed test may leave one closed
+        try:
+            streamrt.synchronize()
+        except Exception:  # a test's deliberate failure, already checked by the test
+            pass
+        srt.uninstall()
+
+
+class Gate:
+    """Holds the streams it is put on (one worker each) until open()."""
+
+    _all = []
+
+    def __init__(self):
+        self._event = threading.Event()
+        Gate._all.append(self)
+
+    @classmethod
+    def open_all(cls):
+        for gate in cls._all:
+            gate.open()
+        cls._all.clear()
+
+    def hold(self, stream):
+        stream.launch(self._wait)
+        return self
+
+    def _wait(self):
+        if not self._event.wait(RENDEZVOUS_S):
+            raise AssertionError("a gate was never opened")
+
+    def open(self):
+        self._event.set()
+
+    def open_later(self, delay_s=0.2):
+        """Opens the gate from another thread after `delay_s`: a host read that does not wait for
+        the held work runs before that and sees the old values."""
+        timer = threading.Timer(delay_s, self.open)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+
+def held_write(stream, tensor, value):
+    """Holds `stream` behind a gate and enqueues `tensor.fill_(value)` on it; returns the gate."""
+    gate = Gate().hold(stream)
+    with torch.cpu.StreamContext(stream):
+        tensor.fill_(value)
+    return gate
