@@ -74,7 +74,7 @@ test-tsan: deps
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
-# The runtime tests again under the schedule fuzzer (issue 5, docs/reliability.md): once picking
+# The runtime tests again under the schedule fuzzer (docs/reliability.md): once picking
 # among ready streams at random (seeded: SCHEDULE_SEED=n replays a run's picks; the Python tests
 # run under the same seed), once with everything on one worker. Tests that prove work runs on
 # several workers at once skip themselves under serial, saying why (tests/unit/schedule_util.hpp).
@@ -104,7 +104,7 @@ test-asan: build-asan
 	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
-# libFuzzer over the API (issue 5, fuzz/), from the ASan+UBSan build: FUZZ_SECONDS of fuzzing. A
+# libFuzzer over the API (fuzz/), from the ASan+UBSan build: FUZZ_SECONDS of fuzzing. A
 # crash, a hang (-timeout), a leak or a sanitizer report fails the stage; libFuzzer leaves the
 # reproducer in build-asan/ (replay: build-asan/fuzz/streamrt_fuzz <file>).
 FUZZ_SECONDS ?= 60

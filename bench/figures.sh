@@ -15,7 +15,7 @@ export PYTHONPATH=$BUILD/python
 load() { echo "== $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg): $1"; }
 
 load "start"
-# Issue 10's cases and the peers beside them (every peer in the same run).
+# The stream cases and the peers beside them (every peer in the same run).
 # The bench prints one progress line per job on stderr ("[ k/n ...] case peer median"); its
 # tables go to OUT/*/table.md.
 "$BUILD/tools/streamrt/streamrt" bench --out "$OUT/runtime" --filter \

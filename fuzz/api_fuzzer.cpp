@@ -1,4 +1,4 @@
-// libFuzzer harness (issue 5, item 8): each input is a program of streamrt API calls. Byte by
+// libFuzzer harness: each input is a program of streamrt API calls. Byte by
 // byte it picks an operation and its arguments over a few streams and events: launches (plain,
 // throwing any type, launching or recording from inside work, waiting inside work, cancelling its
 // own stream), records, waits, cancels, synchronizes with and without time-outs, event waits,

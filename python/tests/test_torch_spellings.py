@@ -1,4 +1,4 @@
-"""Names torch users type work, or fail with a message saying why (issue 13, point 3); messages
+"""Names torch users type work, or fail with a message saying why; messages
 use Python spelling, not the C++ library's."""
 
 import re

@@ -1,4 +1,4 @@
-// version_info() and version_text() (issue 13): what `streamrt --version` and `python3 -m streamrt`
+// version_info() and version_text(): what `streamrt --version` and `python3 -m streamrt`
 // print. The expected values come from the CMake configuration of this test (same project, same
 // compiler, same configuration as the library).
 #include <gtest/gtest.h>

@@ -32,7 +32,7 @@ struct CaseSpec {
   int reps = 11;                                       // default repetitions (full run)
   int quick_reps = 3;                                  // default repetitions with --quick
   int warmup = 1;                                      // unrecorded repetitions first
-  std::string target;       // the target for streamrt, as text ("<= 1 us"); empty = none
+  std::string target;       // streamrt's target for the case, as text ("<= 1 us"); empty = none
   double target_value = 0;  // the same in `unit` (0 = none)
 };
 
