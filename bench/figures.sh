@@ -15,10 +15,11 @@ export PYTHONPATH=$BUILD/python
 load() { echo "== $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg): $1"; }
 
 load "start"
-# The stream cases and the peers beside them (every peer in the same run).
+# The stream cases and the peers beside them (every peer in the same run: bench/streamrt_compare,
+# the streamrt tool's bench built with oneTBB, Asio and OpenCL).
 # The bench prints one progress line per job on stderr ("[ k/n ...] case peer median"); its
 # tables go to OUT/*/table.md.
-"$BUILD/tools/streamrt/streamrt" bench --out "$OUT/runtime" --filter \
+"$BUILD/bench/streamrt_compare" bench --out "$OUT/runtime" --filter \
   '^(round_trip|enqueue/streams=(1|4)|record_poll|record_wait|handoff|callback|overlap|idle|granularity/item=(1|10)us/streams=(1|2|4|16)|many_streams/streams=(1|4096))/' \
   2>&1 | grep -E '^\[' | tee "$OUT/runtime.txt"
 "$BUILD/bench/streamrt_bench" --benchmark_filter=QueueMemory 2>&1 | grep -E 'QueueMemory|bytes' \
@@ -28,7 +29,7 @@ load "after the runtime cases"
 /usr/bin/python3 bench/ops_vs_numpy.py --reps 5 | tee "$OUT/ops_vs_numpy.txt"
 "$BUILD/bench/streamrt_ops_host_cost" | tee "$OUT/ops_host_cost.txt"
 load "after the ops cases"
-"$BUILD/tools/streamrt/streamrt" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
+"$BUILD/bench/streamrt_compare" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
   2>&1 | grep -E '^\[' | tee "$OUT/matmul.txt"
 if [ -x "$BUILD/bench/streamrt_mpi_bench" ]; then
   load "after the matmul cases"
