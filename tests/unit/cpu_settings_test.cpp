@@ -126,7 +126,8 @@ TEST(WorkerSpin, EnvironmentVariableSetsThePollAndBadValuesAreAClearError) {
 }
 
 TEST(CpuPriorities, RangeIsThatOfCpuStreams) {
-  const auto [least, greatest] = streamrt::cpu::priority_range();
+  const auto range = streamrt::cpu::priority_range();
+  const int least = range.first, greatest = range.second;  // lambdas below capture them
   EXPECT_EQ(least, 0);
   EXPECT_LT(greatest, least);
   EXPECT_EQ(streamrt::Stream::priority_range(), std::make_pair(least, greatest));
