@@ -74,7 +74,7 @@ test-tsan: deps
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  setarch $$(uname -m) -R ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
-# The runtime tests again under the schedule fuzzer (issue 5, docs/reliability.md): once picking
+# The runtime tests again under the schedule fuzzer (docs/reliability.md): once picking
 # among ready streams at random (seeded: SCHEDULE_SEED=n replays a run's picks; the Python tests
 # run under the same seed), once with everything on one worker. Tests that prove work runs on
 # several workers at once skip themselves under serial, saying why (tests/unit/schedule_util.hpp).
@@ -104,7 +104,7 @@ test-asan: build-asan
 	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
-# libFuzzer over the API (issue 5, fuzz/), from the ASan+UBSan build: FUZZ_SECONDS of fuzzing. A
+# libFuzzer over the API (fuzz/), from the ASan+UBSan build: FUZZ_SECONDS of fuzzing. A
 # crash, a hang (-timeout), a leak or a sanitizer report fails the stage; libFuzzer leaves the
 # reproducer in build-asan/ (replay: build-asan/fuzz/streamrt_fuzz <file>).
 FUZZ_SECONDS ?= 60
@@ -116,21 +116,23 @@ test-fuzz: build-asan
 	  -artifact_prefix=./ corpus 2> fuzz.log || { tail -n 80 fuzz.log; exit 1; }
 	@tail -n 6 build-asan/fuzz.log
 
-# `streamrt bench --quick` once, as a smoke test: it must finish and write valid JSON. Its numbers
-# are never checked (shared, noisy machines); the table goes to bench-smoke/table.txt.
+# `streamrt bench --quick` once, with every peer (bench/streamrt_compare: the tool's bench built
+# against oneTBB, Asio and OpenCL; the installed tool has only the peers that need no other
+# library), as a smoke test: it must finish and write valid JSON. Its numbers are never checked
+# (shared, noisy machines); the table goes to bench-smoke/table.txt.
 test-bench:
 	rm -rf $(BUILD)/bench-smoke && mkdir -p $(BUILD)/bench-smoke
-	cd $(BUILD) && timeout 600 ./tools/streamrt/streamrt bench --quick --out bench-smoke \
+	cd $(BUILD) && timeout 600 ./bench/streamrt_compare bench --quick --out bench-smoke \
 	  > bench-smoke/table.txt
 	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python timeout 600 $(PYTHON) bench/torch_install.py --quick \
 	  --reps 1 > $(BUILD)/bench-smoke/torch.txt
 	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON, torch.txt)"
 
-# The full comparison (table, bench.json, plots in $(BUILD)/bench-out), then the Google Benchmark
-# suite of the issue-2 cases.
+# The full comparison with every peer (table, bench.json, plots in $(BUILD)/bench-out), then the
+# Google Benchmark suite of the stream cases.
 bench: build
-	cd $(BUILD) && ./tools/streamrt/streamrt bench --out bench-out
+	cd $(BUILD) && ./bench/streamrt_compare bench --out bench-out
 	cd $(BUILD) && ./bench/streamrt_bench
 
 # The Release configuration (-O3, as users and packagers build it) with warnings as errors: the

@@ -15,10 +15,11 @@ export PYTHONPATH=$BUILD/python
 load() { echo "== $(date -u +%H:%M:%S) UTC, load average $(cut -d' ' -f1-3 /proc/loadavg): $1"; }
 
 load "start"
-# The runtime cases and the peers beside them (every peer in the same run).
+# The stream cases and the peers beside them (every peer in the same run: bench/streamrt_compare,
+# the streamrt tool's bench built with oneTBB, Asio and OpenCL).
 # The bench prints one progress line per job on stderr ("[ k/n ...] case peer median"); its
 # tables go to OUT/*/table.md.
-"$BUILD/tools/streamrt/streamrt" bench --out "$OUT/runtime" --filter \
+"$BUILD/bench/streamrt_compare" bench --out "$OUT/runtime" --filter \
   '^(round_trip|enqueue/streams=(1|4)|record_poll|record_wait|handoff|callback|overlap|idle|granularity/item=(1|10)us/streams=(1|2|4|16)|many_streams/streams=(1|4096))/' \
   2>&1 | grep -E '^\[' | tee "$OUT/runtime.txt"
 "$BUILD/bench/streamrt_bench" --benchmark_filter=QueueMemory 2>&1 | grep -E 'QueueMemory|bytes' \
@@ -32,8 +33,12 @@ load "after the ops cases"
 # seed's products, training steps, large ops).
 /usr/bin/python3 bench/torch_install.py | tee "$OUT/torch.txt"
 load "after the torch cases"
-"$BUILD/tools/streamrt/streamrt" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
+"$BUILD/bench/streamrt_compare" bench --out "$OUT/matmul" --filter '^matmul/(2048|256x64)/' \
   2>&1 | grep -E '^\[' | tee "$OUT/matmul.txt"
+# One and two streams of 256^2 products against direct OpenBLAS (its own threads) and two plain
+# threads of single-threaded calls, in the same binary.
+"$BUILD/bench/streamrt_ops_bench" --benchmark_filter='SmallMatmuls' 2>&1 | grep -E '^BM_' \
+  | tee "$OUT/ops_matmul.txt"
 if [ -x "$BUILD/bench/streamrt_mpi_bench" ]; then
   load "after the matmul cases"
   # As root (CI, containers) Open MPI wants these; two ranks on a two-core machine oversubscribe.

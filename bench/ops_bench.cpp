@@ -1,4 +1,4 @@
-// Benchmarks of the tensor/ops layer (issue 6): dependency-tracking overhead per op, the cost of
+// Benchmarks of the tensor/ops layer: dependency-tracking overhead per op, the cost of
 // the tracing hook while no profiler runs, and the matrix-product cases (one 2048^2 sgemm on a
 // stream vs a direct multithreaded cblas_sgemm; two streams x 200 products of 256^2 vs one stream).
 // Not part of `make test`'s pass/fail; figures go to docs/performance.md.

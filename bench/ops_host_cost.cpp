@@ -1,4 +1,4 @@
-// Two figures of issue 11 that need no peer library: the host cost of one small op (CPU time of
+// Two figures that need no peer library: the host cost of one small op (CPU time of
 // the launching thread only, so that scheduling delays on a busy machine do not count) and the
 // time and page faults of repeated 4096^2 float32 adds (fresh outputs each time, as users write
 // them). Usage: streamrt_ops_host_cost [workers]; figures go to docs/performance.md.
@@ -30,7 +30,7 @@ long page_faults() {
 int main(int argc, char** argv) {
   using namespace streamrt;
   using Clock = std::chrono::steady_clock;
-  set_num_threads(argc > 1 ? std::atoi(argv[1]) : 1);
+  cpu::set_num_threads(argc > 1 ? std::atoi(argv[1]) : 1);
   {
     Stream s;
     StreamContext ctx(s);

@@ -188,7 +188,7 @@ class StreamrtPeer : public PeerTraits {
     e.on_complete([fn = std::move(fn)](const std::exception_ptr&) mutable { fn(); });
   }
   //! Worker threads used.
-  int workers() const { return streamrt::num_threads(); }
+  int workers() const { return streamrt::cpu::num_threads(); }
   //! Version text.
   static std::string version() { return "in-tree"; }
 };

@@ -1,4 +1,4 @@
-// Google Benchmark suite for the issue-2 cases: streamrt and its baselines (std::async + future,
+// Google Benchmark suite of the stream cases: streamrt and its baselines (std::async + future,
 // a std::thread per stream with a queue, a oneTBB strand on a task_arena, and where built, a
 // oneTBB task_group, a Boost.Asio strand and OpenCL on PoCL), in the same binary and run.
 // Per-item figures are counters: `per_item` (seconds per item, shown with an SI prefix),

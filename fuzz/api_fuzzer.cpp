@@ -1,4 +1,4 @@
-// libFuzzer harness (issue 5, item 8): each input is a program of streamrt API calls. Byte by
+// libFuzzer harness: each input is a program of streamrt API calls. Byte by
 // byte it picks an operation and its arguments over a few streams and events: launches (plain,
 // throwing any type, launching or recording from inside work, waiting inside work, cancelling its
 // own stream), records, waits, cancels, synchronizes with and without time-outs, event waits,
@@ -308,7 +308,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (threads_changes < 2 && g_threads_set < 200) {
           ++threads_changes;
           ++g_threads_set;
-          streamrt::set_num_threads(1 + static_cast<int>(arg % 3));
+          streamrt::cpu::set_num_threads(1 + static_cast<int>(arg % 3));
         }
         break;
       case 23:

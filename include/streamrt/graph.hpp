@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <string_view>
+#include <utility>
 
 #include "streamrt/stream.hpp"
 
@@ -14,10 +14,8 @@ namespace streamrt {
 namespace detail {
 struct GraphData;
 struct ExecData;
+struct GraphAccess;
 }  // namespace detail
-
-//! Lower-case name of a mode ("global", "thread_local", "relaxed"). Never blocks.
-STREAMRT_API std::string_view to_string(CaptureMode mode) noexcept;
 
 class GraphExec;
 
@@ -48,12 +46,9 @@ class STREAMRT_API Graph {
   //! the graph is being captured into. Never blocks.
   void clear();
 
-  //! The shared data (for the graph layer). Never blocks.
-  const std::shared_ptr<detail::GraphData>& data() const noexcept { return data_; }
-  //! A handle to existing data (for the graph layer). Never blocks.
-  static Graph from_data(std::shared_ptr<detail::GraphData> d) noexcept;
-
  private:
+  friend struct detail::GraphAccess;
+  explicit Graph(std::shared_ptr<detail::GraphData> d) noexcept : data_(std::move(d)) {}
   std::shared_ptr<detail::GraphData> data_;
 };
 
@@ -79,11 +74,8 @@ class STREAMRT_API GraphExec {
   //! Number of nodes. Never blocks.
   std::size_t num_nodes() const;
 
-  //! The shared data (for the graph layer). Never blocks.
-  const std::shared_ptr<detail::ExecData>& data() const noexcept { return data_; }
-
  private:
-  friend class Graph;
+  friend struct detail::GraphAccess;
   explicit GraphExec(std::shared_ptr<detail::ExecData> d) noexcept : data_(std::move(d)) {}
   std::shared_ptr<detail::ExecData> data_;
 };

@@ -26,6 +26,10 @@
 
 namespace streamrt::mpi {
 
+namespace detail {
+struct CommState;
+}  // namespace detail
+
 //! Reduction operators (torch.distributed.ReduceOp). Avg is a sum divided by the communicator
 //! size, for floating dtypes only.
 enum class ReduceOp { Sum, Prod, Min, Max, Avg };
@@ -121,10 +125,8 @@ class Communicator {
   //! blocks.
   static std::size_t in_flight() noexcept;
 
-  struct State;  //!< Shared state (for the implementation).
-
  private:
-  std::shared_ptr<State> state_;
+  std::shared_ptr<detail::CommState> state_;
 };
 
 }  // namespace streamrt::mpi

@@ -2,8 +2,9 @@
 //! \file profiler.hpp
 //! Tracing of stream work: which stream ran what (op name or launch label), when it was enqueued,
 //! started and ended, and on which worker. Export as Chrome trace-event JSON (Perfetto,
-//! chrome://tracing; one track per stream) or as an SVG Gantt chart. While no profiler runs, the
-//! cost per work item is one relaxed atomic load.
+//! chrome://tracing; one track per stream), or read the records (the `streamrt` tool draws them
+//! as an SVG Gantt chart). While no profiler runs, the cost per work item is one relaxed atomic
+//! load.
 
 #include <cstdint>
 #include <memory>
@@ -68,12 +69,12 @@ class STREAMRT_API Profiler {
   std::string chrome_trace_json() const;
   //! Writes chrome_trace_json() to `path`. Throws Error naming the path when it cannot be written.
   void export_chrome_trace(const std::string& path) const;
-  //! An SVG Gantt chart of the records: one row per stream, one labelled box per item, time axis
-  //! in ms. `title` is printed on top.
-  std::string timeline_svg(const std::string& title = "streamrt timeline") const;
-  //! Writes timeline_svg(title) to `path`. Throws Error naming the path when it cannot be written.
-  void export_timeline_svg(const std::string& path,
-                           const std::string& title = "streamrt timeline") const;
+  //! The name name_stream() gave the stream of `record`; empty when it was given none. Never
+  //! blocks.
+  std::string stream_name(const TraceRecord& record) const;
+  //! When start() was last called, in the records' clock (steady_clock, ns); 0 before. Never
+  //! blocks.
+  std::int64_t start_ns() const;
 
  private:
   void collect() const;

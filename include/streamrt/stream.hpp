@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "streamrt/detail/work.hpp"
@@ -27,6 +28,9 @@ class StreamImpl;
 //! docs/graphs.md.
 enum class CaptureMode { Global, ThreadLocal, Relaxed };
 
+//! Lower-case name of a mode ("global", "thread_local", "relaxed"). Never blocks.
+STREAMRT_API std::string_view to_string(CaptureMode mode) noexcept;
+
 //! A handle to a stream: an in-order queue of work on one device. Copies name the same stream;
 //! the stream lives while any handle or any queued work refers to it. All methods are thread-safe.
 class STREAMRT_API Stream {
@@ -41,8 +45,9 @@ class STREAMRT_API Stream {
   //! The device's default stream (id 0), shared by everyone. Never blocks.
   static Stream default_stream(Device device = {});
 
-  //! {least urgent, most urgent} priorities accepted by the CPU backend; lower = more urgent.
-  static std::pair<int, int> priority_range();
+  //! {least urgent, most urgent} priorities the backend of `device` accepts; lower = more
+  //! urgent. Never blocks. Throws Error for a device without a backend.
+  static std::pair<int, int> priority_range(Device device = {});
 
   //! The device the stream runs on. Never blocks.
   Device device() const noexcept;

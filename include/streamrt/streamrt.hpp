@@ -2,6 +2,7 @@
 //! \file streamrt.hpp
 //! Umbrella header: the whole public API of streamrt.
 
+#include "streamrt/cpu.hpp"
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"

@@ -23,7 +23,7 @@ struct VersionInfo {
   std::string sanitizer;
   //! Lower-case names of the device types that have a backend in this process ("cpu").
   std::vector<std::string> backends;
-  //! The number of CPU worker threads now (num_threads()).
+  //! The number of CPU worker threads now (cpu::num_threads()).
   int num_threads = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include "bindings.hpp"
 #include "streamrt/profiler.hpp"
+#include "timeline_svg.hpp"
 
 namespace streamrt::python {
 
@@ -55,11 +56,11 @@ void bind_profiler(py::module_& m) {
           "export_chrome_trace",
           [](const Profiler& p, py::object path) { p.export_chrome_trace(fspath(path)); },
           "path"_a, "Writes Chrome trace-event JSON (Perfetto, chrome://tracing).")
-      .def("timeline_svg", &Profiler::timeline_svg, "title"_a = "streamrt timeline")
+      .def("timeline_svg", &streamrt_timeline::timeline_svg, "title"_a = "streamrt timeline")
       .def(
           "export_timeline_svg",
           [](const Profiler& p, py::object path, const std::string& title) {
-            p.export_timeline_svg(fspath(path), title);
+            streamrt_timeline::export_timeline_svg(p, fspath(path), title);
           },
           "path"_a, "title"_a = "streamrt timeline", "Writes an SVG Gantt chart.")
       .def("__enter__",

@@ -17,6 +17,7 @@
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "stream_context.hpp"
+#include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -45,7 +46,7 @@ void synchronize_stream(const Stream& s) {
 
 Stream make_stream(py::handle device, int priority) {
   const Device d = to_device(device, "Stream(device=...)");
-  const auto [least, greatest] = Stream::priority_range();
+  const auto [least, greatest] = cpu::priority_range();
   if (priority > least || priority < greatest) {
     throw py::value_error("Stream(priority=" + std::to_string(priority) +
                           "): out of range; use a value from " + std::to_string(least) +
@@ -116,7 +117,7 @@ void bind_stream_queue(py::class_<Stream>& cls) {
           "device_type", [](const Stream& s) { return static_cast<int>(s.device().type); },
           "The device type as torch's c10 DeviceType number: 0 = CPU, 1 = CUDA "
           "(torch.Stream.device_type).")
-      .def_static("priority_range", &Stream::priority_range,
+      .def_static("priority_range", [] { return cpu::priority_range(); },
                   "(least urgent, most urgent) priorities accepted.")
       .def("query", &Stream::query,
            "True when all work submitted so far has finished. Never blocks.")

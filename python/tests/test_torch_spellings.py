@@ -1,5 +1,5 @@
-"""Names torch users type work, or fail with a message saying why; messages use Python spelling,
-not the C++ library's."""
+"""Names torch users type work, or fail with a message saying why; messages
+use Python spelling, not the C++ library's."""
 
 import re
 

@@ -9,9 +9,24 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph_data.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/graph.hpp"
+#include "streamrt/stream.hpp"
+
+namespace streamrt {
+
+std::string_view to_string(CaptureMode mode) noexcept {
+  switch (mode) {
+    case CaptureMode::Global:
+      return "global";
+    case CaptureMode::ThreadLocal:
+      return "thread_local";
+    case CaptureMode::Relaxed:
+      return "relaxed";
+  }
+  return "unknown";
+}
+
+}  // namespace streamrt
 
 namespace streamrt::capture {
 
@@ -20,8 +35,8 @@ std::atomic<int> g_capturing{0};
 namespace {
 
 struct Session {
-  std::shared_ptr<detail::GraphData> graph;  // released when the capture ends (no cycle)
-  std::shared_ptr<detail::ReplayTracker> replays;
+  std::shared_ptr<Recording> graph;  // released when the capture ends (no cycle)
+  std::shared_ptr<ReplayTracker> replays;
   std::shared_ptr<impl::StreamImpl> origin;
   CaptureMode mode = CaptureMode::Global;
   std::thread::id thread;
@@ -107,8 +122,14 @@ std::shared_ptr<impl::EventImpl> last_replay(const Session& session) {
 
 }  // namespace
 
-void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::GraphData> graph,
+void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<Recording> recording,
            CaptureMode mode) {
+  auto session = std::make_shared<Session>();
+  session->replays = recording->replays();
+  session->graph = std::move(recording);
+  session->origin = s;
+  session->mode = mode;
+  session->thread = std::this_thread::get_id();
   std::lock_guard lock(g_mutex);
   if (StreamState* st = find(*s)) {
     if (st->session->origin == s) {
@@ -120,38 +141,53 @@ void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::G
                 " joined the capture begun on " + name(*st->session->origin) +
                 "; it cannot begin its own until that one ends");
   }
-  {
-    std::lock_guard glock(graph->mutex);
-    if (graph->capturing) {
-      throw Error(api::member("Stream", "begin_capture") +
-                  ": the graph is already being captured into by another stream");
-    }
-    if (!graph->nodes.empty()) {
-      throw Error(api::member("Stream", "begin_capture") + ": the graph already holds " +
-                  std::to_string(graph->nodes.size()) +
-                  " nodes; capture into an empty graph (call " + api::member("Graph", "clear") +
-                  "() first)");
-    }
-    graph->capturing = true;
+  g_sessions.reserve(g_sessions.size() + 1);
+  session->members.reserve(1);
+  session->graph->start();  // last check; nothing below throws but the member's entry
+  try {
+    add_member(session, s, {});
+  } catch (...) {
+    session->graph->finish(true);  // empty: nothing is destroyed under the mutex
+    throw;
   }
-  auto session = std::make_shared<Session>();
-  session->replays = graph->replays;
-  session->graph = std::move(graph);
-  session->origin = s;
-  session->mode = mode;
-  session->thread = std::this_thread::get_id();
   g_sessions.push_back(session);
-  add_member(session, s, {});
 }
 
-std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s) {
-  // Destroyed after the mutex is released: user callables and stream handles may run code that
-  // calls back into streamrt (a Python callable takes the GIL).
-  std::vector<detail::GraphNode> dropped;
+namespace {
+
+// The members of `session` (origin excluded) with captured work that the origin's end does not
+// depend on, as "name, name"; empty when every one was joined back. Capture mutex held.
+std::string unjoined_members(const Session& session, const StreamState& origin) {
+  const std::vector<char> joined = session.graph->ancestors(origin.frontier);
+  std::string unjoined;
+  for (std::size_t m = 1; m < session.members.size(); ++m) {
+    const StreamState& ms = g_streams.at(session.members[m].get());
+    for (auto n : ms.frontier) {
+      if (!joined[n]) {
+        unjoined += (unjoined.empty() ? "" : ", ") + name(*session.members[m]);
+        break;
+      }
+    }
+  }
+  return unjoined;
+}
+
+// Ends `session`: its streams leave the capture. Capture mutex held.
+void close(const std::shared_ptr<Session>& session) {
+  for (const auto& m : session->members) g_streams.erase(m.get());
+  // Relaxed: see active().
+  g_capturing.fetch_sub(static_cast<int>(session->members.size()), std::memory_order_relaxed);
+  session->active = false;
+  std::erase(g_sessions, session);
+}
+
+}  // namespace
+
+std::shared_ptr<Recording> end(impl::StreamImpl& s) {
   std::shared_ptr<Session> session;
   ErrorText invalid;
   std::string unjoined;
-  std::shared_ptr<detail::GraphData> graph;
+  std::shared_ptr<Recording> graph;
   {
     std::lock_guard lock(g_mutex);
     StreamState* st = find(s);
@@ -167,39 +203,15 @@ std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s) {
                   api::member("Stream", "end_capture") + " on that stream");
     }
     invalid = session->invalid;
+    // Joined back = everything a joined stream captured is an ancestor of the origin's end.
+    if (invalid.empty()) unjoined = unjoined_members(*session, *st);
     graph = std::move(session->graph);
-    std::lock_guard glock(graph->mutex);
-    if (invalid.empty()) {
-      // Joined back = everything a joined stream captured is an ancestor of the origin's end.
-      std::vector<char> seen(graph->nodes.size(), 0);
-      std::vector<std::uint32_t> todo = st->frontier;
-      while (!todo.empty()) {
-        const std::uint32_t n = todo.back();
-        todo.pop_back();
-        if (seen[n]) continue;
-        seen[n] = 1;
-        for (auto d : graph->nodes[n].deps) todo.push_back(d);
-      }
-      for (std::size_t m = 1; m < session->members.size(); ++m) {
-        const StreamState& ms = g_streams.at(session->members[m].get());
-        for (auto n : ms.frontier) {
-          if (!seen[n]) {
-            unjoined += (unjoined.empty() ? "" : ", ") + name(*session->members[m]);
-            break;
-          }
-        }
-      }
-    }
-    for (const auto& m : session->members) g_streams.erase(m.get());
-    // Relaxed: see active().
-    g_capturing.fetch_sub(static_cast<int>(session->members.size()), std::memory_order_relaxed);
-    session->active = false;
-    std::erase(g_sessions, session);
-    graph->capturing = false;
-    if (!invalid.empty() || !unjoined.empty()) dropped.swap(graph->nodes);
+    close(session);
   }
+  // After the mutex: user callables and stream handles may run code that calls back into
+  // streamrt (a Python callable takes the GIL).
   session->members.clear();
-  dropped.clear();
+  graph->finish(invalid.empty() && unjoined.empty());
   if (!invalid.empty()) {
     throw Error(api::member("Stream", "end_capture") + ": the capture was invalidated (" + invalid +
                 "); the graph is left empty: capture again without that call");
@@ -225,16 +237,10 @@ bool launch(impl::StreamImpl& s, detail::Work& work, const char* label) {
   StreamState* st = find(s);
   if (st == nullptr) return false;
   check_valid(*st->session);
-  detail::GraphData& g = *st->session->graph;
-  std::lock_guard glock(g.mutex);
-  detail::GraphNode node;
-  node.work = std::make_shared<detail::Work>(std::move(work));
-  node.label = label;
-  node.stream_id = s.id();
-  node.deps = st->frontier;
-  std::sort(node.deps.begin(), node.deps.end());
-  const auto index = static_cast<std::uint32_t>(g.nodes.size());
-  g.nodes.push_back(std::move(node));
+  std::vector<std::uint32_t> deps = st->frontier;
+  std::sort(deps.begin(), deps.end());
+  const std::uint32_t index =
+      st->session->graph->add(std::move(work), label, s.id(), std::move(deps));
   st->frontier.assign(1, index);
   return true;
 }

@@ -1,21 +1,53 @@
 #pragma once
 // Stream capture at the device-agnostic layer: while a stream captures, the Stream and Event
-// handles (and the ops tracker) append graph nodes here instead of reaching the backend. The
-// backend never sees a captured position (EventImpl::captured()). Rules: docs/graphs.md.
+// handles (and the ops tracker) append nodes to a Recording here instead of reaching the
+// backend. The backend never sees a captured position (EventImpl::captured()). What a recording
+// is (a Graph) is the graph layer's (src/graph/); this is the mechanism on the streams: which
+// stream captures into what, joins, captured positions, and the calls a capture refuses. Rules:
+// docs/graphs.md.
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "streamrt/detail/work.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 
-namespace streamrt::detail {
-struct GraphData;
-}  // namespace streamrt::detail
-
 namespace streamrt::capture {
+
+// Where positions recorded during a capture find what they stand for once it is over: the
+// completion of the latest replay of a graph made from the recording (null before any replay:
+// nothing of it was queued). Holds no node, so a tensor's tracking state never keeps the graph
+// (and its callables, which hold the tensor's storage) alive: no cycle.
+struct ReplayTracker {
+  std::mutex mutex;
+  std::shared_ptr<impl::EventImpl> last;  // guarded by mutex
+};
+
+// What a capture records into (the graph layer's graph): nodes in capture order, each after the
+// earlier nodes it depends on. Calls come from one capture at a time.
+class Recording {
+ public:
+  virtual ~Recording() = default;
+  // Claims the recording for a capture. Throws Error (naming begin_capture) when another
+  // capture fills it or it holds nodes. Called under the capture mutex.
+  virtual void start() = 0;
+  // Appends a node that runs `work` after `deps` (earlier nodes, sorted, distinct) and returns
+  // its index. Called under the capture mutex.
+  virtual std::uint32_t add(detail::Work work, const char* label, std::uint64_t stream_id,
+                            std::vector<std::uint32_t> deps) = 0;
+  // Marks (1) the nodes of `from` and every node they depend on, directly or not, in a vector
+  // indexed by node. Called under the capture mutex.
+  virtual std::vector<char> ancestors(const std::vector<std::uint32_t>& from) const = 0;
+  // Ends the capture; the nodes are dropped unless `keep`. Called without the capture mutex:
+  // dropped callables may run code that calls back into streamrt.
+  virtual void finish(bool keep) noexcept = 0;
+  // The tracker of replays of graphs made from this recording, as it is now.
+  virtual std::shared_ptr<ReplayTracker> replays() const = 0;
+};
 
 // Number of streams capturing now (origins and joined ones), over all captures.
 extern std::atomic<int> g_capturing;
@@ -28,9 +60,14 @@ inline bool active() noexcept {
   return g_capturing.load(std::memory_order_relaxed) != 0;
 }
 
-void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<detail::GraphData> graph,
+// Starts capturing `s` into `recording` (Stream::begin_capture). Throws Error when `s` already
+// captures or joined a capture, or when the recording refuses (Recording::start).
+void begin(const std::shared_ptr<impl::StreamImpl>& s, std::shared_ptr<Recording> recording,
            CaptureMode mode);
-std::shared_ptr<detail::GraphData> end(impl::StreamImpl& s);
+// Ends the capture begun on `s` and returns its recording (Stream::end_capture). Throws Error
+// when `s` did not begin one, when a joined stream was not joined back, or when the capture was
+// invalidated: the capture is over, and its recording emptied, in those cases too.
+std::shared_ptr<Recording> end(impl::StreamImpl& s);
 bool is_capturing(const impl::StreamImpl& s);
 
 // Appends a node for `work` when `s` captures (then `work` is moved from) and returns true;

@@ -1,4 +1,4 @@
-// Device parsing and the device-wide calls, forwarded to the backend.
+// Device parsing and the device-wide waits, forwarded to the backend.
 #include <charconv>
 #include <string>
 
@@ -56,19 +56,5 @@ bool synchronize_for(std::chrono::nanoseconds timeout, Device device) {
   capture::refuse_device_wide("synchronize_for");
   return impl::backend_for(device).synchronize_device(device.index, timeout);
 }
-
-void set_num_threads(int n) { impl::backend(DeviceType::CPU).set_num_threads(n); }
-
-int num_threads() { return impl::backend(DeviceType::CPU).num_threads(); }
-
-void set_worker_spin(std::chrono::microseconds spin) {
-  impl::backend(DeviceType::CPU).set_worker_spin(spin);
-}
-
-std::chrono::microseconds worker_spin() { return impl::backend(DeviceType::CPU).worker_spin(); }
-
-void set_worker_batch(bool batch) { impl::backend(DeviceType::CPU).set_worker_batch(batch); }
-
-bool worker_batch() { return impl::backend(DeviceType::CPU).worker_batch(); }
 
 }  // namespace streamrt

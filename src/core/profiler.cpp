@@ -1,5 +1,6 @@
 // Profiler: sessions over the runtime's trace buffers (fed by every backend through the trace
-// hook, impl/backend.hpp), Chrome trace JSON and SVG timelines.
+// hook, impl/backend.hpp), and the Chrome trace JSON. (The SVG timeline is the tools':
+// tools/timeline/.)
 #include "streamrt/profiler.hpp"
 
 #include <algorithm>
@@ -11,9 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 #include "streamrt/error.hpp"
-#include "timeline_svg.hpp"
 #include "trace.hpp"
 
 namespace streamrt {
@@ -54,7 +54,7 @@ StreamKey key_of(const Device& d, std::uint64_t id) {
   return {static_cast<int>(d.type) * 1000 + d.index, id};
 }
 
-std::string stream_name(const TraceRecord& r) {
+std::string default_stream_name(const TraceRecord& r) {
   std::string name = r.stream_id == 0 ? "default stream" : "stream " + std::to_string(r.stream_id);
   if (r.stream_priority != 0) name += " (prio " + std::to_string(r.stream_priority) + ")";
   return name;
@@ -162,7 +162,7 @@ std::string Profiler::chrome_trace_json() const {
   }
   auto name_of = [&](const TraceRecord& r) {
     auto it = names.find(key_of(r.device, r.stream_id));
-    return it != names.end() ? it->second : stream_name(r);
+    return it != names.end() ? it->second : default_stream_name(r);
   };
   auto pid_of = [](const Device& d) { return static_cast<int>(d.type) * 1000 + d.index + 1; };
   std::ostringstream o;
@@ -207,29 +207,15 @@ void Profiler::export_chrome_trace(const std::string& path) const {
   write_file(path, chrome_trace_json(), api::member("Profiler", "export_chrome_trace"));
 }
 
-std::string Profiler::timeline_svg(const std::string& title) const {
-  const auto recs = records();
-  std::int64_t origin;
-  std::map<StreamKey, std::string> names;
-  {
-    std::lock_guard lock(state_->mutex);
-    origin = state_->start_ns;
-    names = state_->names;
-  }
-  // Every row's name: the given one, else "cpu:0 stream 3".
-  std::map<core::TimelineRowKey, std::string> rows;
-  for (const auto& r : recs) {
-    const auto key = core::timeline_row(r);
-    if (rows.count(key) == 0) {
-      auto it = names.find(key_of(r.device, r.stream_id));
-      rows.emplace(key, it != names.end() ? it->second : r.device.str() + " " + stream_name(r));
-    }
-  }
-  return core::render_timeline_svg(recs, rows, origin, title);
+std::string Profiler::stream_name(const TraceRecord& record) const {
+  std::lock_guard lock(state_->mutex);
+  auto it = state_->names.find(key_of(record.device, record.stream_id));
+  return it != state_->names.end() ? it->second : std::string();
 }
 
-void Profiler::export_timeline_svg(const std::string& path, const std::string& title) const {
-  write_file(path, timeline_svg(title), api::member("Profiler", "export_timeline_svg"));
+std::int64_t Profiler::start_ns() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->start_ns;
 }
 
 }  // namespace streamrt

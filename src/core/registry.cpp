@@ -5,17 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "parallel.hpp"
 #include "registry.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
 namespace streamrt {
-namespace cpu {
-// Defined in src/cpu: builds the CPU backend. Called here, not from a static initializer, so the
-// backend is there even when the library is linked statically and nothing else names cpu code.
-std::unique_ptr<impl::Backend> make_cpu_backend();
-}  // namespace cpu
-
 namespace impl {
 namespace {
 
@@ -29,14 +24,23 @@ struct Registry {
   bool tracing = false;  // guarded by mutex: what set_tracing_in_backends asked for last
 };
 
+// Makes `b` the backend of its device type; for DeviceType::CPU its intra-op hook becomes the
+// host's (core/parallel.hpp). Called with the registry's lock held, or before it is shared.
+void install(Registry& r, std::unique_ptr<Backend> b) {
+  r.owned.push_back(std::move(b));  // first: if it throws, nothing points to the backend
+  Backend* const backend = r.owned.back().get();
+  if (backend->type() == DeviceType::CPU) {
+    // Release: a kernel's acquire load sees the hook's object fully built.
+    runtime::g_host_parallel.store(backend->intra_op_parallel(), std::memory_order_release);
+  }
+  r.table[static_cast<int>(backend->type())].store(backend, std::memory_order_release);
+}
+
 Registry& registry() {
   // Leaked on purpose: handles held in static storage may call into backends during exit.
   static Registry* r = [] {
     auto* reg = new Registry;
-    auto cpu_backend = cpu::make_cpu_backend();
-    reg->table[static_cast<int>(DeviceType::CPU)].store(cpu_backend.get(),
-                                                        std::memory_order_release);
-    reg->owned.push_back(std::move(cpu_backend));
+    for (auto& b : core::make_builtin_backends()) install(*reg, std::move(b));
     return reg;
   }();
   return *r;
@@ -58,24 +62,6 @@ void Backend::set_host_run(StreamImpl&, bool) {
               api::member("Stream", "set_host_run") + "()");
 }
 bool Backend::host_run(const StreamImpl&) { return false; }
-void Backend::set_num_threads(int) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_num_threads()");
-}
-int Backend::num_threads() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support num_threads()");
-}
-void Backend::set_worker_spin(std::chrono::microseconds) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_spin()");
-}
-std::chrono::microseconds Backend::worker_spin() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support worker_spin()");
-}
-void Backend::set_worker_batch(bool) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support set_worker_batch()");
-}
-bool Backend::worker_batch() const {
-  throw Error(std::string(to_string(type())) + " backend doesn't support worker_batch()");
-}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }
@@ -88,8 +74,7 @@ void register_backend(std::unique_ptr<Backend> backend) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (r.tracing) backend->set_tracing(true);
-  r.table[static_cast<int>(backend->type())].store(backend.get(), std::memory_order_release);
-  r.owned.push_back(std::move(backend));
+  install(r, std::move(backend));
 }
 
 Backend& backend(DeviceType type) {

@@ -4,11 +4,9 @@
 #include <vector>
 
 #include "capture.hpp"
-#include "graph_data.hpp"
 #include "thread_exit.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
-#include "streamrt/graph.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
@@ -83,8 +81,8 @@ Stream Stream::default_stream(Device device) {
   return Stream(impl::backend_for(device).default_stream(device.index));
 }
 
-std::pair<int, int> Stream::priority_range() {
-  return impl::backend(DeviceType::CPU).priority_range();
+std::pair<int, int> Stream::priority_range(Device device) {
+  return impl::backend_for(device).priority_range();
 }
 
 Device Stream::device() const noexcept { return impl_->device(); }
@@ -157,20 +155,6 @@ Event Stream::record_event() {
 Event Stream::record_event(Event& e) {
   e.record(*this);
   return e;
-}
-
-void Stream::begin_capture(CaptureMode mode) {
-  Graph g;
-  begin_capture(g, mode);
-}
-
-void Stream::begin_capture(Graph& graph, CaptureMode mode) {
-  capture::begin(impl_, graph.data(), mode);
-}
-
-Graph Stream::end_capture() {
-  Graph g = Graph::from_data(capture::end(*impl_));
-  return g;
 }
 
 bool Stream::is_capturing() const { return capture::is_capturing(*impl_); }

@@ -364,6 +364,4 @@ void CpuBackend::shutdown() noexcept {
   p->shutdown();
 }
 
-std::unique_ptr<impl::Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
-
 }  // namespace streamrt::cpu

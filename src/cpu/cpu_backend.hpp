@@ -7,6 +7,7 @@
 
 #include "config.hpp"
 #include "cpu_stream.hpp"
+#include "parallel.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -65,13 +66,15 @@ class CpuBackend final : public impl::Backend {
   std::uint64_t cancel(impl::StreamImpl& stream) override;
   void set_host_run(impl::StreamImpl& stream, bool allowed) override;
   bool host_run(const impl::StreamImpl& stream) override;
-  void set_num_threads(int n) override;
-  int num_threads() const override;
-  void set_worker_spin(std::chrono::microseconds spin) override;
-  std::chrono::microseconds worker_spin() const override;
-  void set_worker_batch(bool batch) override;
-  bool worker_batch() const override;
+  // The settings of cpu.hpp (streamrt::cpu, settings.cpp).
+  void set_num_threads(int n);
+  int num_threads() const;
+  void set_worker_spin(std::chrono::microseconds spin);
+  std::chrono::microseconds worker_spin() const;
+  void set_worker_batch(bool batch);
+  bool worker_batch() const;
   void set_tracing(bool on) noexcept override;
+  impl::IntraOpParallel* intra_op_parallel() noexcept override { return &parallel_; }
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
   void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
                            std::exception_ptr failure) override;
@@ -110,6 +113,7 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
+  CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };
 
 }  // namespace streamrt::cpu

@@ -235,10 +235,11 @@ class CpuStream final : public impl::StreamImpl,
   // --- Consumer side.
   alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> work_finished_{0};  // includes dropped items
-  // Taken by the drainer around each entry (never while user work runs) and by the slow paths
-  // (cancel, continuations, waits' registration, fork); never by launch.
-  // Taken twice per item by the drainer (around the item) and by hosts that synchronize, record
-  // or query: an inlined lock (core/spin_mutex.hpp) rather than two calls into libpthread.
+  // Taken by the drainer twice per item (around it, never while user work runs) and by the slow
+  // paths: cancel, continuations (a synchronize or event wait registers one when the work is not
+  // done yet), a helping waiter's look at the front, user events, device synchronize's error
+  // check, fork. Never by launch, record or query (they use the atomics above). An inlined lock
+  // (core/spin_mutex.hpp) rather than two calls into libpthread per item.
   mutable core::SpinMutex mutex_;
   Node* local_head_ = nullptr;  // guarded by mutex_: absorbed nodes in order, linked by `next`
   Node* local_tail_ = nullptr;  // guarded by mutex_

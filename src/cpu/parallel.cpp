@@ -1,7 +1,7 @@
-// The CPU backend's implementation of the intra-op contract (src/core/parallel.hpp) on its
+// The CPU backend's intra-op parallelism (impl::IntraOpParallel, used by core/parallel.hpp) on its
 // WorkerPool: the caller runs chunks itself and idle workers join in; chunks are claimed
 // dynamically, so when every worker is busy with other streams the caller does them all.
-#include "../core/parallel.hpp"
+#include "parallel.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,6 @@
 #include "clock.hpp"
 #include "cpu_backend.hpp"
 #include "parker.hpp"
-#include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
 namespace streamrt::cpu {
@@ -25,10 +24,6 @@ thread_local int tls_parallel_depth = 0;
 // are sized to take much longer than a wake-up (docs/performance.md, "Figures behind constants"),
 // so this covers the tail imbalance only.
 constexpr auto kJoinSpin = std::chrono::microseconds(50);
-
-WorkerPool& pool() {
-  return static_cast<CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
-}
 
 struct ForState {
   std::int64_t base = 0;  // chunks cover [base, base + n)
@@ -87,27 +82,16 @@ class ChunkTask final : public Task {
 
 }  // namespace
 
-}  // namespace streamrt::cpu
+int CpuParallel::num_threads() { return backend_.pool().size(); }
 
-namespace streamrt::runtime {
+bool CpuParallel::in_parallel_region() const noexcept { return tls_parallel_depth > 0; }
 
-using cpu::tls_parallel_depth;
-
-int get_num_threads() {
-  return cpu::pool().size();
-}
-
-bool in_parallel_region() noexcept {
-  return tls_parallel_depth > 0;
-}
-
-void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
-                  const std::function<void(std::int64_t, std::int64_t)>& f) {
-  using namespace cpu;
+void CpuParallel::parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                               const std::function<void(std::int64_t, std::int64_t)>& f) {
   if (end <= begin) return;
   const std::int64_t n = end - begin;
   grain = std::max<std::int64_t>(grain, 1);
-  WorkerPool& p = pool();
+  WorkerPool& p = backend_.pool();
   const int workers = p.size();
   // At most 4 chunks per worker: enough to even out chunks of unequal cost.
   const std::int64_t num_chunks =
@@ -158,4 +142,4 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
   }
 }
 
-}  // namespace streamrt::runtime
+}  // namespace streamrt::cpu

@@ -17,9 +17,9 @@ struct SyncPoint;
 // Size of a cache line: producer and consumer fields are kept this far apart.
 inline constexpr std::size_t kCacheLine = 64;
 
-// The callable a node carries: 24 bytes inline (three pointers' worth of captures); a larger
-// callable goes to the heap (see Node).
-using NodeWork = detail::BasicWork<24, alignof(void*)>;
+// The callable a node carries: detail::kQueueInlineBytes inline; a larger callable goes to the
+// heap (see Node).
+using NodeWork = detail::QueueWork;
 
 // One queue entry. Owned by its producer until pushed, then by the consumer until recycled.
 // 56 bytes, one 64-byte malloc chunk per queued item (the QueueMemory benchmark): the kind shares

@@ -1,10 +1,8 @@
-// Graph instantiation, launch and update, and the DOT dump. Uses the public Stream API and the
-// backend interface only (never the CPU backend's internals).
-#include <sstream>
+// GraphExec: launch and update of an instantiated graph. Uses the public Stream API and the
+// backend interface only (never a backend's internals).
 #include <string>
 
-#include "exec_data.hpp"
-#include "streamrt/detail/escape.hpp"
+#include "graph_access.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/graph.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -27,35 +25,6 @@ std::string deps_text(const std::vector<std::uint32_t>& deps) {
 
 }  // namespace
 
-GraphExec Graph::instantiate() const {
-  std::lock_guard lock(data_->mutex);
-  if (data_->capturing) {
-    throw Error(api::member("Graph", "instantiate") + ": the graph is being captured into; call " +
-                api::member("Stream", "end_capture") + " first");
-  }
-  auto exec = std::make_shared<detail::ExecData>();
-  exec->plan = detail::make_plan(data_->nodes);
-  exec->replays = data_->replays;
-  return GraphExec(std::move(exec));
-}
-
-std::string Graph::to_dot() const {
-  std::lock_guard lock(data_->mutex);
-  std::ostringstream out;
-  out << "digraph streamrt_graph {\n  node [shape=box];\n";
-  for (std::size_t i = 0; i < data_->nodes.size(); ++i) {
-    const auto& node = data_->nodes[i];
-    out << "  n" << i << " [label=\"" << i << ": "
-        // DOT's quoted strings take the escapes of a JSON string (\", \\, \n).
-        << detail::json_escape(node.label != nullptr ? node.label : "launch") << "\\nstream "
-        << node.stream_id
-        << "\"];\n";
-    for (auto d : node.deps) out << "  n" << d << " -> n" << i << ";\n";
-  }
-  out << "}\n";
-  return out.str();
-}
-
 void GraphExec::launch() {
   launch(current_stream());
 }
@@ -70,7 +39,7 @@ void GraphExec::launch(const Stream& stream) {
   impl::StreamImpl& si = *stream.impl();
   impl::Backend& backend = si.backend();
   std::shared_ptr<impl::EventImpl> done;
-  std::shared_ptr<detail::ReplayTracker> replays;
+  std::shared_ptr<capture::ReplayTracker> replays;
   {
     // Held across the launch so that launches of one exec are queued in one order, each after
     // the one before (they share the nodes' callables and memory).
@@ -94,16 +63,16 @@ void GraphExec::launch(const Stream& stream) {
 
 void GraphExec::update(const Graph& g) {
   std::shared_ptr<const detail::ReplayPlan> plan;
-  std::shared_ptr<detail::ReplayTracker> replays;
+  std::shared_ptr<capture::ReplayTracker> replays;
   {
-    const auto& d = g.data();
+    const auto& d = detail::GraphAccess::data(g);
     std::lock_guard lock(d->mutex);
     if (d->capturing) {
       throw Error(api::member("GraphExec", "update") +
                   ": the new graph is being captured into; end the capture first");
     }
     plan = detail::make_plan(d->nodes);
-    replays = d->replays;
+    replays = d->tracker;
   }
   std::shared_ptr<const detail::ReplayPlan> old;  // released after the lock
   std::lock_guard lock(data_->mutex);

@@ -22,7 +22,8 @@ namespace streamrt::mpi {
 
 using detail::Op;
 
-struct Communicator::State {
+// What the copies of a Communicator share.
+struct detail::CommState {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
@@ -33,7 +34,7 @@ struct Communicator::State {
   std::map<std::uint64_t, std::shared_ptr<Op>> arrived;  // guarded by mutex
   detail::Runner runner;  // large collectives, as blocking calls
 
-  ~State() {
+  ~CommState() {
     runner.join();  // what it still has to run uses comm
     if (comm != MPI_COMM_NULL && initialized()) MPI_Comm_free(&comm);
   }
@@ -41,7 +42,7 @@ struct Communicator::State {
 
 namespace {
 
-using CommState = Communicator::State;
+using detail::CommState;
 
 // How long the worker that starts an operation polls it before handing it to the progress
 // thread: a small message often completes within a few microseconds, and a hand-off costs a
@@ -349,7 +350,7 @@ void check_tensor(const Tensor& t, const char* what) {
 
 Communicator::Communicator() : Communicator(MPI_COMM_WORLD) {}
 
-Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<State>()) {
+Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<CommState>()) {
   init();
   if (comm == MPI_COMM_NULL) {
     throw Error(api::function("mpi::Communicator") + ": the communicator is MPI_COMM_NULL");

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "streamrt/device.hpp"
+#include "streamrt/cpu.hpp"
 
 namespace streamrt::mpi::detail {
 
@@ -20,7 +20,7 @@ bool cores_oversubscribed(MPI_Comm comm) {
   MPI_Comm_size(node, &local_ranks);
   MPI_Comm_free(&node);
   // A rank's busy threads: its workers and the host thread that launches and waits.
-  const long threads = static_cast<long>(num_threads()) + 1;
+  const long threads = static_cast<long>(cpu::num_threads()) + 1;
   const long machine = static_cast<long>(std::thread::hardware_concurrency());
   cpu_set_t mask;
   CPU_ZERO(&mask);
@@ -48,12 +48,14 @@ void fit_workers_to_shared_cores(MPI_Comm comm) noexcept {
   if (!shared) return;
   try {
     const auto spin = std::chrono::microseconds(kSharedCoresSpinUs);
-    if (!user_set("STREAMRT_WORKER_SPIN_US") && worker_spin() > spin) set_worker_spin(spin);
+    if (!user_set("STREAMRT_WORKER_SPIN_US") && cpu::worker_spin() > spin) {
+      cpu::set_worker_spin(spin);
+    }
   } catch (...) {
     // A bad runtime setting is reported by the first stream; the poll stays as it is.
   }
   try {
-    if (!user_set("STREAMRT_WORKER_BATCH")) set_worker_batch(true);
+    if (!user_set("STREAMRT_WORKER_BATCH")) cpu::set_worker_batch(true);
   } catch (...) {
     // The OS refused the policy (a sandbox), or a bad runtime setting that the first stream
     // reports: the workers keep the default policy, which is slower here, never wrong.

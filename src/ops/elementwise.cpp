@@ -250,7 +250,7 @@ T ipow(T base, std::int64_t e) {
   return static_cast<T>(result);
 }
 
-// The dense binary kernel in the 24 bytes a queue node holds inline (src/cpu/stream_queue.hpp):
+// The dense binary kernel in the bytes a queue entry holds inline (detail::kQueueInlineBytes):
 // the operands as byte offsets from the output and a 32-bit count. The general capture (three
 // pointers and a count) is 40 bytes and goes to the heap: a second block per op, allocated by the
 // launching thread and freed by the worker, whose cache line then crosses cores on every op.
@@ -294,8 +294,8 @@ struct SmallDenseBinary {
     });
   }
 };
-static_assert(sizeof(SmallDenseBinary) <= 24 && alignof(SmallDenseBinary) <= alignof(void*),
-              "the small dense kernel must fit a queue node's inline storage");
+static_assert(detail::QueueWork::kStoresInline<SmallDenseBinary>,
+              "the small dense kernel must fit a queue entry's inline storage");
 
 }  // namespace
 

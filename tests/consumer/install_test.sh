@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The install test (issue 13): installs this build tree to a temporary prefix and uses it only from
+# The install test: installs this build tree to a temporary prefix and uses it only from
 # there, as a user would, with no LD_LIBRARY_PATH: the streamrt tool, the Python package, a CMake
 # consumer and a pkg-config consumer. Then it moves the prefix (copies the tree elsewhere, deletes
 # the original) and does it all again: nothing may point back to the first place.

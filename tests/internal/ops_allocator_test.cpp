@@ -49,7 +49,7 @@ class OrderingSwitch {
 class Allocator : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    set_num_threads(GetParam());
+    cpu::set_num_threads(GetParam());
     empty_cache();
   }
   test::ThreadCountGuard guard_;

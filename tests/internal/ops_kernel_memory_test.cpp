@@ -30,7 +30,7 @@ class ReferencesSwitch {
 class KernelMemory : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
-    set_num_threads(GetParam());
+    cpu::set_num_threads(GetParam());
     empty_cache();
   }
   test::ThreadCountGuard guard_;

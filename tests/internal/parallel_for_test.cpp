@@ -15,7 +15,7 @@ namespace {
 
 class ParallelFor : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { set_num_threads(GetParam()); }
+  void SetUp() override { cpu::set_num_threads(GetParam()); }
   test::ThreadCountGuard guard_;
   std::thread::id main_thread_ = std::this_thread::get_id();
 };

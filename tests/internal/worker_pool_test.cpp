@@ -163,8 +163,8 @@ TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
 // A worker removed by a shrink may be the one a push counted on (it was spinning, or it was the
 // idle worker the push woke): it must hand the task on before it exits, or the task waits for
 // ever behind a parked survivor. Found by STREAMRT_SCHEDULE=random (a synchronize hung after
-// set_num_threads(1)). The window is small, so this repeats shrinks racing with pushes; before the
-// fix it hung in 2 of 5 runs on this 2-core machine.
+// cpu::set_num_threads(1)). The window is small, so this repeats shrinks racing with pushes;
+// before the fix it hung in 2 of 5 runs on this 2-core machine.
 TEST(WorkerPool, ShrinkingWhilePushingNeverStrandsATask) {
   WorkerPool pool(1);
   std::atomic<int> ran{0};

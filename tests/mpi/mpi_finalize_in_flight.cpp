@@ -1,5 +1,5 @@
 // MPI_Finalize, called by the program itself, while a receive is still in flight on a stream
-// (issue 14, "nothing hangs silently"): the hook streamrt::mpi puts on MPI_COMM_SELF stops the
+// (nothing may hang silently): the hook streamrt::mpi puts on MPI_COMM_SELF stops the
 // progress thread inside MPI_Finalize and fails the operation with an Error naming the reason,
 // so the stream's synchronize reports it instead of waiting for ever. Run under mpirun -np 2;
 // exits 0 when every rank saw what it should.

@@ -307,23 +307,23 @@ TEST(Streams, OversubscribedRanksGetShortWorkerPolls) {
   using std::chrono::microseconds;
   const char* env = std::getenv("STREAMRT_WORKER_SPIN_US");
   if (env != nullptr && *env != '\0') GTEST_SKIP() << "STREAMRT_WORKER_SPIN_US is set";
-  const microseconds saved = streamrt::worker_spin();
-  streamrt::set_worker_spin(microseconds(50));
+  const microseconds saved = streamrt::cpu::worker_spin();
+  streamrt::cpu::set_worker_spin(microseconds(50));
   const bool shared = streamrt::mpi::detail::cores_oversubscribed(MPI_COMM_WORLD);
   {
     Communicator c;  // collective: every rank makes it
     if (shared) {
-      EXPECT_EQ(streamrt::worker_spin(),
+      EXPECT_EQ(streamrt::cpu::worker_spin(),
                 microseconds(streamrt::mpi::detail::kSharedCoresSpinUs));
     } else {
-      EXPECT_EQ(streamrt::worker_spin(), microseconds(50));
+      EXPECT_EQ(streamrt::cpu::worker_spin(), microseconds(50));
     }
   }
   // Never raised: a shorter poll set by the user stays.
-  streamrt::set_worker_spin(microseconds(1));
+  streamrt::cpu::set_worker_spin(microseconds(1));
   { Communicator c; }
-  EXPECT_EQ(streamrt::worker_spin(), microseconds(1));
-  streamrt::set_worker_spin(saved);
+  EXPECT_EQ(streamrt::cpu::worker_spin(), microseconds(1));
+  streamrt::cpu::set_worker_spin(saved);
 }
 
 // The woken worker that would preempt the host on a shared core runs under SCHED_BATCH instead
@@ -331,12 +331,12 @@ TEST(Streams, OversubscribedRanksGetShortWorkerPolls) {
 TEST(Streams, OversubscribedRanksRunWorkersUnderBatch) {
   const char* env = std::getenv("STREAMRT_WORKER_BATCH");
   if (env != nullptr && *env != '\0') GTEST_SKIP() << "STREAMRT_WORKER_BATCH is set";
-  const bool saved = streamrt::worker_batch();
-  streamrt::set_worker_batch(false);
+  const bool saved = streamrt::cpu::worker_batch();
+  streamrt::cpu::set_worker_batch(false);
   const bool shared = streamrt::mpi::detail::cores_oversubscribed(MPI_COMM_WORLD);
   {
     Communicator c;  // collective: every rank makes it
-    EXPECT_EQ(streamrt::worker_batch(), shared);
+    EXPECT_EQ(streamrt::cpu::worker_batch(), shared);
     streamrt::Stream s;
     s.set_host_run(false);  // the item runs on a worker
     int policy = -1;
@@ -344,7 +344,7 @@ TEST(Streams, OversubscribedRanksRunWorkersUnderBatch) {
     s.synchronize();
     EXPECT_EQ(policy, shared ? SCHED_BATCH : SCHED_OTHER);
   }
-  streamrt::set_worker_batch(saved);
+  streamrt::cpu::set_worker_batch(saved);
 }
 
 // Error messages name what the operation moves; the text is made only when a message is.

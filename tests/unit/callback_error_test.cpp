@@ -1,4 +1,4 @@
-// Issue 2, semantics 9 and 10: completion callbacks, and failures in work.
+// Completion callbacks, and failures in work.
 #include <gtest/gtest.h>
 
 #include <atomic>

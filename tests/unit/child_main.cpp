@@ -61,7 +61,7 @@ int exit_pending() {
 
 int num_threads() {
   try {
-    const int n = streamrt::num_threads();
+    const int n = streamrt::cpu::num_threads();
     std::printf("num_threads=%d\n", n);
     // Prove the workers exist: n items on n streams must all meet.
     streamrt_test::Rendezvous meet(n);
@@ -99,7 +99,7 @@ int launch_work() {
 // (synchronizing) thread only if host-run is on; otherwise the worker is freed after 2 s.
 int host_run() {
   try {
-    streamrt::set_num_threads(1);
+    streamrt::cpu::set_num_threads(1);
     streamrt::Stream holder;
     streamrt::Stream s;
     streamrt_test::Gate hold, done;
@@ -126,7 +126,7 @@ int host_run() {
 // The worker poll as set by STREAMRT_WORKER_SPIN_US, then launch_work().
 int worker_spin() {
   try {
-    std::printf("worker_spin=%lld\n", static_cast<long long>(streamrt::worker_spin().count()));
+    std::printf("worker_spin=%lld\n", static_cast<long long>(streamrt::cpu::worker_spin().count()));
   } catch (const streamrt::Error& e) {
     std::printf("error: %s\n", e.what());
     return 3;
@@ -137,7 +137,7 @@ int worker_spin() {
 // The worker policy as set by STREAMRT_WORKER_BATCH, and the one an item runs under.
 int worker_batch() {
   try {
-    const bool batch = streamrt::worker_batch();
+    const bool batch = streamrt::cpu::worker_batch();
     streamrt::Stream s;
     s.set_host_run(false);  // the item runs on a worker
     int policy = -1;

@@ -1,4 +1,4 @@
-// Issue 2, semantics 11-13: the current stream and StreamContext, thread safety, lifetime of
+// The current stream and StreamContext, thread safety, lifetime of
 // streams with pending work (also at process exit, in a child process).
 #include <gtest/gtest.h>
 

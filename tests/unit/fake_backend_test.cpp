@@ -411,8 +411,15 @@ TEST_F(FakeBackendTest, VersionInfoListsARegisteredBackend) {
 
 TEST_F(FakeBackendTest, UnsupportedOptionalCallsSayWhichBackend) {
   // The defaults in impl::Backend name the backend and the call.
-  const std::string msg = error_of([] { (void)fake().num_threads(); });
+  const std::string msg = error_of([] { (void)fake().new_user_event(0, {}); });
   EXPECT_NE(msg.find("cuda backend doesn't support"), std::string::npos) << msg;
+}
+
+TEST_F(FakeBackendTest, PriorityRangeIsThatOfTheDevicesBackend) {
+  // Stream::priority_range asks the device's backend; the CPU's is streamrt::cpu's.
+  EXPECT_EQ(streamrt::Stream::priority_range(kCuda0), std::make_pair(0, -1));
+  EXPECT_EQ(streamrt::Stream::priority_range(), streamrt::cpu::priority_range());
+  EXPECT_EQ(streamrt::Stream::priority_range(streamrt::Device{}), streamrt::cpu::priority_range());
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
     // Real concurrency in the child (when more than one worker): two streams meet.
     const char* schedule = std::getenv("STREAMRT_SCHEDULE");
     const bool serial = schedule != nullptr && std::string_view(schedule) == "serial";
-    if (streamrt::num_threads() >= 2 && !serial) {
+    if (streamrt::cpu::num_threads() >= 2 && !serial) {
       Rendezvous meet(2);
       std::atomic<int> met{0};
       streamrt::Stream x, y;

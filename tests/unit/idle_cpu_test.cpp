@@ -1,6 +1,6 @@
 // Idle workers sleep: after a burst of work, a process with live streams and no work must use
-// almost no CPU. The bound is generous (20% of one core; issue 2's target of <1% is measured in
-// the benchmarks): a worker that spins while idle uses 100% or more and fails it.
+// almost no CPU. The bound is generous (20% of one core; the target of <1% is measured in the
+// benchmarks): a worker that spins while idle uses 100% or more and fails it.
 #include <gtest/gtest.h>
 #include <time.h>
 

@@ -66,7 +66,7 @@ void check_matmul(Shape sa, Shape sb, DType dt, std::uint64_t seed) {
 TEST(OpsMatmul, MatchesFloat64ReferenceOddShapesAllWorkerCounts) {
   test::ThreadCountGuard guard;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     SCOPED_TRACE(std::to_string(workers) + " workers");
     for (DType dt : {DType::Float32, DType::Float64}) {
       check_matmul({1, 1}, {1, 1}, dt, 1);
@@ -150,7 +150,7 @@ void check_elementwise(DType dt) {
 TEST(OpsElementwise, MatchReferenceAllDtypes) {
   test::ThreadCountGuard guard;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     SCOPED_TRACE(std::to_string(workers) + " workers");
     check_elementwise<float>(DType::Float32);
     check_elementwise<double>(DType::Float64);
@@ -244,7 +244,7 @@ TEST(OpsReduce, SumAndMeanMatchReference) {
   test::ThreadCountGuard guard;
   std::vector<float> ref_bits;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     for (std::int64_t n : {1, 5, 65537, 300001}) {
       Tensor x = randn({n}, 11, DType::Float64);
       const auto v = to_vector(x);
@@ -303,7 +303,7 @@ TEST(OpsCompare, AllcloseAndEqual) {
 TEST(OpsCompare, AllcloseBroadcastsLikeNumpy) {
   test::ThreadCountGuard guard;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     SCOPED_TRACE(workers);
     // A [300, 257] matrix whose rows are all the same row: close to that row ([257]), to it as
     // a [1, 257] row, and to a [300, 1] column only if every row element equals the column's.

@@ -115,8 +115,8 @@ class Rendezvous {
 // Restores the worker count after a test that changes it.
 class ThreadCountGuard {
  public:
-  ThreadCountGuard() : saved_(num_threads()) {}
-  ~ThreadCountGuard() { set_num_threads(saved_); }
+  ThreadCountGuard() : saved_(cpu::num_threads()) {}
+  ~ThreadCountGuard() { cpu::set_num_threads(saved_); }
   ThreadCountGuard(const ThreadCountGuard&) = delete;
   ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
 

@@ -17,7 +17,7 @@ using test::to_vector;
 
 class Tracking : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { set_num_threads(GetParam()); }
+  void SetUp() override { cpu::set_num_threads(GetParam()); }
   test::ThreadCountGuard guard_;
 };
 

@@ -292,7 +292,7 @@ TEST(ViewsWorkers, LargeStridedOpsAtEveryWorkerCount) {
   constexpr std::int64_t kRows = 301, kCols = 517;
   std::vector<double> first_sum;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     Tensor a = randn({kRows, kCols}, 11), col = randn({kCols, 1}, 12);
     Tensor r = a.T() * 2.0 + col;  // [kCols, kRows]: transposed read, broadcast column
     Tensor s = sum(a.T(), 1);      // lines with stride kCols
@@ -359,7 +359,7 @@ TEST(NegativeSteps, OpsAndWritesAtEveryWorkerCount) {
   test::ThreadCountGuard guard;
   constexpr std::int64_t kRows = 301, kCols = 263;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     SCOPED_TRACE(workers);
     Tensor a = randn({kRows, kCols}, 21, DType::Float64);
     const auto va = to_vector(a);
@@ -463,7 +463,7 @@ TEST(NegativeSteps, TrackingIsSharedWithTheBase) {
 TEST(IndexSelect, GathersLikeTake) {
   test::ThreadCountGuard guard;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     SCOPED_TRACE(workers);
     Tensor m = iota({3, 4});
     std::vector<std::int64_t> rows = {2, 0, -1, 2};

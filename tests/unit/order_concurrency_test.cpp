@@ -1,4 +1,4 @@
-// Issue 2, semantics 1-4 and 14: stream order and memory visibility, real concurrency between
+// Stream order and memory visibility, real concurrency between
 // streams (proven by rendezvous, never by timing), calls that return at once while work runs,
 // waits that never hold a worker, and priorities.
 #include <gtest/gtest.h>

@@ -104,7 +104,7 @@ int default_stream_check() {
 // With one worker busy behind a gate, one item on each of 8 streams becomes ready; prints the order
 // in which the worker then ran them.
 int schedule_order() {
-  streamrt::set_num_threads(1);
+  streamrt::cpu::set_num_threads(1);
   constexpr int kStreams = 8;
   std::vector<streamrt::Stream> streams(kStreams);
   streamrt::Stream gate_stream;
@@ -137,7 +137,7 @@ int schedule_order() {
 
 // Largest number of items running at once over 4 streams with 4 workers requested.
 int max_concurrency() {
-  streamrt::set_num_threads(4);
+  streamrt::cpu::set_num_threads(4);
   std::atomic<int> active{0}, peak{0};
   std::vector<streamrt::Stream> streams(4);
   for (auto& s : streams) {
@@ -154,7 +154,7 @@ int max_concurrency() {
   }
   streamrt::synchronize();
   say("peak: " + std::to_string(peak.load()) +
-      " num_threads: " + std::to_string(streamrt::num_threads()) + "\n");
+      " num_threads: " + std::to_string(streamrt::cpu::num_threads()) + "\n");
   return 0;
 }
 
@@ -217,17 +217,17 @@ bool refused(F&& fn) {
 // More workers than the OS will start, asked for before the pool exists (the first launch starts
 // it) and after: each is an Error, nothing runs short, and the runtime keeps working.
 int refused_threads() {
-  const int before = streamrt::num_threads();
+  const int before = streamrt::cpu::num_threads();
   limit_address_space(4);
   streamrt::Stream s;
   std::atomic<int> ran{0};
-  streamrt::set_num_threads(256);  // recorded: the pool starts on the first launch
+  streamrt::cpu::set_num_threads(256);  // recorded: the pool starts on the first launch
   const bool first = refused([&] { s.launch([&] { ran.fetch_add(1); }); });
-  streamrt::set_num_threads(2);
+  streamrt::cpu::set_num_threads(2);
   s.launch([&] { ran.fetch_add(1); });
   s.synchronize();
-  const bool second = refused([] { streamrt::set_num_threads(256); });
-  const bool kept = streamrt::num_threads() == 2;
+  const bool second = refused([] { streamrt::cpu::set_num_threads(256); });
+  const bool kept = streamrt::cpu::num_threads() == 2;
   s.launch([&] { ran.fetch_add(1); });
   s.synchronize();
   restore_address_space();

@@ -310,7 +310,7 @@ TEST(TensorRandom, SameSeedSameNumbersWhateverStreamOrWorkerCount) {
   test::ThreadCountGuard guard;
   std::vector<double> ref_u, ref_n, ref_u64;
   for (int workers : test::kWorkerCounts) {
-    set_num_threads(workers);
+    cpu::set_num_threads(workers);
     Stream s(Device{}, workers % 2 == 0 ? 0 : -1);
     StreamContext ctx(s);
     auto u = to_vector(rand({300, 401}, 1234));  // large: split across workers

@@ -113,8 +113,10 @@ struct Blocker {
 // Sets the worker count for one test and restores the previous count afterwards.
 class ThreadCount {
  public:
-  explicit ThreadCount(int n) : saved_(streamrt::num_threads()) { streamrt::set_num_threads(n); }
-  ~ThreadCount() { streamrt::set_num_threads(saved_); }
+  explicit ThreadCount(int n) : saved_(streamrt::cpu::num_threads()) {
+    streamrt::cpu::set_num_threads(n);
+  }
+  ~ThreadCount() { streamrt::cpu::set_num_threads(saved_); }
   ThreadCount(const ThreadCount&) = delete;
   ThreadCount& operator=(const ThreadCount&) = delete;
 
@@ -216,6 +218,26 @@ inline void expect_bad_setting(const std::string& variable, const std::string& b
   EXPECT_EQ(r.status, 3) << variable << "=" << bad << ": " << r.output;
   EXPECT_NE(r.output.find("error: " + variable + "='" + bad + "'"), std::string::npos)
       << r.output;
+}
+
+// True when the thread `tid` of this process is asleep in the kernel (state S), as a host is
+// once it has parked inside synchronize().
+inline bool thread_sleeping(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');  // the command name may contain spaces
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'S';
+}
+
+// Waits until `tid` has been asleep for several polls in a row.
+inline bool settled_asleep(pid_t tid) {
+  int in_a_row = 0;
+  using namespace std::chrono_literals;
+  return eventually([&] {
+    in_a_row = thread_sleeping(tid) ? in_a_row + 1 : 0;
+    if (in_a_row < 5) std::this_thread::sleep_for(2ms);
+    return in_a_row >= 5;
+  });
 }
 
 }  // namespace streamrt_test

@@ -1,4 +1,4 @@
-// version_info() and version_text() (issue 13): what `streamrt --version` and `python3 -m streamrt`
+// version_info() and version_text(): what `streamrt --version` and `python3 -m streamrt`
 // print. The expected values come from the CMake configuration of this test (same project, same
 // compiler, same configuration as the library).
 #include <gtest/gtest.h>
@@ -21,14 +21,14 @@ TEST(VersionInfo, DescribesThisBuild) {
 }
 
 TEST(VersionInfo, ReportsTheWorkerCountNow) {
-  const int before = streamrt::num_threads();
+  const int before = streamrt::cpu::num_threads();
   EXPECT_EQ(streamrt::version_info().num_threads, before);
   const int other = before == 3 ? 2 : 3;
-  streamrt::set_num_threads(other);
+  streamrt::cpu::set_num_threads(other);
   EXPECT_EQ(streamrt::version_info().num_threads, other);
   EXPECT_NE(streamrt::version_text().find("\nworkers: " + std::to_string(other) + "\n"),
             std::string::npos);
-  streamrt::set_num_threads(before);
+  streamrt::cpu::set_num_threads(before);
 }
 
 TEST(VersionInfo, TextHasOneLinePerField) {

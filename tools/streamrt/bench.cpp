@@ -38,9 +38,10 @@ void usage(std::FILE* out) {
       "\n"
       "Runs stream-ordered workloads on streamrt and on the systems one would use instead, in\n"
       "this process, one after another: std::async + future, a std::thread per stream with a\n"
-      "queue, oneTBB (task_group, and an in-order strand on a task_arena), Boost.Asio strands\n"
-      "on a thread_pool, OpenCL on the CPU device (PoCL), and direct OpenBLAS for the matrix\n"
-      "cases. A peer whose library was not found at build time is reported as skipped.\n"
+      "queue, direct OpenBLAS for the matrix cases and, in bench/streamrt_compare (built with\n"
+      "the benchmarks, not installed), oneTBB (task_group, and an in-order strand on a\n"
+      "task_arena), Boost.Asio strands on a thread_pool and OpenCL on the CPU device (PoCL).\n"
+      "A peer that is not in this program is reported as skipped, saying why.\n"
       "Prints medians with their spread and each peer's ratio to streamrt, and writes\n"
       "bench.json (every repetition, machine, library versions), table.md and SVG plots.\n"
       "\n"
@@ -109,7 +110,7 @@ Machine describe_machine(double iters_per_us) {
   Machine m;
   m.cpu_model = read_cpu_model();
   m.hardware_threads = streamrt_bench::hardware_threads();
-  m.streamrt_workers = streamrt::num_threads();
+  m.streamrt_workers = streamrt::cpu::num_threads();
   utsname u{};
   if (::uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
   m.memory = read_mem_total();

@@ -32,7 +32,7 @@ struct CaseSpec {
   int reps = 11;                                       // default repetitions (full run)
   int quick_reps = 3;                                  // default repetitions with --quick
   int warmup = 1;                                      // unrecorded repetitions first
-  std::string target;       // the target for streamrt, as text ("<= 1 us"); empty = none
+  std::string target;       // streamrt's target for the case, as text ("<= 1 us"); empty = none
   double target_value = 0;  // the same in `unit` (0 = none)
 };
 
@@ -123,6 +123,11 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
 // the same items launched directly, and oneTBB's flow::graph; their peers are added here.
 void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
                     std::vector<std::function<void(PeerInfo&)>>& describe);
+
+// Why a peer that needs `library` is not in this program: the installed streamrt tool leaves out
+// every peer that needs a library streamrt does not load itself (bench/streamrt_compare, built
+// with STREAMRT_BENCH_ALL_PEERS, has them all); there, the library was not found (bench_cases.cpp).
+std::string missing_peer_reason(const char* library);
 
 // Fills versions, worker counts and start failures of the peers after a run (bench_cases.cpp).
 void describe_peers(std::vector<PeerInfo>& peers);

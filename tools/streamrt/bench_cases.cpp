@@ -16,9 +16,7 @@
 #ifdef STREAMRT_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
-#ifdef STREAMRT_BENCH_HAVE_OPS
 #include "streamrt/ops.hpp"
-#endif
 
 namespace streamrt_tool::bench {
 namespace sb = streamrt_bench;
@@ -390,7 +388,6 @@ void add_matmul_jobs(Suite& suite, std::size_t streamrt_pi, std::size_t openblas
     Job sj;
     sj.case_index = ci;
     sj.peer_index = streamrt_pi;
-#ifdef STREAMRT_BENCH_HAVE_OPS
     sj.setup = [n, total, streams]() -> RepFn {
       struct State {
         std::vector<streamrt::Stream> s;
@@ -412,14 +409,6 @@ void add_matmul_jobs(Suite& suite, std::size_t streamrt_pi, std::size_t openblas
         return static_cast<double>(sb::now_ns() - t0) / 1e6;
       };
     };
-#else
-    (void)n;
-    (void)total;
-    (void)streams;
-    sj.skip =
-        "not available in this build: the streamrt ops layer (src/ops, matmul) is not "
-        "compiled into libstreamrt yet";
-#endif
     suite.jobs.push_back(std::move(sj));
     if (c.id.find("streams=2") != std::string::npos) continue;  // direct calls have no streams
     Job oj;
@@ -461,7 +450,7 @@ std::size_t add_peer(Suite& suite, std::vector<std::function<void(PeerInfo&)>>& 
   return pi;
 }
 
-void add_missing_peer(Suite& suite, const char* id, const char* name, const char* why) {
+void add_missing_peer(Suite& suite, const char* id, const char* name, const std::string& why) {
   PeerInfo info;
   info.id = id;
   info.name = name;
@@ -481,6 +470,16 @@ void describe_peers(std::vector<PeerInfo>& peers) {
   }
 }
 
+std::string missing_peer_reason(const char* library) {
+#ifdef STREAMRT_BENCH_ALL_PEERS
+  return std::string(library) + " not found at configure time";
+#else
+  return std::string("not in the installed streamrt tool, which loads no library streamrt does "
+                     "not need (") +
+         library + "): run bench/streamrt_compare bench from a build tree";
+#endif
+}
+
 Suite make_suite(const Options& opts, double iters_per_us, const std::string& self_exe) {
   Config cfg{opts.quick, sb::Calibration{iters_per_us}, self_exe};
   Suite suite;
@@ -494,20 +493,20 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
   add_peer<sb::TbbStrandPeer>(suite, d, cfg);
   add_peer<sb::TbbGroupPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "tbb_strand", "tbb strand", "oneTBB not found at configure time");
-  add_missing_peer(suite, "tbb_group", "tbb::task_group", "oneTBB not found at configure time");
+  add_missing_peer(suite, "tbb_strand", "tbb strand", missing_peer_reason("oneTBB"));
+  add_missing_peer(suite, "tbb_group", "tbb::task_group", missing_peer_reason("oneTBB"));
   d.resize(suite.peers.size());
 #endif
 #ifdef STREAMRT_BENCH_HAVE_ASIO
   add_peer<sb::AsioStrandPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "asio_strand", "asio strand", "Boost not found at configure time");
+  add_missing_peer(suite, "asio_strand", "asio strand", missing_peer_reason("Boost.Asio"));
   d.resize(suite.peers.size());
 #endif
 #ifdef STREAMRT_BENCH_HAVE_OPENCL
   add_peer<sb::OpenClPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "opencl", "OpenCL (PoCL)", "OpenCL not found at configure time");
+  add_missing_peer(suite, "opencl", "OpenCL (PoCL)", missing_peer_reason("OpenCL"));
   d.resize(suite.peers.size());
 #endif
   // Reference without any runtime: two plain std::threads for the overlap case, so the table
@@ -539,7 +538,7 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
     info.workers = sb::hardware_threads();  // what the direct calls use (see above)
   });
 #else
-  add_missing_peer(suite, "openblas", "OpenBLAS direct", "OpenBLAS not found at configure time");
+  add_missing_peer(suite, "openblas", "OpenBLAS direct", missing_peer_reason("OpenBLAS"));
   d.resize(suite.peers.size());
 #endif
   add_matmul_jobs(suite, streamrt_pi, openblas_pi);

@@ -1,4 +1,4 @@
-// `streamrt bench` graph cases (issue 12 §3, docs/graphs.md): replaying a captured graph against
+// `streamrt bench` graph cases (docs/graphs.md, "Replay"): replaying a captured graph against
 // the same items launched directly on streamrt streams and against oneTBB's flow::graph built by
 // hand with the same shape. Figures are wall nanoseconds per node: a repetition replays (or runs)
 // the graph `batch` times and synchronizes once.
@@ -127,7 +127,7 @@ void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
   };
   const std::size_t direct_pi = add_peer("streamrt_direct", "streamrt direct",
                                          "the same items launched directly on streamrt streams",
-                                         streamrt::num_threads());
+                                         streamrt::cpu::num_threads());
 #ifdef STREAMRT_BENCH_HAVE_TBB
   const std::size_t flow_pi =
       add_peer("tbb_flow", "tbb flow::graph", "oneTBB flow::graph of continue_nodes",
@@ -137,7 +137,7 @@ void add_graph_jobs(Suite& suite, std::size_t streamrt_pi, bool quick,
   missing.id = "tbb_flow";
   missing.name = "tbb flow::graph";
   missing.built = false;
-  missing.reason = "oneTBB not found at configure time";
+  missing.reason = missing_peer_reason("oneTBB");
   suite.peers.push_back(std::move(missing));
   describe.emplace_back();
   const std::size_t flow_pi = suite.peers.size() - 1;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "bench.hpp"
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 
 namespace streamrt_tool::bench {
 namespace {

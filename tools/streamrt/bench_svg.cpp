@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bench.hpp"
-#include "streamrt/detail/escape.hpp"
+#include "support/escape.hpp"
 
 namespace streamrt_tool::bench {
 namespace {
@@ -221,7 +221,7 @@ bool latency_plot(const Report& r, const std::string& path) {
     svg.text(lx, mt + ph + 14, label, "end", 11, -35);
   }
   svg.line(ml, mt + ph, W - mr, mt + ph, "#444");
-  svg.text(ml, H - 8, "dashed red: the issue's target for streamrt", "start", 11, 0, "#c0392b");
+  svg.text(ml, H - 8, "dashed red: streamrt's target", "start", 11, 0, "#c0392b");
   return svg.save(path);
 }
 

@@ -5,6 +5,6 @@ namespace streamrt_tool {
 
 int run_demo(int argc, char** argv);
 int run_stress(int argc, char** argv);  // stress.cpp: the model-checked random programs
-int run_bench(int argc, char** argv);  // bench.cpp; only when built with the benchmark peers
+int run_bench(int argc, char** argv);   // bench.cpp
 
 }  // namespace streamrt_tool

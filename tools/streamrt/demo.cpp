@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "demo_graph.hpp"
+#include "timeline_svg.hpp"
 #include "streamrt/streamrt.hpp"
 
 namespace streamrt_tool {
@@ -301,7 +302,7 @@ int run_demo(int argc, char** argv) {
   std::printf(
       "streamrt demo: CPU streams, events and tensors (%d worker threads; OpenBLAS runs\n"
       "single-threaded inside workers, large products are split across them)\n",
-      num_threads());
+      cpu::num_threads());
   print_load();
   Profiler prof;
 
@@ -313,7 +314,7 @@ int run_demo(int argc, char** argv) {
   print_products(big, opt.size, opt.streams, opt.iters);
   check(big.all_close, "the streams' products differ");
   if (opt.streams > 1 && speedup_of(big) < 1.3 &&
-      num_threads() > 1) {
+      cpu::num_threads() > 1) {
     std::printf(
         "   note: one stream already uses every worker here (each product is split in\n"
         "   row blocks across the pool), so more streams add little; streams pay off for\n"
@@ -460,8 +461,10 @@ int run_demo(int argc, char** argv) {
   const auto svg = (fs::path(opt.out) / "streamrt-timeline.svg").string();
   try {
     prof.export_chrome_trace(trace);
-    prof.export_timeline_svg(
-        svg, "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(num_threads()) + " workers)");
+    streamrt_timeline::export_timeline_svg(
+        prof, svg,
+        "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(cpu::num_threads()) +
+            " workers)");
   } catch (const Error& e) {
     std::fprintf(stderr, "streamrt demo: %s\n", e.what());
     return 1;

@@ -570,8 +570,8 @@ StressReport run_stress_round(const StressRound& round) {
   const int workers = round.workers;
   const long ops = std::max<long>(round.ops, kHostThreads);
   const std::uint64_t seed = round.seed;
-  const int saved_threads = streamrt::num_threads();
-  streamrt::set_num_threads(workers);
+  const int saved_threads = streamrt::cpu::num_threads();
+  streamrt::cpu::set_num_threads(workers);
   Round r(ops + 16);
   const auto [least, greatest] = streamrt::Stream::priority_range();
   std::mt19937_64 setup(seed);
@@ -629,7 +629,7 @@ StressReport run_stress_round(const StressRound& round) {
   report.seconds = secs;
   report.host_run = r.streams[0].host_run();
   report.violations = std::move(c.errors);
-  streamrt::set_num_threads(saved_threads);
+  streamrt::cpu::set_num_threads(saved_threads);
   return report;
 }
 

@@ -92,6 +92,11 @@ class BasicWork {
  public:
   //! Bytes of callable stored inline; larger callables go to the heap.
   static constexpr std::size_t kInlineSize = N;
+  //! True when a callable of type D is stored inline (no allocation): it fits, and moves
+  //! without throwing.
+  template <class D>
+  static constexpr bool kStoresInline =
+      sizeof(D) <= N && alignof(D) <= A && std::is_nothrow_move_constructible_v<D>;
 
   //! An empty Work (invoking it is a bug).
   BasicWork() noexcept = default;
@@ -100,7 +105,7 @@ class BasicWork {
   template <class F, class D = std::decay_t<F>,
             class = std::enable_if_t<!IsBasicWork<D>::value && std::is_invocable_v<D&>>>
   BasicWork(F&& fn) {  // NOLINT: implicit on purpose, like std::function
-    if constexpr (sizeof(D) <= N && alignof(D) <= A && std::is_nothrow_move_constructible_v<D>) {
+    if constexpr (kStoresInline<D>) {
       ::new (static_cast<void*>(buf_)) D(std::forward<F>(fn));
       ops_ = &kInlineWorkOps<D>;
     } else {
@@ -171,5 +176,13 @@ class BasicWork {
 
 //! The callable a launch carries from the API to the backend.
 using Work = BasicWork<48, alignof(std::max_align_t)>;
+
+//! Bytes of callable a backend's queue entry holds inline: three pointers' worth of captures, so
+//! that an entry stays one 64-byte block. Work this small is queued with no allocation of its
+//! own; kernels launched on every op are shaped to fit (the ops' small dense binary kernel).
+inline constexpr std::size_t kQueueInlineBytes = 24;
+
+//! The callable a queue entry carries (see kQueueInlineBytes).
+using QueueWork = BasicWork<kQueueInlineBytes, alignof(void*)>;
 
 }  // namespace streamrt::detail

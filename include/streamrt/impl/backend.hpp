@@ -107,8 +107,31 @@ struct TraceItem {
   int worker = -1;
 };
 
+//! Intra-op parallelism: how a backend spreads one host kernel (an op's loop, a graph replay's
+//! independent branches) over its threads, in the shape of ATen's Parallel.h. The runtime uses the
+//! one of the backend registered for DeviceType::CPU, the host's; kernels reach it through the
+//! runtime, never through a backend's own type. Every method is thread-safe.
+class STREAMRT_API IntraOpParallel {
+ public:
+  virtual ~IntraOpParallel() = default;
+  //! Calls f(b, e) for consecutive sub-ranges covering [begin, end), none smaller than `grain`
+  //! items (except the last), spread over the backend's threads. Blocks until every sub-range has
+  //! finished; rethrows the first exception (sub-ranges not started by then are skipped). Runs
+  //! f(begin, end) inline when the range is one grain, there is one thread, or when called from
+  //! inside parallel_for (no nesting). Never waits for a thread that is busy elsewhere: the
+  //! caller runs what is left.
+  virtual void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                            const std::function<void(std::int64_t, std::int64_t)>& f) = 0;
+  //! The number of threads parallel_for spreads over. Never blocks after the first call (which
+  //! may start them).
+  virtual int num_threads() = 0;
+  //! True on a thread that is running a parallel_for sub-range. Never blocks.
+  virtual bool in_parallel_region() const noexcept = 0;
+};
+
 //! Per-device-type implementation. Every method must be thread-safe. Methods that are not
-//! supported throw Error("<backend> backend doesn't support <what>") by default.
+//! supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here is
+//! specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp).
 class STREAMRT_API Backend {
  public:
   virtual ~Backend() = default;
@@ -176,18 +199,10 @@ class STREAMRT_API Backend {
   virtual void set_host_run(StreamImpl& stream, bool allowed);
   //! Whether host-run items are allowed on `stream`; false for backends without them.
   virtual bool host_run(const StreamImpl& stream);
-  //! Sets the host worker count (CPU only).
-  virtual void set_num_threads(int n);
-  //! Host worker count (CPU only).
-  virtual int num_threads() const;
-  //! How long an idle host worker polls for work before it sleeps (CPU only).
-  virtual void set_worker_spin(std::chrono::microseconds spin);
-  //! The poll time of set_worker_spin() (CPU only).
-  virtual std::chrono::microseconds worker_spin() const;
-  //! Runs the host workers under SCHED_BATCH or the default policy (CPU only).
-  virtual void set_worker_batch(bool batch);
-  //! The setting of set_worker_batch() (CPU only).
-  virtual bool worker_batch() const;
+  //! The backend's intra-op parallelism (see IntraOpParallel), or null when it has none: host
+  //! kernels then run on the calling thread. Asked once, when the backend is registered; the
+  //! object lives as long as the backend. Never blocks.
+  virtual IntraOpParallel* intra_op_parallel() noexcept { return nullptr; }
 
   //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
   //! backend registered while a profiler runs). While on, the backend reports every work item

@@ -1,5 +1,5 @@
-// Issue 2, semantics 5-8 and 15: what synchronize waits for, event versions, never-recorded
-// events, elapsed_time, and synchronize from a stream's own work.
+// Events: versions (what a record captures, what a wait keeps), never-recorded and reset events,
+// elapsed_time. What Stream::synchronize waits for is in stream_test.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,123 +16,13 @@
 namespace {
 
 using streamrt_test::eventually;
+using streamrt_test::settled_asleep;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
 using streamrt_test::ThreadCount;
 using streamrt_test::WorkersTest;
 using namespace std::chrono_literals;
-
-// True when the thread `tid` of this process is asleep in the kernel (state S), as a host is
-// once it has parked inside synchronize().
-bool thread_sleeping(pid_t tid) {
-  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');  // the command name may contain spaces
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'S';
-}
-
-// Waits until `tid` has been asleep for several polls in a row.
-bool settled_asleep(pid_t tid) {
-  int in_a_row = 0;
-  return eventually([&] {
-    in_a_row = thread_sleeping(tid) ? in_a_row + 1 : 0;
-    if (in_a_row < 5) std::this_thread::sleep_for(2ms);
-    return in_a_row >= 5;
-  });
-}
-
-// ---- 5. What synchronize waits for ------------------------------------------------------------
-
-class SynchronizeScope : public WorkersTest {};
-
-TEST_P(SynchronizeScope, StreamSynchronizeIgnoresWorkSubmittedAfterTheCall) {
-  streamrt::Stream s;
-  Gate first;
-  Gate later;
-  std::atomic<bool> first_done{false};
-  s.launch([&] {
-    first.wait();
-    first_done = true;
-  });
-
-  std::atomic<pid_t> tid{0};
-  std::atomic<bool> returned{false};
-  bool first_done_at_return = false;
-  std::thread host([&] {
-    tid = gettid();
-    s.synchronize();
-    first_done_at_return = first_done.load();
-    returned = true;
-  });
-  ASSERT_TRUE(eventually([&] { return tid.load() != 0; }));
-  // The host is asleep inside synchronize(), so its call came before everything below.
-  ASSERT_TRUE(settled_asleep(tid.load()));
-
-  // Another thread keeps submitting blocked work until the host returns.
-  std::atomic<int> submitted_after{0};
-  std::atomic<int> ran_after{0};
-  std::thread submitter([&] {
-    while (!returned.load() && submitted_after.load() < 1000) {
-      s.launch([&] {
-        later.wait();
-        ran_after.fetch_add(1);
-      });
-      submitted_after.fetch_add(1);
-      std::this_thread::sleep_for(200us);
-    }
-  });
-  ASSERT_TRUE(eventually([&] { return submitted_after.load() > 0; }));
-  first.open();
-  const bool host_returned = eventually([&] { return returned.load(); });
-  later.open();  // unblock everything, whatever happened
-  submitter.join();
-  host.join();
-  EXPECT_TRUE(host_returned) << "synchronize() waited for work submitted after it was called";
-  EXPECT_TRUE(first_done_at_return) << "synchronize() returned before earlier work finished";
-  s.synchronize();
-  EXPECT_EQ(ran_after.load(), submitted_after.load());
-}
-
-TEST_P(SynchronizeScope, StreamSynchronizeWaitsForEverythingBefore) {
-  streamrt::Stream s;
-  std::vector<int> log;
-  for (int i = 0; i < 50; ++i) {
-    s.launch([&log, i] {
-      if (i % 10 == 0) std::this_thread::sleep_for(1ms);
-      log.push_back(i);
-    });
-  }
-  s.synchronize();
-  EXPECT_EQ(log.size(), 50u);
-  EXPECT_TRUE(s.query());
-}
-
-TEST_P(SynchronizeScope, DeviceSynchronizeWaitsForEveryStream) {
-  Gate release;
-  std::vector<streamrt::Stream> streams;
-  for (int i = 0; i < 4; ++i) streams.emplace_back();
-  streams.push_back(streamrt::Stream::default_stream());
-  std::vector<std::atomic<int>> done(streams.size());
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    streams[i].launch([&] { release.wait(); });
-    for (int k = 0; k < 5; ++k) streams[i].launch([&done, i] { done[i].fetch_add(1); });
-  }
-  std::atomic<bool> synced{false};
-  std::thread host([&] {
-    streamrt::synchronize();
-    synced = true;
-  });
-  std::this_thread::sleep_for(50ms);
-  // Nothing can have finished: the work is held by the gate (a correct runtime never fails this).
-  EXPECT_FALSE(synced.load()) << "streamrt::synchronize() returned while work was blocked";
-  release.open();
-  host.join();
-  for (std::size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(done[i].load(), 5) << "stream " << i;
-  for (auto& s : streams) EXPECT_TRUE(s.query());
-}
-
-INSTANTIATE_TEST_SUITE_P(Workers, SynchronizeScope, ::testing::Values(1, 2, 4, 8));
 
 // ---- 6. Event versions --------------------------------------------------------------------------
 
@@ -528,96 +418,5 @@ TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
   }
   EXPECT_TRUE(fractional);
 }
-
-// ---- 15. synchronize from a stream's own work -------------------------------------------------
-
-class SelfSynchronize : public WorkersTest {};
-
-TEST_P(SelfSynchronize, StreamSynchronizeFromItsOwnWorkThrows) {
-  streamrt::Stream s;
-  std::string message;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      s.synchronize();
-    } catch (const streamrt::Error& e) {
-      threw = true;
-      message = e.what();
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
-  EXPECT_TRUE(threw);
-  EXPECT_NE(message.find("deadlock"), std::string::npos) << message;
-}
-
-TEST_P(SelfSynchronize, CurrentStreamSynchronizeFromWorkThrows) {
-  streamrt::Stream s;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      streamrt::current_stream().synchronize();
-    } catch (const streamrt::Error&) {
-      threw = true;
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
-  EXPECT_TRUE(threw);
-}
-
-TEST_P(SelfSynchronize, DeviceSynchronizeFromWorkThrows) {
-  streamrt::Stream s;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      streamrt::synchronize();
-    } catch (const streamrt::Error&) {
-      threw = true;
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("streamrt::synchronize() from work deadlocked");
-  EXPECT_TRUE(threw);
-}
-
-TEST_P(SelfSynchronize, WaitingFromWorkOnALaterEventOfTheSameStreamThrows) {
-  streamrt::Stream s;
-  Gate g;
-  s.launch([&] { g.wait(); });
-  streamrt::Event later;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      later.synchronize();  // recorded after this item: can only complete after it returns
-    } catch (const streamrt::Error&) {
-      threw = true;
-    }
-  });
-  later.record(s);
-  g.open();
-  if (!s.synchronize_for(kTimeout)) fail_hard("waiting on a later event of the same stream hung");
-  EXPECT_TRUE(threw);
-}
-
-TEST_P(SelfSynchronize, SynchronizingAnotherStreamFromWorkIsAllowed) {
-  // Even with one worker: the waiting worker must not be the only way the other stream can run.
-  streamrt::Stream a;
-  streamrt::Stream b;
-  std::atomic<int> b_count{0};
-  Gate hold;
-  streamrt_test::occupy_worker(a, hold);  // b's work is queued before a's item looks at it
-  bool ok = false;
-  a.launch([&] {
-    try {
-      b.synchronize();
-      ok = b_count.load() == 10;
-    } catch (...) {
-    }
-  });
-  for (int i = 0; i < 10; ++i) b.launch([&] { b_count.fetch_add(1); });
-  hold.open();
-  if (!a.synchronize_for(kTimeout)) fail_hard("work synchronizing another stream deadlocked");
-  EXPECT_TRUE(ok);
-}
-
-INSTANTIATE_TEST_SUITE_P(Workers, SelfSynchronize, ::testing::Values(1, 2, 4, 8));
 
 }  // namespace

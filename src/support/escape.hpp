@@ -1,7 +1,6 @@
 #pragma once
-//! \file escape.hpp
-//! detail: escaping text for JSON strings and XML (SVG) text and attributes, shared by the
-//! profiler's exports and the `streamrt` tool's reports. Not part of the stable API.
+// Escaping text for JSON strings and XML (SVG) text and attributes, shared by the library (the
+// profiler's Chrome trace, Graph::to_dot) and the tools (bench reports, SVG charts). Not installed.
 
 #include <cstdio>
 #include <string>

@@ -1,17 +1,27 @@
-// The SVG Gantt chart of a profiler's records (Profiler::timeline_svg).
+// The SVG Gantt chart of a profiler's records (timeline_svg.hpp).
 #include "timeline_svg.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
-#include "streamrt/detail/escape.hpp"
+#include "streamrt/error.hpp"
+#include "support/escape.hpp"
 
-namespace streamrt::core {
+namespace streamrt_timeline {
 namespace {
 
-using detail::xml_escape;
+using streamrt::TraceRecord;
+using streamrt::detail::xml_escape;
+
+// A stream's row: its device type and index folded into one number, and its id.
+using TimelineRowKey = std::pair<int, std::uint64_t>;
 
 // Text is 12 px DejaVu Sans (or Arial): 7.5 px is a generous average advance, so a column sized
 // with it holds its text.
@@ -46,6 +56,46 @@ std::string svg_text(const std::string& s) {
 
 double text_width(const std::string& s) {
   return kCharW * static_cast<double>(std::min(text_length(s), kMaxText));
+}
+
+// The row key of a record.
+TimelineRowKey timeline_row(const TraceRecord& r) noexcept {
+  return {static_cast<int>(r.device.type) * 1000 + r.device.index, r.stream_id};
+}
+
+// The fill colour ("#rrggbb") of the i-th distinct label: a 10-colour palette, then hues spread
+// by the golden angle at alternating lightness, so no two labels of one chart share a colour.
+std::string timeline_colour(std::size_t i) {
+  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  constexpr std::size_t kN = sizeof kPalette / sizeof kPalette[0];
+  if (i < kN) return kPalette[i];
+  // HSL to RGB, hue by the golden angle: consecutive labels land far apart on the wheel.
+  const double h = std::fmod(static_cast<double>(i - kN) * 137.508 + 20.0, 360.0) / 60.0;
+  const double light = (i - kN) % 2 == 0 ? 0.42 : 0.62, sat = 0.6;
+  const double c = (1 - std::fabs(2 * light - 1)) * sat;
+  const double x = c * (1 - std::fabs(std::fmod(h, 2.0) - 1));
+  const double m = light - c / 2;
+  double r = 0, g = 0, b = 0;
+  switch (static_cast<int>(h)) {
+    case 0: r = c, g = x; break;
+    case 1: r = x, g = c; break;
+    case 2: g = c, b = x; break;
+    case 3: g = x, b = c; break;
+    case 4: r = x, b = c; break;
+    default: r = c, b = x; break;
+  }
+  char buf[8];
+  auto byte = [&](double v) { return static_cast<unsigned>(std::lround((v + m) * 255)); };
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", byte(r), byte(g), byte(b));
+  return buf;
+}
+
+// Whether dark text reads better than white on `colour` ("#rrggbb").
+bool timeline_light_colour(const std::string& colour) {
+  unsigned r = 0, g = 0, b = 0;
+  if (std::sscanf(colour.c_str(), "#%02x%02x%02x", &r, &g, &b) != 3) return false;
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.6 * 255;
 }
 
 struct Layout {
@@ -157,47 +207,11 @@ void write_legend(std::ostringstream& o, const Layout& l, const std::vector<std:
   }
 }
 
-}  // namespace
-
-TimelineRowKey timeline_row(const TraceRecord& r) noexcept {
-  return {static_cast<int>(r.device.type) * 1000 + r.device.index, r.stream_id};
-}
-
-std::string timeline_colour(std::size_t i) {
-  static const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
-                                   "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-  constexpr std::size_t kN = sizeof kPalette / sizeof kPalette[0];
-  if (i < kN) return kPalette[i];
-  // HSL to RGB, hue by the golden angle: consecutive labels land far apart on the wheel.
-  const double h = std::fmod(static_cast<double>(i - kN) * 137.508 + 20.0, 360.0) / 60.0;
-  const double light = (i - kN) % 2 == 0 ? 0.42 : 0.62, sat = 0.6;
-  const double c = (1 - std::fabs(2 * light - 1)) * sat;
-  const double x = c * (1 - std::fabs(std::fmod(h, 2.0) - 1));
-  const double m = light - c / 2;
-  double r = 0, g = 0, b = 0;
-  switch (static_cast<int>(h)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
-  }
-  char buf[8];
-  auto byte = [&](double v) { return static_cast<unsigned>(std::lround((v + m) * 255)); };
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", byte(r), byte(g), byte(b));
-  return buf;
-}
-
-bool timeline_light_colour(const std::string& colour) {
-  unsigned r = 0, g = 0, b = 0;
-  if (std::sscanf(colour.c_str(), "#%02x%02x%02x", &r, &g, &b) != 3) return false;
-  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.6 * 255;
-}
-
-std::string render_timeline_svg(const std::vector<TraceRecord>& recs,
-                                const std::map<TimelineRowKey, std::string>& names,
-                                std::int64_t origin, const std::string& title) {
+// The chart of `recs` (sorted by start), each on the row of its stream named `names.at(row)`;
+// `origin` is the time of an empty chart's axis.
+std::string render(const std::vector<TraceRecord>& recs,
+                   const std::map<TimelineRowKey, std::string>& names, std::int64_t origin,
+                   const std::string& title) {
   std::map<TimelineRowKey, int> rows;  // row index by stream, in id order
   for (const auto& r : recs) rows.emplace(timeline_row(r), 0);
   int index = 0;
@@ -228,4 +242,34 @@ std::string render_timeline_svg(const std::vector<TraceRecord>& recs,
   return o.str();
 }
 
-}  // namespace streamrt::core
+}  // namespace
+
+std::string timeline_svg(const streamrt::Profiler& profiler, const std::string& title) {
+  const auto recs = profiler.records();
+  // Every row's name: the given one, else "cpu:0 stream 3".
+  std::map<TimelineRowKey, std::string> rows;
+  for (const auto& r : recs) {
+    const auto key = timeline_row(r);
+    if (rows.count(key) != 0) continue;
+    std::string name = profiler.stream_name(r);
+    if (name.empty()) {
+      name = r.device.str() + (r.stream_id == 0 ? " default stream"
+                                                : " stream " + std::to_string(r.stream_id));
+      if (r.stream_priority != 0) name += " (prio " + std::to_string(r.stream_priority) + ")";
+    }
+    rows.emplace(key, std::move(name));
+  }
+  return render(recs, rows, profiler.start_ns(), title);
+}
+
+void export_timeline_svg(const streamrt::Profiler& profiler, const std::string& path,
+                         const std::string& title) {
+  const std::string text = timeline_svg(profiler, title);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw streamrt::Error("export_timeline_svg: cannot open '" + path + "' for writing");
+  f << text;
+  f.close();
+  if (!f) throw streamrt::Error("export_timeline_svg: writing '" + path + "' failed");
+}
+
+}  // namespace streamrt_timeline

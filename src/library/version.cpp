@@ -1,9 +1,10 @@
-// version_info(): the build's facts come from compile definitions set in CMakeLists.txt; the
-// backends and the worker count are read from the running library.
+// version_info(): the build's facts come from compile definitions set in src/CMakeLists.txt;
+// the backends and the CPU worker count are read from the running library.
 #include "streamrt/version.hpp"
 
 #include <cstdlib>
 
+#include "streamrt/cpu.hpp"
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -30,7 +31,7 @@ VersionInfo version_info() {
       // No backend registered for this device type in this process: not listed.
     }
   }
-  info.num_threads = num_threads();
+  info.num_threads = cpu::num_threads();
   return info;
 }
 

@@ -1,6 +1,6 @@
-// The escaping helper shared by the profiler's exports and the tool's reports
-// (include/streamrt/detail/escape.hpp): the output must parse back to the input.
-#include "streamrt/detail/escape.hpp"
+// The escaping helpers shared by the library's exports and the tools' reports
+// (src/support/escape.hpp): the output must parse back to the input.
+#include "support/escape.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,25 @@
+#pragma once
+// The CPU backend's intra-op parallelism (impl::IntraOpParallel) on its worker pool.
+#include <cstdint>
+#include <functional>
+
+#include "streamrt/impl/backend.hpp"
+
+namespace streamrt::cpu {
+
+class CpuBackend;
+
+class CpuParallel final : public impl::IntraOpParallel {
+ public:
+  explicit CpuParallel(CpuBackend& backend) noexcept : backend_(backend) {}
+  void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
+                    const std::function<void(std::int64_t, std::int64_t)>& f) override;
+  // The pool's worker count (starts the pool).
+  int num_threads() override;
+  bool in_parallel_region() const noexcept override;
+
+ private:
+  CpuBackend& backend_;
+};
+
+}  // namespace streamrt::cpu

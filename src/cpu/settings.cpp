@@ -1,0 +1,37 @@
+// streamrt::cpu (include/streamrt/cpu.hpp): the CPU backend's settings, on the backend registered
+// for DeviceType::CPU.
+#include "streamrt/cpu.hpp"
+
+#include "cpu_backend.hpp"
+#include "streamrt/error.hpp"
+
+namespace streamrt::cpu {
+namespace {
+
+CpuBackend& cpu_backend() {
+  auto* b = dynamic_cast<CpuBackend*>(&impl::backend(DeviceType::CPU));
+  if (b == nullptr) {
+    throw Error(
+        "streamrt::cpu settings apply to streamrt's CPU backend, but impl::register_backend() "
+        "replaced it by another backend for DeviceType::CPU; configure that backend itself");
+  }
+  return *b;
+}
+
+}  // namespace
+
+void set_num_threads(int n) { cpu_backend().set_num_threads(n); }
+
+int num_threads() { return cpu_backend().num_threads(); }
+
+void set_worker_spin(std::chrono::microseconds spin) { cpu_backend().set_worker_spin(spin); }
+
+std::chrono::microseconds worker_spin() { return cpu_backend().worker_spin(); }
+
+void set_worker_batch(bool batch) { cpu_backend().set_worker_batch(batch); }
+
+bool worker_batch() { return cpu_backend().worker_batch(); }
+
+std::pair<int, int> priority_range() { return cpu_backend().priority_range(); }
+
+}  // namespace streamrt::cpu
