@@ -62,7 +62,9 @@ namespace {
 at::Tensor alias_for_work(const at::Tensor& t) {
   // Only plain TensorImpls (no wrappers, sparse, quantized or opaque tensors); the key set
   // carries the conjugate, negative and zero-tensor bits along.
-  if (!t.defined() || typeid(*t.unsafeGetTensorImpl()) != typeid(c10::TensorImpl) ||
+  // typeid of a named object: clang warns when the operand is a call it would evaluate.
+  const c10::TensorImpl* raw = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  if (raw == nullptr || typeid(*raw) != typeid(c10::TensorImpl) ||
       t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) {
     return t;
   }

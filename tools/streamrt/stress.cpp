@@ -69,7 +69,8 @@ int open_fds() {
 
 // Returns 0 on success, 2 on a bad option (after printing why), -1 for --help (printed).
 int parse(int argc, char** argv, StressOptions& opt) {
-  for (int i = 1; i < argc; ++i) {
+  // Every option takes a value: each pass reads one pair.
+  for (int i = 1; i < argc; i += 2) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       stress_usage(stdout);
@@ -91,7 +92,6 @@ int parse(int argc, char** argv, StressOptions& opt) {
                    arg.c_str());
       return 2;
     }
-    ++i;
   }
   return 0;
 }
