@@ -38,6 +38,22 @@ bool ordering_for_tests() {
   return v == nullptr || std::string(v) != "0";
 }
 
+// The negative controls make a real data race on purpose; ThreadSanitizer would (rightly) report it.
+#if defined(__SANITIZE_THREAD__)
+#define STREAMRT_TEST_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STREAMRT_TEST_UNDER_TSAN 1
+#endif
+#endif
+#ifndef STREAMRT_TEST_UNDER_TSAN
+#define STREAMRT_TEST_UNDER_TSAN 0
+#endif
+#define SKIP_UNDER_TSAN_RACE()                                                               \
+  if (STREAMRT_TEST_UNDER_TSAN)                                                              \
+  GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer " \
+                  "would (rightly) report it"
+
 class OrderingSwitch {
  public:
   explicit OrderingSwitch(bool on) { ops::set_stream_ordering_for_testing(on); }
@@ -119,15 +135,7 @@ TEST_P(Allocator, BlockFreedOnOneStreamIsNotReusedByAnotherBeforeItsWorkEnds) {
 // Negative control: without the rule the very same scenario is a race (b gets the block and a's
 // late write corrupts b's tensor), so the test above can fail.
 TEST_P(Allocator, WithoutTheRuleAnotherStreamGetsTheBlockAndRaces) {
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer "
-                  "would (rightly) report it";
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer "
-                  "would (rightly) report it";
-#endif
-#endif
+  SKIP_UNDER_TSAN_RACE();
   OrderingSwitch rule(false);
   const auto out = cross_stream_case();
   EXPECT_TRUE(out.same_block);
@@ -255,15 +263,7 @@ TEST_P(Allocator, AQueuedOpsDroppedResultIsNotReusedByAnotherStream) {
 // Negative control of the test above: without the rule, b gets the block and the product,
 // running later, overwrites b's tensor.
 TEST_P(Allocator, WithoutTheRuleAQueuedOpWritesIntoAnotherStreamsTensor) {
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer "
-                  "would (rightly) report it";
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer "
-                  "would (rightly) report it";
-#endif
-#endif
+  SKIP_UNDER_TSAN_RACE();
   SKIP_UNLESS_B_CAN_RUN_WHILE_A_IS_HELD();
   OrderingSwitch rule(false);
   const auto out = queued_result_case();
