@@ -13,6 +13,26 @@
 namespace streamrt {
 namespace {
 
+// `n` streams each holding one worker at `gate`, and how many of those workers had reached it when
+// every one had, or when test::kMeetTimeout ran out (the caller checks the count).
+struct Held {
+  std::vector<Stream> streams;
+  int reached = 0;
+};
+
+Held hold_workers(test::Gate& gate, int n) {
+  Held held;
+  held.streams.resize(static_cast<std::size_t>(n));
+  auto entered = std::make_shared<std::atomic<int>>(0);
+  for (auto& h : held.streams) gate.hold(h, entered);
+  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
+  while (entered->load() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  held.reached = entered->load();
+  return held;
+}
+
 class ParallelFor : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { cpu::set_num_threads(GetParam()); }
@@ -42,17 +62,8 @@ TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
   // Every worker is held, so the calling (host) thread runs the chunks, in order: chunk 0 throws
   // and none of the other 999 may run after that.
   test::Gate gate;
-  std::vector<Stream> holders(static_cast<std::size_t>(GetParam()));
-  auto entered = std::make_shared<std::atomic<int>>(0);
-  for (auto& h : holders) {
-    h = Stream();
-    gate.hold(h, entered);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
-  while (entered->load() < GetParam() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(entered->load(), GetParam()) << "the workers never all reached the gates";
+  Held held = hold_workers(gate, GetParam());
+  ASSERT_EQ(held.reached, GetParam()) << "the workers never all reached the gates";
   std::atomic<int> ran{0};
   try {
     runtime::parallel_for(0, 1000, 1, [&](std::int64_t b, std::int64_t) {
@@ -65,7 +76,7 @@ TEST_P(ParallelFor, RethrowsTheFirstExceptionAndSkipsTheRest) {
   }
   EXPECT_EQ(ran.load(), 1);
   gate.open();
-  for (auto& h : holders) h.synchronize();
+  for (auto& h : held.streams) h.synchronize();
 }
 
 TEST_P(ParallelFor, NestedCallsRunInline) {
@@ -143,14 +154,8 @@ TEST_P(ParallelForMulti, AsksOnlyIdleWorkersToHelp) {
   cpu::WorkerPool& pool = static_cast<cpu::CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
   if (pool.randomized()) GTEST_SKIP() << "the schedule fuzzer makes every split, idle or not";
   test::Gate gate;
-  std::vector<Stream> holders(static_cast<std::size_t>(GetParam() - 1));
-  auto entered = std::make_shared<std::atomic<int>>(0);
-  for (auto& h : holders) gate.hold(h, entered);
-  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
-  while (entered->load() < GetParam() - 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  ASSERT_EQ(entered->load(), GetParam() - 1) << "the other workers never all reached the gates";
+  Held held = hold_workers(gate, GetParam() - 1);
+  ASSERT_EQ(held.reached, GetParam() - 1) << "the other workers never all reached the gates";
   auto loop_on_a_stream = [&pool] {
     struct Seen {
       std::uint64_t pushes = 0;
@@ -176,7 +181,7 @@ TEST_P(ParallelForMulti, AsksOnlyIdleWorkersToHelp) {
   EXPECT_EQ(busy.pushes, 0u) << "a helper was asked for while every other worker was busy";
   EXPECT_FALSE(busy.other_thread);
   gate.open();
-  for (auto& h : holders) h.synchronize();
+  for (auto& h : held.streams) h.synchronize();
   // A released worker may still be leaving its drain: it counts as busy until it has.
   std::uint64_t idle_pushes = 0;
   for (int i = 0; i < 1000 && idle_pushes == 0; ++i) {
@@ -201,16 +206,10 @@ TEST_P(ParallelForMulti, AProductsBitsDoNotDependOnTheLoad) {
   };
   const Tensor on_idle_pool = product();
   test::Gate gate;
-  std::vector<Stream> holders(static_cast<std::size_t>(GetParam() - 1));
-  auto entered = std::make_shared<std::atomic<int>>(0);
-  for (auto& h : holders) gate.hold(h, entered);
-  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
-  while (entered->load() < GetParam() - 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  Held held = hold_workers(gate, GetParam() - 1);
   const Tensor on_busy_pool = product();
   gate.open();
-  for (auto& h : holders) h.synchronize();
+  for (auto& h : held.streams) h.synchronize();
   EXPECT_TRUE(equal(on_idle_pool, on_busy_pool));
 }
 
