@@ -131,6 +131,10 @@ class Registry {
   // Under mutex_: the entry at `base` when its memory is still this memory (alive, or with
   // pending work), else null.
   Entry* live(std::uintptr_t base);
+  // Under mutex_: files `tracker` as the one of `t`'s storage at `base` (a previous entry's
+  // tracker goes to `dropped`), then sweeps as maybe_sweep.
+  void file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,
+                   std::vector<TrackerPtr>& dropped);
   // Under mutex_: drops dead idle entries into `dropped` when the map has grown enough.
   void maybe_sweep(std::vector<TrackerPtr>& dropped);
   void update_count() noexcept { count_.store(entries_.size(), std::memory_order_relaxed); }

@@ -53,13 +53,7 @@ Registry::Found Registry::tracker(const at::Tensor& t, TrackerPtr* out) {
   void* handle = host()->tracker_new(base, nbytes);
   if (handle == nullptr) return Found::kFailed;
   auto tracker = std::make_shared<Tracker>(handle);
-  Entry& e = entries_[base];
-  if (e.tracker) dropped.push_back(std::move(e.tracker));
-  e.tracker = tracker;
-  e.weak.clear();
-  e.weak.push_back(t.storage().getWeakStorageImpl());
-  maybe_sweep(dropped);
-  update_count();
+  file_locked(base, t, tracker, dropped);
   *out = std::move(tracker);
   return Found::kTracker;
 }
@@ -80,13 +74,7 @@ TrackerPtr Registry::fresh(const at::Tensor& t) {
   auto tracker = std::make_shared<Tracker>(handle);
   std::vector<TrackerPtr> dropped;
   std::lock_guard lock(mutex_);
-  Entry& e = entries_[base];
-  if (e.tracker) dropped.push_back(std::move(e.tracker));
-  e.tracker = tracker;
-  e.weak.clear();
-  e.weak.push_back(t.storage().getWeakStorageImpl());
-  maybe_sweep(dropped);
-  update_count();
+  file_locked(base, t, tracker, dropped);
   return tracker;
 }
 
@@ -102,6 +90,17 @@ void Registry::share(const at::Tensor& t, TrackerPtr with) {
   Entry& e = entries_[base];
   if (e.tracker) dropped.push_back(std::move(e.tracker));
   e.tracker = std::move(with);
+  e.weak.clear();
+  e.weak.push_back(t.storage().getWeakStorageImpl());
+  maybe_sweep(dropped);
+  update_count();
+}
+
+void Registry::file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,
+                           std::vector<TrackerPtr>& dropped) {
+  Entry& e = entries_[base];
+  if (e.tracker) dropped.push_back(std::move(e.tracker));
+  e.tracker = std::move(tracker);
   e.weak.clear();
   e.weak.push_back(t.storage().getWeakStorageImpl());
   maybe_sweep(dropped);
