@@ -108,12 +108,23 @@ def seed(args):
                 s.synchronize()
         return run
 
-    def eager():
-        for _ in range(n):
+    def eager(count=n):
+        for _ in range(count):
             torch.matmul(a, b)
 
+    def plain_threads():
+        # The machine's own ceiling for two concurrent products: two Python threads, one BLAS
+        # thread each (torch releases the GIL inside matmul), no streamrt in the way.
+        ts = [threading.Thread(target=eager, args=(n // 2,)) for _ in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
     cases = {"one stream": streams([s1]), "two streams": streams([s1, s2]),
-             "eager (default threads)": with_settings(eager_defaults, eager)}
+             "eager (default threads)": with_settings(eager_defaults, eager),
+             "eager (1 thread)": with_settings(eager_one_thread, eager),
+             "two plain threads": with_settings(eager_one_thread, plain_threads)}
     interleave(cases, 1)  # warm-up
     m = interleave(cases, args.reps)
     print(f"seed: {n} matmuls 1000x1000 float32, median of {args.reps}")
@@ -122,6 +133,9 @@ def seed(args):
     print(f"  two streams vs one stream     {m['one stream'] / m['two streams']:5.2f}x  (target >= 1.8)")
     print(f"  two streams vs eager defaults {m['eager (default threads)'] / m['two streams']:5.2f}x  "
           "(target >= 0.95)")
+    print(f"  the cores' ceiling: two plain threads {m['eager (1 thread)'] / m['two plain threads']:5.2f}x"
+          f" one thread, OpenBLAS's own threads {m['eager (1 thread)'] / m['eager (default threads)']:5.2f}x;"
+          f" two streams reach {m['two plain threads'] / m['two streams'] * 100:5.1f}% of the plain threads")
 
 
 def make_mlps(k, width, seed0=0):
@@ -164,11 +178,16 @@ def ensemble(args, width, batch):
             for i, (net, opt) in enumerate(nets):
                 step(net, opt, *data[i])
 
+    procs = EnsembleProcesses(k, width, data, steps)
     cases = {"one stream": on_streams(streams[:1]), "one stream each": on_streams(streams),
              "eager (default threads)": with_settings(eager_defaults, eager),
-             "eager (1 thread)": with_settings(eager_one_thread, eager)}
-    interleave(cases, 1)
-    m = interleave(cases, args.reps)
+             "eager (1 thread)": with_settings(eager_one_thread, eager),
+             "two processes (ceiling)": procs.run}
+    try:
+        interleave(cases, 1)
+        m = interleave(cases, args.reps)
+    finally:
+        procs.close()
     print(f"ensemble: {k} MLPs {width} wide, batch {batch}, forward+backward+SGD, "
           f"per step of the {k} (median of {args.reps} x {steps} steps)")
     for name, v in m.items():
@@ -177,8 +196,57 @@ def ensemble(args, width, batch):
           "  (target >= 1.8 at 512/128)")
     print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
           "  (target >= 1.3 at 512/128)")
+    print(f"  the cores' ceiling: two processes {m['eager (1 thread)'] / m['two processes (ceiling)']:5.2f}x"
+          f" eager (1 thread), {m['eager (default threads)'] / m['two processes (ceiling)']:5.2f}x eager"
+          f" defaults; one stream each reaches "
+          f"{m['two processes (ceiling)'] / m['one stream each'] * 100:5.1f}% of it")
     if srt._dispatch._fast is not None:
         ensemble_breakdown(args, nets, data, streams, steps)
+
+
+class EnsembleProcesses:
+    """The two cores' ceiling for the ensemble with eager torch and no GIL between the networks:
+    two forked processes, one intra-op and one BLAS thread each, each training half of the
+    networks (the same weights and data) on its own core. run() starts one batch of `steps` steps
+    in both and returns when both are done."""
+
+    def __init__(self, k, width, data, steps):
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        self.pipes, self.procs = [], []
+        for p in range(2):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=self._child, args=(child, list(range(p, k, 2)), k, width,
+                                                         data, steps), daemon=True)
+            proc.start()
+            self.pipes.append(parent)
+            self.procs.append(proc)
+        for pipe in self.pipes:
+            pipe.recv()  # ready
+
+    @staticmethod
+    def _child(pipe, mine, k, width, data, steps):
+        srt.uninstall()
+        torch.set_num_threads(1)
+        streamrt._set_blas_threads(1)
+        nets = make_mlps(k, width)
+        pipe.send("ready")
+        while pipe.recv() == "go":
+            for _ in range(steps):
+                for i in mine:
+                    step(*nets[i], *data[i])
+            pipe.send("done")
+
+    def run(self):
+        for pipe in self.pipes:
+            pipe.send("go")
+        for pipe in self.pipes:
+            pipe.recv()
+
+    def close(self):
+        for pipe, proc in zip(self.pipes, self.procs):
+            pipe.send("stop")
+            proc.join(30)
 
 
 def ensemble_breakdown(args, nets, data, streams, steps):
