@@ -1,11 +1,13 @@
 // Events: versions (what a record captures, what a wait keeps), never-recorded and reset events,
-// elapsed_time. What Stream::synchronize waits for is in stream_test.cpp.
+// elapsed_time, the states an event walks through. What Stream::synchronize waits for is in
+// stream_test.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,11 +17,12 @@
 
 namespace {
 
+using streamrt_test::Blocker;
 using streamrt_test::eventually;
-using streamrt_test::settled_asleep;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
+using streamrt_test::settled_asleep;
 using streamrt_test::ThreadCount;
 using streamrt_test::WorkersTest;
 using namespace std::chrono_literals;
@@ -417,6 +420,48 @@ TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
     fractional = ms != std::floor(ms);
   }
   EXPECT_TRUE(fractional);
+}
+
+TEST(EventState, WalksThroughEveryState) {
+  using streamrt::EventState;
+  streamrt::Event e;
+  EXPECT_EQ(e.state(), EventState::NotRecorded);
+  streamrt::Stream s;
+  Blocker b;
+  b.launch_on(s);
+  e.record(s);
+  EXPECT_EQ(e.state(), EventState::Pending);
+  b.release.open();
+  e.synchronize();
+  EXPECT_EQ(e.state(), EventState::Complete);
+
+  s.launch([] { throw std::runtime_error("x"); });
+  e.record(s);
+  EXPECT_THROW(e.synchronize(), std::runtime_error);
+  EXPECT_EQ(e.state(), EventState::Failed);
+  EXPECT_NO_THROW(s.synchronize());  // the event wait reported it (rule 10)
+
+  Blocker b2;
+  b2.launch_on(s);
+  s.launch([] {});
+  e.record(s);
+  ASSERT_TRUE(b2.started.wait());
+  s.cancel();
+  b2.release.open();
+  EXPECT_THROW(e.synchronize(), streamrt::Cancelled);
+  EXPECT_EQ(e.state(), EventState::Cancelled);
+
+  e.reset();
+  EXPECT_EQ(e.state(), EventState::NotRecorded);
+}
+
+TEST(EventState, NamesForReprs) {
+  using streamrt::EventState;
+  EXPECT_EQ(streamrt::to_string(EventState::NotRecorded), "not_recorded");
+  EXPECT_EQ(streamrt::to_string(EventState::Pending), "pending");
+  EXPECT_EQ(streamrt::to_string(EventState::Complete), "complete");
+  EXPECT_EQ(streamrt::to_string(EventState::Failed), "failed");
+  EXPECT_EQ(streamrt::to_string(EventState::Cancelled), "cancelled");
 }
 
 }  // namespace

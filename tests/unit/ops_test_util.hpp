@@ -128,6 +128,11 @@ class ThreadCountGuard {
 inline const std::vector<int> kWorkerCounts = {1, 2, 4, 8};
 inline const std::vector<int> kParallelWorkerCounts = {2, 4, 8};
 
+// 0, 1, ..., n-1 as float32 of `shape`.
+inline Tensor iota(Shape shape) {
+  return arange(shape_numel(shape), DType::Float32).reshape(std::move(shape));
+}
+
 // Copies a tensor's elements (row-major order, any strides) to doubles (waits for its writers).
 inline std::vector<double> to_vector(const Tensor& t) {
   std::vector<double> out(static_cast<std::size_t>(t.numel()));

@@ -1,5 +1,5 @@
-// Streams: in-order execution, what Stream::synchronize and streamrt::synchronize wait for, and
-// synchronize called from a stream's own work.
+// Streams: in-order execution, what Stream::synchronize and streamrt::synchronize wait for,
+// synchronize called from a stream's own work, and Stream::pending().
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +13,7 @@
 
 namespace {
 
+using streamrt_test::Blocker;
 using streamrt_test::eventually;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
@@ -213,4 +214,34 @@ TEST_P(SelfSynchronize, SynchronizingAnotherStreamFromWorkIsAllowed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, SelfSynchronize, ::testing::Values(1, 2, 4, 8));
+
+// ---- Stream::pending() --------------------------------------------------------------------------
+
+TEST(Pending, CountsLaunchedItemsNotYetFinishedOnly) {
+  streamrt::Stream s, other;
+  EXPECT_EQ(s.pending(), 0u);
+  Blocker b;
+  b.launch_on(s);
+  for (int i = 0; i < 9; ++i) s.launch([] {});
+  // Records and waits are not work items.
+  streamrt::Event e = s.record_event();
+  s.wait_event(other.record_event());
+  streamrt::Event timed{streamrt::EventOptions{.enable_timing = true}};
+  timed.record(s);
+  EXPECT_EQ(s.pending(), 10u);
+  ASSERT_TRUE(b.started.wait());
+  EXPECT_EQ(s.pending(), 10u);  // the running item counts until it finishes
+  b.release.open();
+  s.synchronize();
+  EXPECT_EQ(s.pending(), 0u);
+}
+
+TEST(Pending, SkippedWorkIsNotPending) {
+  streamrt::Stream s;
+  s.launch([] { throw 1; });
+  for (int i = 0; i < 5; ++i) s.launch([] {});
+  EXPECT_THROW(s.synchronize(), int);
+  EXPECT_EQ(s.pending(), 0u);
+}
+
 }  // namespace
