@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,19 +18,41 @@
 
 namespace {
 
-using streamrt_test::Blocker;
-using streamrt_test::eventually;
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
-using streamrt_test::kTimeout;
-using streamrt_test::settled_asleep;
-using streamrt_test::ThreadCount;
-using streamrt_test::WorkersTest;
+using namespace streamrt_test;  // the shared test helpers (test_util.hpp)
 using namespace std::chrono_literals;
+
+// An event that takes a timestamp when its stream reaches it (elapsed_time needs two).
+streamrt::Event timed_event() {
+  return streamrt::Event(streamrt::EventOptions{.enable_timing = true});
+}
 
 // ---- 6. Event versions --------------------------------------------------------------------------
 
 class EventVersions : public WorkersTest {};
+
+// Stream `a` held at gate `ga` (its work then sets a_done), event `e` recorded after that work,
+// and stream `b` waiting on `e`: b's first item notes whether a's work had run, then calls `then`.
+struct WaitOnHeldWork {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  Gate ga;
+  std::atomic<bool> a_done{false};
+  bool a_done_seen = false;
+  streamrt::Event e;
+
+  explicit WaitOnHeldWork(std::function<void()> then) {
+    a.launch([this] {
+      ga.wait();
+      a_done = true;
+    });
+    e = a.record_event();
+    b.wait_event(e);
+    b.launch([this, then = std::move(then)] {
+      a_done_seen = a_done.load();
+      then();
+    });
+  }
+};
 
 TEST_P(EventVersions, RecordCapturesTheCurrentEndOnly) {
   streamrt::Stream s;
@@ -62,23 +85,10 @@ TEST_P(EventVersions, RecordOnAnIdleStreamIsCompleteAtOnce) {
 }
 
 TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) {
-  streamrt::Stream a;
-  streamrt::Stream b;
   streamrt::Stream c;
-  Gate ga;
-  std::atomic<bool> a_done{false};
-  a.launch([&] {
-    ga.wait();
-    a_done = true;
-  });
-  streamrt::Event e = a.record_event();
-  b.wait_event(e);
-  bool a_done_seen = false;
   Gate b_done;
-  b.launch([&] {
-    a_done_seen = a_done.load();
-    b_done.open();
-  });
+  WaitOnHeldWork w([&] { b_done.open(); });
+  auto& [a, b, ga, a_done, a_done_seen, e] = w;
   // The new version of `e` comes after b's item (c waits for it), so it cannot complete before
   // b's item runs: if b waited for the new version, b and c would wait for each other for ever.
   // (No worker is held by this, so it also holds with one worker.)
@@ -95,23 +105,10 @@ TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) 
 }
 
 TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordComplete) {
-  streamrt::Stream a;
-  streamrt::Stream b;
   streamrt::Stream idle;
-  Gate ga;
-  std::atomic<bool> a_done{false};
-  a.launch([&] {
-    ga.wait();
-    a_done = true;
-  });
-  streamrt::Event e = a.record_event();
-  b.wait_event(e);
   std::atomic<bool> b_ran{false};
-  bool a_done_seen = false;
-  b.launch([&] {
-    a_done_seen = a_done.load();
-    b_ran = true;
-  });
+  WaitOnHeldWork w([&] { b_ran = true; });
+  auto& [a, b, ga, a_done, a_done_seen, e] = w;
   e.record(idle);  // complete at once; b must still wait for a
   EXPECT_TRUE(e.query());
   std::this_thread::sleep_for(20ms);
@@ -249,7 +246,7 @@ void expect_unrecorded_behaviour(streamrt::Event& e) {
   EXPECT_EQ(e.state(), streamrt::EventState::NotRecorded);
   EXPECT_EQ(e.device(), std::nullopt);
   streamrt::Stream s;
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
   timed.record(s);
   timed.synchronize();
   expect_error_naming_record([&] { e.synchronize(); }, "synchronize()");
@@ -274,7 +271,7 @@ void expect_unrecorded_behaviour(streamrt::Event& e) {
 TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {
   streamrt::Event plain;
   expect_unrecorded_behaviour(plain);
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
   expect_unrecorded_behaviour(timed);
   streamrt::Event blocking(streamrt::EventOptions{.blocking = true});
   expect_unrecorded_behaviour(blocking);
@@ -282,7 +279,7 @@ TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {
 
 TEST(UnrecordedEvent, ResetEventBehavesAsNeverRecorded) {
   streamrt::Stream s;
-  streamrt::Event e(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event e = timed_event();
   e.record(s);
   e.synchronize();
   EXPECT_TRUE(e.query());
@@ -312,19 +309,14 @@ TEST(UnrecordedEvent, ResetDoesNotAffectPendingWork) {
 // ---- 8. elapsed_time --------------------------------------------------------------------------
 
 std::string elapsed_error(const streamrt::Event& a, const streamrt::Event& b) {
-  try {
-    (void)a.elapsed_time(b);
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return error_of([&] { (void)a.elapsed_time(b); });
 }
 
 TEST(ElapsedTime, RequiresTimingOnBothEvents) {
   streamrt::Stream s;
   streamrt::Event plain;
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event timed2(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
+  streamrt::Event timed2 = timed_event();
   plain.record(s);
   timed.record(s);
   timed2.record(s);
@@ -338,8 +330,8 @@ TEST(ElapsedTime, RequiresTimingOnBothEvents) {
 
 TEST(ElapsedTime, RequiresBothRecorded) {
   streamrt::Stream s;
-  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event a = timed_event();
+  streamrt::Event b = timed_event();
   a.record(s);
   s.synchronize();
   for (const auto& msg : {elapsed_error(a, b), elapsed_error(b, a)}) {
@@ -350,8 +342,8 @@ TEST(ElapsedTime, RequiresBothRecorded) {
 TEST(ElapsedTime, RequiresBothCompleted) {
   streamrt::Stream s;
   Gate g;
-  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event a = timed_event();
+  streamrt::Event b = timed_event();
   a.record(s);
   s.launch([&] { g.wait(); });
   b.record(s);
@@ -368,8 +360,8 @@ TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
   streamrt::Stream s;
   Gate g;
   s.launch([&] { g.wait(); });
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event start = timed_event();
+  streamrt::Event end = timed_event();
   start.record(s);
   s.launch([] { std::this_thread::sleep_for(50ms); });
   end.record(s);
@@ -382,8 +374,8 @@ TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
 
 TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
   streamrt::Stream s;
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event start = timed_event();
+  streamrt::Event end = timed_event();
   start.record(s);
   s.launch([] { std::this_thread::sleep_for(50ms); });
   end.record(s);
@@ -394,8 +386,8 @@ TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
 TEST(ElapsedTime, WorksAcrossStreamsOfOneDevice) {
   streamrt::Stream a;
   streamrt::Stream b;
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event start = timed_event();
+  streamrt::Event end = timed_event();
   start.record(a);
   b.wait_event(start);
   b.launch([] { std::this_thread::sleep_for(20ms); });
@@ -409,8 +401,8 @@ TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
   streamrt::Stream s;
   bool fractional = false;
   for (int i = 0; i < 5 && !fractional; ++i) {
-    streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-    streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+    streamrt::Event a = timed_event();
+    streamrt::Event b = timed_event();
     a.record(s);
     s.launch([] { std::this_thread::sleep_for(1500us); });
     b.record(s);

@@ -17,12 +17,14 @@
 
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
 
 namespace {
 
 using streamrt::Device;
 using streamrt::DeviceType;
 namespace impl = streamrt::impl;
+using streamrt_test::error_of;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -161,15 +163,6 @@ class FakeBackendTest : public ::testing::Test {
     streamrt::set_current_stream(streamrt::Stream::default_stream(kCuda1));
   }
 };
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
   streamrt::Stream s(kCuda1, -1);

@@ -21,15 +21,7 @@
 
 namespace {
 
-using streamrt_test::Blocker;
-using streamrt_test::eventually;
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
-using streamrt_test::kTimeout;
-using streamrt_test::run_child;
-using streamrt_test::StderrCapture;
-using streamrt_test::ThreadCount;
-using streamrt_test::WorkersTest;
+using namespace streamrt_test;  // the shared test helpers (test_util.hpp)
 using namespace std::chrono_literals;
 
 constexpr bool kSanitized = sizeof(STREAMRT_TEST_SANITIZER) > 1;

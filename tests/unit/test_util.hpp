@@ -10,7 +10,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -208,6 +210,30 @@ inline ChildResult run_child(const std::string& command) {
   const int st = pclose(p);
   if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
   return r;
+}
+
+// A path in the temporary directory for this process's file `name`.
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("streamrt_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+// Writes a checker script next to the test's temporary files and returns its path.
+inline std::string write_script(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The message of the streamrt::Error that `call` throws, or "<no error>" when it throws none.
+inline std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const streamrt::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
 }
 
 // Runs `child_command` (a test child that prints "error: <what>" and exits 3 when the runtime
