@@ -262,10 +262,7 @@ void expect_unrecorded_behaviour(streamrt::Event& e) {
     expect_error_naming_record([&] { timed.elapsed_time(e); }, "elapsed_time(end)");
   }
   // The stream is unharmed by the refused calls.
-  std::atomic<bool> ran{false};
-  s.launch([&] { ran = true; });
-  s.synchronize();
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(s));
 }
 
 TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {

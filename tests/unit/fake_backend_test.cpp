@@ -25,6 +25,7 @@ using streamrt::Device;
 using streamrt::DeviceType;
 namespace impl = streamrt::impl;
 using streamrt_test::error_of;
+using streamrt_test::runs_new_work;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -179,10 +180,7 @@ TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
   // And the CPU backend is still there, untouched.
   streamrt::Stream cpu;
   EXPECT_EQ(cpu.device(), Device{});
-  std::atomic<bool> ran{false};
-  cpu.launch([&] { ran = true; });
-  cpu.synchronize();
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(cpu));
   EXPECT_TRUE(fake().take().empty());
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "streamrt/streamrt.hpp"
@@ -218,14 +219,22 @@ INSTANTIATE_TEST_SUITE_P(Workers, ReturnsAtOnce, ::testing::Values(1, 2, 4, 8));
 
 // ---- 4. A wait never holds a worker -------------------------------------------------------------
 
-TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWorker) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
+// One worker, kept busy by a least urgent stream until `hold` opens: the streams queued meanwhile
+// are all ready when it frees.
+struct OneHeldWorker {
+  ThreadCount one{1};
+  std::pair<int, int> range = streamrt::Stream::priority_range();  // least, greatest
   Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  // Keeps the only worker busy while the rest is queued, so that both streams below are ready
+  streamrt::Stream holder{streamrt::Device{}, range.first};
+  OneHeldWorker() { streamrt_test::occupy_worker(holder, hold); }
+};
+
+TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWorker) {
+  // The only worker is kept busy while the rest is queued, so that both streams below are ready
   // when it becomes free.
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
+  Gate& hold = held.hold;
 
   streamrt::Stream slow(streamrt::Device{}, least);
   streamrt::Stream waiter(streamrt::Device{}, greatest);
@@ -249,17 +258,15 @@ TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWo
   if (!waiter_done.wait()) fail_hard("a stream waiting on an event held the only worker");
   EXPECT_TRUE(slow_done_seen_by_waiter);
   waiter.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
 }
 
 TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   // Streams queued most-urgent-first each wait on the next, less urgent one; the least urgent has
   // the real work. Every waiter must park for the chain to finish on one worker.
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
+  Gate& hold = held.hold;
   std::vector<int> log;  // written in event order only
   std::vector<streamrt::Stream> chain;
   for (int p = greatest; p <= least; ++p) chain.emplace_back(streamrt::Device{}, p);
@@ -274,7 +281,7 @@ TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   hold.open();
   if (!done.wait()) fail_hard("a chain of waiting streams deadlocked on one worker");
   chain.front().synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   std::vector<int> expected;
   for (int i = static_cast<int>(chain.size()) - 1; i >= 0; --i) expected.push_back(i);
   EXPECT_EQ(log, expected);
@@ -304,12 +311,10 @@ TEST(WaitDoesNotHoldWorker, HostBlockedInSynchronizeIsNotNeededForProgress) {
 // ---- 14. Priorities ---------------------------------------------------------------------------
 
 TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
+  Gate& hold = held.hold;
   ASSERT_GT(least, greatest) << "the CPU backend should offer more than one priority";
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
   std::vector<int> order;  // the single worker runs these one at a time
   std::vector<streamrt::Stream> streams;
   // Submitted least urgent first, so FIFO order is the opposite of priority order.
@@ -322,18 +327,16 @@ TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
   }
   hold.open();
   for (auto& s : streams) s.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   std::vector<int> expected;
   for (int p = greatest; p <= least; ++p) expected.push_back(p);
   EXPECT_EQ(order, expected) << "lower priority values must run first";
 }
 
 TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
+  Gate& hold = held.hold;
   streamrt::Stream low(streamrt::Device{}, least);
   streamrt::Stream high(streamrt::Device{}, greatest);
   EXPECT_EQ(low.priority(), least);
@@ -346,7 +349,7 @@ TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   hold.open();
   low.synchronize();
   high.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   EXPECT_EQ(std::string(order.begin(), order.end()), "HHHLLL");
 }
 

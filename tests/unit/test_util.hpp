@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -224,6 +225,14 @@ inline std::string write_script(const std::string& name, const std::string& text
   const std::string path = temp_path(name);
   std::ofstream(path) << text;
   return path;
+}
+
+// True when new work launched on `s` runs within kTimeout: the stream still works (after a
+// failure was reported, after refused calls). Rethrows what synchronize() would.
+inline bool runs_new_work(streamrt::Stream& s) {
+  std::atomic<bool> ran{false};
+  s.launch([&] { ran = true; });
+  return s.synchronize_for(kTimeout) && ran.load();
 }
 
 // The message of the streamrt::Error that `call` throws, or "<no error>" when it throws none.
