@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -73,6 +74,12 @@ class Allocator : public ::testing::TestWithParam<int> {
 
 INSTANTIATE_TEST_SUITE_P(Workers, Allocator, ::testing::ValuesIn(test::kWorkerCounts));
 
+// True when every one of the kN floats of `u` is `value` (the host read waits for u's writers).
+bool all_equal(const Tensor& u, float value) {
+  const float* f = u.data<float>();
+  return std::all_of(f, f + kN, [value](float x) { return x == value; });
+}
+
 // What happens when stream `a` still has queued work writing a tensor's memory through a raw
 // pointer (as a CUDA kernel would) and the host drops the tensor, then stream `b` allocates the
 // same size: returns whether b got the same block, and whether a's late write landed in b's
@@ -108,13 +115,7 @@ CrossStreamOutcome cross_stream_case() {
   }
   gate.open();
   a.synchronize();
-  const float* f = u.data<float>();
-  for (std::int64_t i = 0; i < kN; ++i) {
-    if (f[i] != 2.0f) {
-      out.corrupted = true;
-      break;
-    }
-  }
+  out.corrupted = !all_equal(u, 2.0f);
   // Once a's work is done, b may have the block.
   if (!out.same_block) {
     StreamContext ctx(b);
@@ -236,13 +237,7 @@ CrossStreamOutcome queued_result_case() {
   }
   gate.open();
   a.synchronize();
-  const float* f = u.data<float>();
-  for (std::int64_t i = 0; i < kN; ++i) {
-    if (f[i] != 2.0f) {
-      out.corrupted = true;
-      break;
-    }
-  }
+  out.corrupted = !all_equal(u, 2.0f);
   return out;
 }
 

@@ -369,28 +369,29 @@ TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
   EXPECT_LE(end.elapsed_time(start), -49.9);
 }
 
-TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
-  streamrt::Stream s;
+// elapsed_time from a record on `first` to one on `second` after `sleep` of work there (which
+// waits for the first record when it is another stream).
+double elapsed_over_sleep(streamrt::Stream& first, streamrt::Stream& second,
+                          std::chrono::microseconds sleep) {
   streamrt::Event start = timed_event();
   streamrt::Event end = timed_event();
-  start.record(s);
-  s.launch([] { std::this_thread::sleep_for(50ms); });
-  end.record(s);
+  start.record(first);
+  if (second != first) second.wait_event(start);
+  second.launch([sleep] { std::this_thread::sleep_for(sleep); });
+  end.record(second);
   end.synchronize();
-  EXPECT_GE(start.elapsed_time(end), 49.9);
+  return start.elapsed_time(end);
+}
+
+TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
+  streamrt::Stream s;
+  EXPECT_GE(elapsed_over_sleep(s, s, 50ms), 49.9);
 }
 
 TEST(ElapsedTime, WorksAcrossStreamsOfOneDevice) {
   streamrt::Stream a;
   streamrt::Stream b;
-  streamrt::Event start = timed_event();
-  streamrt::Event end = timed_event();
-  start.record(a);
-  b.wait_event(start);
-  b.launch([] { std::this_thread::sleep_for(20ms); });
-  end.record(b);
-  end.synchronize();
-  EXPECT_GE(start.elapsed_time(end), 19.9);
+  EXPECT_GE(elapsed_over_sleep(a, b, 20ms), 19.9);
 }
 
 TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
@@ -398,13 +399,7 @@ TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
   streamrt::Stream s;
   bool fractional = false;
   for (int i = 0; i < 5 && !fractional; ++i) {
-    streamrt::Event a = timed_event();
-    streamrt::Event b = timed_event();
-    a.record(s);
-    s.launch([] { std::this_thread::sleep_for(1500us); });
-    b.record(s);
-    b.synchronize();
-    const double ms = a.elapsed_time(b);
+    const double ms = elapsed_over_sleep(s, s, 1500us);
     EXPECT_GE(ms, 1.4999);
     fractional = ms != std::floor(ms);
   }

@@ -234,7 +234,6 @@ TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWo
   // when it becomes free.
   OneHeldWorker held;
   const auto [least, greatest] = held.range;
-  Gate& hold = held.hold;
 
   streamrt::Stream slow(streamrt::Device{}, least);
   streamrt::Stream waiter(streamrt::Device{}, greatest);
@@ -253,7 +252,7 @@ TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWo
     slow_done_seen_by_waiter = slow_done.load();
     waiter_done.open();
   });
-  hold.open();
+  held.hold.open();
   // Only a plain condition variable here: no host thread helps the runtime make progress.
   if (!waiter_done.wait()) fail_hard("a stream waiting on an event held the only worker");
   EXPECT_TRUE(slow_done_seen_by_waiter);
@@ -266,7 +265,6 @@ TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   // the real work. Every waiter must park for the chain to finish on one worker.
   OneHeldWorker held;
   const auto [least, greatest] = held.range;
-  Gate& hold = held.hold;
   std::vector<int> log;  // written in event order only
   std::vector<streamrt::Stream> chain;
   for (int p = greatest; p <= least; ++p) chain.emplace_back(streamrt::Device{}, p);
@@ -278,7 +276,7 @@ TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   }
   Gate done;
   chain.front().launch([&] { done.open(); });
-  hold.open();
+  held.hold.open();
   if (!done.wait()) fail_hard("a chain of waiting streams deadlocked on one worker");
   chain.front().synchronize();
   held.holder.synchronize();
@@ -313,7 +311,6 @@ TEST(WaitDoesNotHoldWorker, HostBlockedInSynchronizeIsNotNeededForProgress) {
 TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
   OneHeldWorker held;
   const auto [least, greatest] = held.range;
-  Gate& hold = held.hold;
   ASSERT_GT(least, greatest) << "the CPU backend should offer more than one priority";
   std::vector<int> order;  // the single worker runs these one at a time
   std::vector<streamrt::Stream> streams;
@@ -325,7 +322,7 @@ TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
     streams.back().set_host_run(false);
     streams.back().launch([&order, p] { order.push_back(p); });
   }
-  hold.open();
+  held.hold.open();
   for (auto& s : streams) s.synchronize();
   held.holder.synchronize();
   std::vector<int> expected;
@@ -336,7 +333,6 @@ TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
 TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   OneHeldWorker held;
   const auto [least, greatest] = held.range;
-  Gate& hold = held.hold;
   streamrt::Stream low(streamrt::Device{}, least);
   streamrt::Stream high(streamrt::Device{}, greatest);
   EXPECT_EQ(low.priority(), least);
@@ -346,7 +342,7 @@ TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   std::vector<char> order;
   for (int i = 0; i < 3; ++i) low.launch([&] { order.push_back('L'); });
   for (int i = 0; i < 3; ++i) high.launch([&] { order.push_back('H'); });
-  hold.open();
+  held.hold.open();
   low.synchronize();
   high.synchronize();
   held.holder.synchronize();
