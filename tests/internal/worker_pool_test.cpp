@@ -55,6 +55,19 @@ void occupy(WorkerPool& pool, int workers, Gate& gate) {
   ASSERT_TRUE(eventually([&] { return started->load() == workers; }));
 }
 
+// A pool of `workers` whose every worker is held at `gate` until it opens (or the test leaves).
+struct HeldPool {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool;
+  OpenOnExit guard{gate};
+  explicit HeldPool(int workers) : pool(workers) { occupy(pool, workers, gate); }
+};
+
+// Pushes `n` tasks that each count `ran` up by one.
+void push_counting(WorkerPool& pool, std::atomic<int>& ran, int n) {
+  for (int i = 0; i < n; ++i) push(pool, [&ran] { ran.fetch_add(1); });
+}
+
 TEST(WorkerPool, RunsTasksOnItsWorkers) {
   WorkerPool pool(2);
   EXPECT_EQ(pool.size(), 2);
@@ -108,12 +121,10 @@ TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {
 }
 
 TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  auto& [gate, pool, guard] = held;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 10; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 10);
   pool.resize(3);
   EXPECT_EQ(pool.size(), 3);
   // Two tasks that must meet: only possible with the two new workers, the old one is blocked.
@@ -129,12 +140,10 @@ TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
 }
 
 TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(4);
-  OpenOnExit guard{gate};
-  occupy(pool, 4, gate);
+  HeldPool held(4);
+  auto& [gate, pool, guard] = held;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 20; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 20);
   std::atomic<bool> resized{false};
   std::thread resizer([&] {
     pool.resize(1);
@@ -189,12 +198,10 @@ TEST(WorkerPool, ShrinkingWhilePushingNeverStrandsATask) {
 }
 
 TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  auto& [gate, pool, guard] = held;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 5; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 5);
   std::thread stopper([&] { pool.shutdown(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   gate.open();
@@ -207,10 +214,8 @@ TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
 }
 
 TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  auto& [gate, pool, guard] = held;
   std::mutex mutex;
   std::vector<int> order;
   std::atomic<int> ran{0};
@@ -241,10 +246,8 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   Slice used_up{Clock::now() - std::chrono::hours(1), Clock::now() - std::chrono::hours(1)};
   Slice fresh{Clock::now() + std::chrono::hours(1), Clock::now() + std::chrono::hours(1)};
   Slice unset{};
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  auto& [gate, pool, guard] = held;
   EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1, used_up));
   std::atomic<bool> ran{false};
   push(
