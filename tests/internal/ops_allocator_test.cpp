@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -55,30 +54,11 @@ bool ordering_for_tests() {
   GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer " \
                   "would (rightly) report it"
 
-class OrderingSwitch {
- public:
-  explicit OrderingSwitch(bool on) { ops::set_stream_ordering_for_testing(on); }
-  ~OrderingSwitch() { ops::set_stream_ordering_for_testing(true); }
-  OrderingSwitch(const OrderingSwitch&) = delete;
-  OrderingSwitch& operator=(const OrderingSwitch&) = delete;
-};
+using OrderingSwitch = test::ScopedSwitch<&ops::set_stream_ordering_for_testing>;
 
-class Allocator : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    cpu::set_num_threads(GetParam());
-    empty_cache();
-  }
-  test::ThreadCountGuard guard_;
-};
+class Allocator : public test::WorkersWithEmptyCache {};
 
 INSTANTIATE_TEST_SUITE_P(Workers, Allocator, ::testing::ValuesIn(test::kWorkerCounts));
-
-// True when every one of the kN floats of `u` is `value` (the host read waits for u's writers).
-bool all_equal(const Tensor& u, float value) {
-  const float* f = u.data<float>();
-  return std::all_of(f, f + kN, [value](float x) { return x == value; });
-}
 
 // What happens when stream `a` still has queued work writing a tensor's memory through a raw
 // pointer (as a CUDA kernel would) and the host drops the tensor, then stream `b` allocates the
@@ -115,7 +95,7 @@ CrossStreamOutcome cross_stream_case() {
   }
   gate.open();
   a.synchronize();
-  out.corrupted = !all_equal(u, 2.0f);
+  out.corrupted = !test::all_equal(u, 2.0f);
   // Once a's work is done, b may have the block.
   if (!out.same_block) {
     StreamContext ctx(b);
@@ -237,7 +217,7 @@ CrossStreamOutcome queued_result_case() {
   }
   gate.open();
   a.synchronize();
-  out.corrupted = !all_equal(u, 2.0f);
+  out.corrupted = !test::all_equal(u, 2.0f);
   return out;
 }
 
