@@ -12,18 +12,11 @@ import numpy as np
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S
+from helpers import held_stream, RENDEZVOUS_S
 
 
 def address(a):
     return a.__array_interface__["data"][0]
-
-
-def held_stream():
-    s = streamrt.Stream()
-    gate = threading.Event()
-    s.launch(lambda: gate.wait(RENDEZVOUS_S))
-    return s, gate
 
 
 # --- creation ------------------------------------------------------------------------------
@@ -340,10 +333,15 @@ def test_cross_stream_dependencies_are_tracked_automatically():
     assert streamrt.dependency_tracking()
 
 
+def failing_division(s):
+    """An integer division by zero on stream `s`: the op fails when it runs, not at the call."""
+    with streamrt.StreamContext(s):
+        return streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+
+
 def test_failed_op_is_reported_by_synchronize():
     s = streamrt.Stream()
-    with streamrt.StreamContext(s):
-        q = streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+    q = failing_division(s)
     with pytest.raises(streamrt.Error, match="division by zero"):
         s.synchronize()
     del q
@@ -373,8 +371,7 @@ def test_print_of_a_pending_tensor_waits_for_its_writer():
 
 def test_print_of_a_tensor_whose_writer_failed_raises_the_failure():
     s = streamrt.Stream()
-    with streamrt.StreamContext(s):
-        q = streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+    q = failing_division(s)
     with pytest.raises(streamrt.Error, match="division by zero"):
         print(q)
 
