@@ -161,17 +161,19 @@ def test_set_stream():
     assert streamrt.current_stream() == streamrt.default_stream()
 
 
-def held_producer(rec, item):
-    """A stream whose first item waits until the returned gate is set, then records `item`."""
-    producer = streamrt.Stream()
+def held_producer(item):
+    """A producer stream whose first item waits until the gate is set, then records `item`; a
+    consumer stream; the gate; the Recorder."""
+    producer, consumer = streamrt.Stream(), streamrt.Stream()
     gate = threading.Event()
+    rec = Recorder()
 
     def produce():
         assert gate.wait(RENDEZVOUS_S)
         rec(item)
 
     producer.launch(produce)
-    return producer, gate
+    return producer, consumer, gate, rec
 
 
 @pytest.mark.parametrize("n", WORKER_COUNTS)
@@ -179,9 +181,7 @@ def test_wait_stream_orders_work_across_streams(workers, n):
     # The consumer's item must run after the producer's item, although the producer is held up
     # until after the consumer's item was launched.
     workers(n)
-    rec = Recorder()
-    producer, gate = held_producer(rec, "produced")
-    consumer = streamrt.Stream()
+    producer, consumer, gate, rec = held_producer("produced")
     consumer.wait_stream(producer)
     consumer.launch(rec, "consumed")
     assert not consumer.query()  # held back by the wait, host not blocked
@@ -193,9 +193,7 @@ def test_wait_stream_orders_work_across_streams(workers, n):
 @pytest.mark.parametrize("n", WORKER_COUNTS)
 def test_wait_event_uses_the_record_made_at_the_call(workers, n):
     workers(n)
-    rec = Recorder()
-    producer, gate = held_producer(rec, "first")
-    consumer = streamrt.Stream()
+    producer, consumer, gate, rec = held_producer("first")
     e = producer.record_event()
     consumer.wait_event(e)
     consumer.launch(rec, "after-first")
