@@ -17,6 +17,7 @@ using streamrt_test::eventually;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
+using streamrt_test::launch_failure_at;
 using streamrt_test::runs_new_work;
 using streamrt_test::StderrCapture;
 using streamrt_test::ThreadCount;
@@ -113,10 +114,7 @@ TEST_P(OnComplete, ManyCallbacksOnManyEventsEachRunExactlyOnce) {
 TEST_P(OnComplete, ReceivesTheFailure) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    g.wait();
-    throw TestFailure("cb-failure");
-  });
+  launch_failure_at<TestFailure>(s, g, "cb-failure");
   streamrt::Event e = s.record_event();
   Gate called;
   std::string what;
@@ -246,10 +244,7 @@ TEST_P(Failures, LaterItemsAreSkippedAndLaterEventsCarryTheFailure) {
 TEST_P(Failures, SynchronizeCalledWhileTheFailingItemIsStillRunning) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    g.wait();
-    throw TestFailure("boom-2");
-  });
+  launch_failure_at<TestFailure>(s, g, "boom-2");
   std::atomic<bool> skipped_ran{false};
   s.launch([&] { skipped_ran = true; });
   std::thread opener([&] {

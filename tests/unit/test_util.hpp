@@ -235,6 +235,27 @@ inline bool runs_new_work(streamrt::Stream& s) {
   return s.synchronize_for(kTimeout) && ran.load();
 }
 
+// Launches work on `s` that waits at `g`, then throws E(what): a failure that comes only once
+// the test opens the gate.
+template <class E = std::runtime_error>
+void launch_failure_at(streamrt::Stream& s, Gate& g, const char* what) {
+  s.launch([&g, what] {
+    if (!g.wait()) fail_hard("the gate of a failing item was never opened");
+    throw E(what);
+  });
+}
+
+// The message of the std::runtime_error (a streamrt::Error too) that `call` throws, or
+// "<no error>" when it throws none.
+inline std::string runtime_error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 // The message of the streamrt::Error that `call` throws, or "<no error>" when it throws none.
 inline std::string error_of(const std::function<void()>& call) {
   try {
