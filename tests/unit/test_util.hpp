@@ -245,25 +245,26 @@ void launch_failure_at(streamrt::Stream& s, Gate& g, const char* what) {
   });
 }
 
-// The message of the std::runtime_error (a streamrt::Error too) that `call` throws, or
-// "<no error>" when it throws none.
-inline std::string runtime_error_of(const std::function<void()>& call) {
+// The message of the E that `call` throws, or "<no error>" when it throws none (anything else
+// propagates).
+template <class E>
+std::string message_of(const std::function<void()>& call) {
   try {
     call();
-  } catch (const std::runtime_error& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "<no error>";
 }
 
+// The message of the std::runtime_error (a streamrt::Error too) that `call` throws.
+inline std::string runtime_error_of(const std::function<void()>& call) {
+  return message_of<std::runtime_error>(call);
+}
+
 // The message of the streamrt::Error that `call` throws, or "<no error>" when it throws none.
 inline std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return message_of<streamrt::Error>(call);
 }
 
 // Runs `child_command` (a test child that prints "error: <what>" and exits 3 when the runtime
