@@ -1,7 +1,8 @@
 #pragma once
-// Helpers shared by the conformance tests: gates and rendezvous with generous time-outs (a test
-// that would hang if the runtime were wrong fails instead), a worker-count fixture, stderr capture
-// that can be polled, and a child-process runner.
+// Helpers shared by the conformance tests (and the whitebox, MPI and tool tests): gates and
+// rendezvous with generous time-outs (a test that would hang if the runtime were wrong fails
+// instead), a worker-count fixture, stderr capture that can be polled, a child-process runner,
+// temporary files for checker scripts, and the messages of expected errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
