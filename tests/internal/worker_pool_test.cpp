@@ -122,7 +122,8 @@ TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {
 
 TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
   HeldPool held(1);
-  auto& [gate, pool, guard] = held;
+  Gate& gate = held.gate;
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 10);
   pool.resize(3);
@@ -141,7 +142,8 @@ TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
 
 TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
   HeldPool held(4);
-  auto& [gate, pool, guard] = held;
+  Gate& gate = held.gate;
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 20);
   std::atomic<bool> resized{false};
@@ -199,7 +201,8 @@ TEST(WorkerPool, ShrinkingWhilePushingNeverStrandsATask) {
 
 TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
   HeldPool held(1);
-  auto& [gate, pool, guard] = held;
+  Gate& gate = held.gate;
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 5);
   std::thread stopper([&] { pool.shutdown(); });
@@ -215,7 +218,8 @@ TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
 
 TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
   HeldPool held(1);
-  auto& [gate, pool, guard] = held;
+  Gate& gate = held.gate;
+  WorkerPool& pool = held.pool;
   std::mutex mutex;
   std::vector<int> order;
   std::atomic<int> ran{0};
@@ -247,7 +251,8 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   Slice fresh{Clock::now() + std::chrono::hours(1), Clock::now() + std::chrono::hours(1)};
   Slice unset{};
   HeldPool held(1);
-  auto& [gate, pool, guard] = held;
+  Gate& gate = held.gate;
+  WorkerPool& pool = held.pool;
   EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1, used_up));
   std::atomic<bool> ran{false};
   push(

@@ -101,7 +101,8 @@ TEST(CurrentStream, StreamContextNestsAndRestores) {
 
 TEST(CurrentStream, StreamContextRestoresWhenAnExceptionLeavesTheScope) {
   ACurrent streams;
-  auto& [reset, a, b] = streams;
+  streamrt::Stream& a = streams.a;
+  streamrt::Stream& b = streams.b;
   try {
     streamrt::StreamContext cb(b);
     EXPECT_EQ(streamrt::current_stream(), b);
@@ -113,7 +114,8 @@ TEST(CurrentStream, StreamContextRestoresWhenAnExceptionLeavesTheScope) {
 
 TEST(CurrentStream, StreamContextWithNulloptDoesNothing) {
   ACurrent streams;
-  auto& [reset, a, b] = streams;
+  streamrt::Stream& a = streams.a;
+  streamrt::Stream& b = streams.b;
   {
     streamrt::StreamContext none(std::nullopt);
     EXPECT_EQ(streamrt::current_stream(), a);

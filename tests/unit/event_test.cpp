@@ -88,7 +88,8 @@ TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) 
   streamrt::Stream c;
   Gate b_done;
   WaitOnHeldWork w([&] { b_done.open(); });
-  auto& [a, b, ga, a_done, a_done_seen, e] = w;
+  streamrt::Stream& b = w.b;
+  streamrt::Event& e = w.e;
   // The new version of `e` comes after b's item (c waits for it), so it cannot complete before
   // b's item runs: if b waited for the new version, b and c would wait for each other for ever.
   // (No worker is held by this, so it also holds with one worker.)
@@ -96,9 +97,9 @@ TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) 
   c.launch([] {});
   e.record(c);
   EXPECT_FALSE(e.query());
-  ga.open();
+  w.ga.open();
   if (!b_done.wait()) fail_hard("b waited for the later version of the event");
-  EXPECT_TRUE(a_done_seen);
+  EXPECT_TRUE(w.a_done_seen);
   e.synchronize();
   b.synchronize();
   c.synchronize();
@@ -108,15 +109,16 @@ TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordComplete)
   streamrt::Stream idle;
   std::atomic<bool> b_ran{false};
   WaitOnHeldWork w([&] { b_ran = true; });
-  auto& [a, b, ga, a_done, a_done_seen, e] = w;
+  streamrt::Stream& b = w.b;
+  streamrt::Event& e = w.e;
   e.record(idle);  // complete at once; b must still wait for a
   EXPECT_TRUE(e.query());
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(b_ran.load()) << "b ran before the version it waits on completed";
-  ga.open();
+  w.ga.open();
   b.synchronize();
   EXPECT_TRUE(b_ran.load());
-  EXPECT_TRUE(a_done_seen);
+  EXPECT_TRUE(w.a_done_seen);
 }
 
 TEST_P(EventVersions, HostWaitStartedBeforeAReRecordTracksItsVersion) {
