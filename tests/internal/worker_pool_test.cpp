@@ -122,7 +122,6 @@ TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {
 
 TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
   HeldPool held(1);
-  Gate& gate = held.gate;
   WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 10);
@@ -137,12 +136,11 @@ TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
     });
   }
   ASSERT_TRUE(eventually([&] { return queued.load() == 10 && met.load() == 2; }));
-  gate.open();
+  held.gate.open();
 }
 
 TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
   HeldPool held(4);
-  Gate& gate = held.gate;
   WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 20);
@@ -154,7 +152,7 @@ TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // The removed workers are still running their blocked tasks (a correct pool cannot be done).
   EXPECT_FALSE(resized.load());
-  gate.open();
+  held.gate.open();
   resizer.join();
   EXPECT_EQ(pool.size(), 1);
   ASSERT_TRUE(eventually([&] { return queued.load() == 20; }));
@@ -201,13 +199,12 @@ TEST(WorkerPool, ShrinkingWhilePushingNeverStrandsATask) {
 
 TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
   HeldPool held(1);
-  Gate& gate = held.gate;
   WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
   push_counting(pool, queued, 5);
   std::thread stopper([&] { pool.shutdown(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  gate.open();
+  held.gate.open();
   stopper.join();
   EXPECT_EQ(queued.load(), 5) << "shutdown dropped queued tasks";
   std::thread::id ran_on;
@@ -218,7 +215,6 @@ TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
 
 TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
   HeldPool held(1);
-  Gate& gate = held.gate;
   WorkerPool& pool = held.pool;
   std::mutex mutex;
   std::vector<int> order;
@@ -237,7 +233,7 @@ TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
         },
         level);
   }
-  gate.open();
+  held.gate.open();
   ASSERT_TRUE(eventually([&] { return ran.load() == static_cast<int>(tasks.size()); }));
   EXPECT_EQ(order, (std::vector<int>{0, 1, 10, 11, 20, 30, 31}));
 }
@@ -251,7 +247,6 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   Slice fresh{Clock::now() + std::chrono::hours(1), Clock::now() + std::chrono::hours(1)};
   Slice unset{};
   HeldPool held(1);
-  Gate& gate = held.gate;
   WorkerPool& pool = held.pool;
   EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1, used_up));
   std::atomic<bool> ran{false};
@@ -265,7 +260,7 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   EXPECT_NE(unset.since, Clock::time_point{});
   EXPECT_TRUE(pool.should_yield(3, used_up));
   EXPECT_TRUE(pool.should_yield(3, fresh));
-  gate.open();
+  held.gate.open();
   ASSERT_TRUE(eventually([&] { return ran.load(); }));
 }
 
