@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <variant>
 
 namespace streamrt::python {
 namespace {
@@ -118,6 +119,21 @@ std::string python_name(const ApiName& n) {
 
 std::string python_text(const ErrorText& text) {
   return text.str(&python_name);
+}
+
+std::string python_text_for(const ErrorText& text, const ApiName& callee,
+                            const std::string& caller) {
+  const auto is_callee = [&](const ApiName& n) {
+    return n.kind == callee.kind && std::strcmp(n.scope, callee.scope) == 0 &&
+           std::strcmp(n.name, callee.name) == 0 && std::strcmp(n.value, callee.value) == 0;
+  };
+  bool named = false;
+  for (const auto& part : text.parts()) {
+    if (const auto* n = std::get_if<ApiName>(&part)) named = named || is_callee(*n);
+  }
+  std::string message = named ? std::string() : caller + ": ";
+  message += text.str([&](const ApiName& n) { return is_callee(n) ? caller : python_name(n); });
+  return message;
 }
 
 std::string python_message(const std::exception& e) {

@@ -5,7 +5,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -109,13 +108,10 @@ std::function<void(void*)> keep_alive(py::object owner) {
   return [holder](void*) { holder->reset(); };  // any thread; see SafeObject
 }
 
-// A from_blob() Error's message for an import, in Python spelling, without the name of
-// from_blob, which the Python caller never called.
-std::string without_from_blob(const Error& e) {
-  constexpr std::string_view kPrefix = "from_blob: ";
-  std::string message = python_text(e.text());
-  if (message.rfind(kPrefix, 0) == 0) message.erase(0, kPrefix.size());
-  return message;
+// The message of from_blob's Error `e` for an import, naming the Python call `what` the user
+// made (never from_blob, which Python has not).
+std::string import_message(const Error& e, const char* what) {
+  return python_text_for(e.text(), api::function("from_blob"), what);
 }
 
 // Element strides of a numpy array (ValueError when a byte stride is not whole elements).
@@ -190,8 +186,7 @@ Tensor from_numpy_array(py::handle obj, bool allow_readonly, const char* what) {
     return from_blob(data, std::move(shape), std::move(strides), *dtype, keep_alive(arr));
   } catch (const Error& e) {
     // Overlapping strides (np.lib.stride_tricks.as_strided windows): not shareable.
-    throw py::value_error(std::string(what) + ": " + without_from_blob(e) +
-                          " (streamrt.asarray(a) copies)");
+    throw py::value_error(import_message(e, what) + " (streamrt.asarray(a) copies)");
   }
 }
 
@@ -346,8 +341,7 @@ Tensor from_dlpack_object(py::handle obj) {
   try {
     probe = from_blob(data, shape, strides, dtype);
   } catch (const Error& e) {
-    throw py::value_error(std::string(what) + ": " + without_from_blob(e) +
-                          " (streamrt.asarray copies)");
+    throw py::value_error(import_message(e, what) + " (streamrt.asarray copies)");
   }
   // Ours from here: the producer's capsule must no longer free it.
   PyCapsule_SetName(capsule.ptr(), dlpack::kUsedCapsuleName);

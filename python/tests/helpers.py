@@ -3,6 +3,8 @@ sys.path)."""
 
 import threading
 
+import streamrt
+
 # Generous rendezvous time-out: only reached when work that must overlap ran serially (or
 # something hung); never a performance bound.
 RENDEZVOUS_S = 60
@@ -21,3 +23,22 @@ class Recorder:
     def __call__(self, item):
         with self._lock:
             self.items.append(item)
+
+
+def held_stream():
+    """A stream whose work is held until the returned gate (a threading.Event) is set."""
+    s = streamrt.Stream()
+    gate = threading.Event()
+    s.launch(lambda: gate.wait(RENDEZVOUS_S))
+    return s, gate
+
+
+def nested_capture(s):
+    """Begins a capture on `s` inside another capture there, which streamrt refuses; the outer
+    capture is ended whatever happens."""
+    outer = streamrt.Graph()
+    outer.capture_begin(s)
+    try:
+        streamrt.Graph().capture_begin(s)
+    finally:
+        outer.capture_end()

@@ -4,6 +4,7 @@ names a message mentions apart from its text, and the binding spells each the Py
 EventOptions{.enable_timing = true} -> Event(enable_timing=True), Device::parse("cpu") -> "cpu",
 Stream::end_capture -> Graph.capture_end, CaptureMode::Relaxed -> capture_error_mode="relaxed")."""
 
+import numpy as np
 import pytest
 
 import streamrt
@@ -65,3 +66,16 @@ def test_capture_calls_are_graph_calls():
     assert 'use capture_error_mode="relaxed" to allow it' in text, text
     assert not s.is_capturing()
 
+
+
+def test_imports_name_the_python_call():
+    # Rows that overlap: the C++ check is from_blob's, the message names the call made.
+    data = np.arange(10.0)
+    windows = np.lib.stride_tricks.as_strided(data, (4, 3), (16, 8))
+    for call, name in [(lambda: streamrt.from_numpy(windows), "from_numpy"),
+                       (lambda: streamrt.from_dlpack(windows), "from_dlpack"),
+                       (lambda: streamrt.asarray(windows, copy=False), "asarray")]:
+        text = message(ValueError, call)
+        assert text.startswith(name + ": "), text
+        assert "distinct elements of the layout" in text, text
+        assert "from_blob" not in text, text

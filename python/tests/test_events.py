@@ -7,15 +7,7 @@ import time
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S, Recorder
-
-
-def held_stream():
-    """A stream whose work is held until the returned gate is set."""
-    s = streamrt.Stream()
-    gate = threading.Event()
-    s.launch(lambda: gate.wait(RENDEZVOUS_S))
-    return s, gate
+from helpers import held_stream, Recorder, RENDEZVOUS_S
 
 
 def test_record_query_completed_synchronize():

@@ -63,14 +63,19 @@ def test_wait_all_reports_only_the_failure_it_raises():
         b.synchronize()
 
 
-def test_a_failure_raised_again_is_a_fresh_exception_that_says_so():
+def failed_event(exc):
+    """A stream whose one job (failing_job) raises `exc`, and an event recorded after that job."""
     s = streamrt.Stream()
 
     def failing_job():
-        raise LookupError("the original")
+        raise exc
 
     s.launch(failing_job)
-    e = s.record_event()
+    return s, s.record_event()
+
+
+def test_a_failure_raised_again_is_a_fresh_exception_that_says_so():
+    s, e = failed_event(LookupError("the original"))
     with pytest.raises(LookupError) as first:
         e.synchronize()
     with pytest.raises(LookupError) as second:
@@ -86,13 +91,7 @@ def test_a_failure_raised_again_is_a_fresh_exception_that_says_so():
 
 
 def test_tracebacks_do_not_accumulate_across_raises():
-    s = streamrt.Stream()
-
-    def failing_job():
-        raise ValueError("x")
-
-    s.launch(failing_job)
-    e = s.record_event()
+    s, e = failed_event(ValueError("x"))
 
     def first_waiter():
         e.synchronize()

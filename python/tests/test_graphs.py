@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S, Recorder
+from helpers import RENDEZVOUS_S, Recorder, nested_capture
 
 
 def test_capture_records_and_replay_runs_into_the_same_tensors():
@@ -136,12 +136,7 @@ def test_reset_and_errors_of_misuse():
     with pytest.raises(TypeError):
         streamrt.graph(object())
     with pytest.raises(streamrt.Error, match="nested"):
-        g2 = streamrt.Graph()
-        g2.capture_begin(s)
-        try:
-            streamrt.Graph().capture_begin(s)
-        finally:
-            g2.capture_end()
+        nested_capture(s)
 
 
 def test_event_recorded_in_a_capture_stands_for_the_latest_replay():

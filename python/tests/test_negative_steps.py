@@ -1,24 +1,14 @@
 """Negative-step slicing as numpy's: t[::-1], t[5:1:-2], t[:, ::-1] are views with negative
 strides (no copy), and every op, export, write and the dependency tracking handle them."""
 
-import threading
-
 import numpy as np
 import pytest
 
 import streamrt
 
-from helpers import RENDEZVOUS_S, WORKER_COUNTS
+from helpers import held_stream, WORKER_COUNTS
 
 BOUNDS = [None] + list(range(-9, 10))
-
-
-def held_stream():
-    """A stream whose work is held until the returned gate is set."""
-    s = streamrt.Stream()
-    gate = threading.Event()
-    s.launch(lambda: gate.wait(RENDEZVOUS_S))
-    return s, gate
 
 
 def address(a):

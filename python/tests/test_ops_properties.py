@@ -370,9 +370,7 @@ def test_softmax_and_log_softmax(n, workers, streams):
     workers(n)
     rng = np.random.default_rng(4000 + n)
     for trial in range(TRIALS):
-        shape = random_shape(rng)
-        if not shape:
-            shape = (3,)
+        shape = random_shape(rng) or (3,)  # not 0-d
         dtype = "float64" if trial % 2 else "float32"
         a, a_np = make(rng, shape, dtype)
         dim = int(rng.integers(-len(shape), len(shape)))
@@ -388,9 +386,7 @@ def test_softmax_and_log_softmax(n, workers, streams):
 def test_cat_and_stack(streams):
     rng = np.random.default_rng(5)
     for trial in range(TRIALS):
-        shape = random_shape(rng)
-        if not shape:
-            shape = (2,)
+        shape = random_shape(rng) or (2,)  # not 0-d
         dim = int(rng.integers(-len(shape), len(shape)))
         parts, parts_np = [], []
         for i in range(int(rng.integers(1, 4))):
@@ -554,9 +550,7 @@ def test_advanced_indexing_on_read_matches_numpy(n, workers, streams):
     workers(n)
     rng = np.random.default_rng(9000 + n)
     for trial in range(TRIALS):
-        shape = random_shape(rng)
-        if not shape:
-            shape = (3,)
+        shape = random_shape(rng) or (3,)  # not 0-d
         dtype = rng.choice(DTYPES)
         with streamrt.stream(streams[trial % 3]):
             a, a_np = make(rng, shape, dtype)

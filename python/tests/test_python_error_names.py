@@ -6,6 +6,7 @@ import re
 import pytest
 
 import streamrt
+import helpers
 
 CPP_NAMES = re.compile(r"::|\bend_capture\b|\bbegin_capture\b|\bexec\.launch\b|GraphExec|instantiate")
 
@@ -20,13 +21,7 @@ def invalidated_by_synchronize():
 
 
 def nested_capture():
-    s = streamrt.Stream()
-    g1 = streamrt.Graph()
-    g1.capture_begin(s)
-    try:
-        streamrt.Graph().capture_begin(s)
-    finally:
-        g1.capture_end()
+    helpers.nested_capture(streamrt.Stream())
 
 
 def unjoined_stream():

@@ -161,20 +161,27 @@ def test_set_stream():
     assert streamrt.current_stream() == streamrt.default_stream()
 
 
-@pytest.mark.parametrize("n", WORKER_COUNTS)
-def test_wait_stream_orders_work_across_streams(workers, n):
-    # The consumer's item must run after the producer's item, although the producer is held up
-    # until after the consumer's item was launched.
-    workers(n)
+def held_producer(item):
+    """A producer stream whose first item waits until the gate is set, then records `item`; a
+    consumer stream; the gate; the Recorder."""
     producer, consumer = streamrt.Stream(), streamrt.Stream()
     gate = threading.Event()
     rec = Recorder()
 
     def produce():
         assert gate.wait(RENDEZVOUS_S)
-        rec("produced")
+        rec(item)
 
     producer.launch(produce)
+    return producer, consumer, gate, rec
+
+
+@pytest.mark.parametrize("n", WORKER_COUNTS)
+def test_wait_stream_orders_work_across_streams(workers, n):
+    # The consumer's item must run after the producer's item, although the producer is held up
+    # until after the consumer's item was launched.
+    workers(n)
+    producer, consumer, gate, rec = held_producer("produced")
     consumer.wait_stream(producer)
     consumer.launch(rec, "consumed")
     assert not consumer.query()  # held back by the wait, host not blocked
@@ -186,10 +193,7 @@ def test_wait_stream_orders_work_across_streams(workers, n):
 @pytest.mark.parametrize("n", WORKER_COUNTS)
 def test_wait_event_uses_the_record_made_at_the_call(workers, n):
     workers(n)
-    producer, consumer = streamrt.Stream(), streamrt.Stream()
-    gate = threading.Event()
-    rec = Recorder()
-    producer.launch(lambda: (gate.wait(RENDEZVOUS_S), rec("first")))
+    producer, consumer, gate, rec = held_producer("first")
     e = producer.record_event()
     consumer.wait_event(e)
     consumer.launch(rec, "after-first")

@@ -12,18 +12,11 @@ import numpy as np
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S
+from helpers import held_stream, RENDEZVOUS_S
 
 
 def address(a):
     return a.__array_interface__["data"][0]
-
-
-def held_stream():
-    s = streamrt.Stream()
-    gate = threading.Event()
-    s.launch(lambda: gate.wait(RENDEZVOUS_S))
-    return s, gate
 
 
 # --- creation ------------------------------------------------------------------------------
@@ -290,11 +283,18 @@ def test_shared_numpy_memory_outlives_python_references():
 # --- host reads wait; streams order themselves ------------------------------------------------
 
 
-def test_numpy_waits_for_pending_writes_with_the_gil_released():
+def held_fill(shape, value):
+    """A tensor of `shape` filled with `value` on a held stream: (stream, gate, tensor), the
+    tensor still pending."""
     s, gate = held_stream()
     with streamrt.StreamContext(s):
-        t = streamrt.full((3,), 4.0)
+        t = streamrt.full(shape, value)
     assert not t.ready()
+    return s, gate, t
+
+
+def test_numpy_waits_for_pending_writes_with_the_gil_released():
+    s, gate, t = held_fill((3,), 4.0)
     # The gate is opened by another Python thread: numpy() must wait without holding the GIL.
     threading.Timer(0.05, gate.set).start()
     np.testing.assert_array_equal(t.numpy(), [4.0, 4.0, 4.0])
@@ -340,10 +340,15 @@ def test_cross_stream_dependencies_are_tracked_automatically():
     assert streamrt.dependency_tracking()
 
 
+def failing_division(s):
+    """An integer division by zero on stream `s`: the op fails when it runs, not at the call."""
+    with streamrt.StreamContext(s):
+        return streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+
+
 def test_failed_op_is_reported_by_synchronize():
     s = streamrt.Stream()
-    with streamrt.StreamContext(s):
-        q = streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+    q = failing_division(s)
     with pytest.raises(streamrt.Error, match="division by zero"):
         s.synchronize()
     del q
@@ -361,10 +366,7 @@ def test_repr_shows_the_values_as_torch_does():
 
 
 def test_print_of_a_pending_tensor_waits_for_its_writer():
-    s, gate = held_stream()
-    with streamrt.StreamContext(s):
-        t = streamrt.full((2,), 4.0)
-    assert not t.ready()
+    s, gate, t = held_fill((2,), 4.0)
     # Opened by another Python thread: repr must wait with the GIL released.
     threading.Timer(0.05, gate.set).start()
     assert repr(t) == "streamrt.tensor([4., 4.])"
@@ -373,8 +375,7 @@ def test_print_of_a_pending_tensor_waits_for_its_writer():
 
 def test_print_of_a_tensor_whose_writer_failed_raises_the_failure():
     s = streamrt.Stream()
-    with streamrt.StreamContext(s):
-        q = streamrt.div(streamrt.ones(4, dtype="int32"), streamrt.zeros(4, dtype="int32"))
+    q = failing_division(s)
     with pytest.raises(streamrt.Error, match="division by zero"):
         print(q)
 

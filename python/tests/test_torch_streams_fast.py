@@ -4,14 +4,12 @@ on the worker, the second teaches the fast path), then checks that the calls und
 fast path (its counter) and behave as on the Python path: eager torch's results and layouts,
 dependency tracking across streams, host reads that wait, failures, autograd, threads."""
 
-import threading
-
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S
 from streamrt import _torch_dispatch
-from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import (  # noqa: F401  (fixture)
+    Gate, assert_same_results, installed, run_per_seed, srt, torch)
 
 
 @pytest.fixture
@@ -265,15 +263,8 @@ def test_two_threads_on_the_fast_path(fast):
         got[seed] = train(*nets[seed], *data[seed], 20, torch.cpu.Stream())
 
     with counted(200):
-        threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(RENDEZVOUS_S)
-    assert set(got) == {1, 2}
-    for seed in (1, 2):
-        for e, r in zip(expected[seed], got[seed]):
-            assert torch.allclose(e, r, rtol=1e-5, atol=1e-6)
+        run_per_seed(run, (1, 2))
+    assert_same_results(expected, got, (1, 2))
 
 
 def test_unusual_calls_leave_the_fast_path(fast):

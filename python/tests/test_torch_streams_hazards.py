@@ -17,10 +17,16 @@ def streams(installed):
     return torch.cpu.Stream(), torch.cpu.Stream()
 
 
-def test_read_after_write(streams):
+@pytest.fixture
+def held(streams):
+    """The two streams and a gate holding the first: what it is given waits until gate.open()."""
     s1, s2 = streams
+    return s1, s2, Gate().hold(s1)
+
+
+def test_read_after_write(held):
+    s1, s2, gate = held
     x = torch.zeros(100)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         x.fill_(5)
     with torch.cpu.StreamContext(s2):
@@ -30,10 +36,9 @@ def test_read_after_write(streams):
     assert y.tolist() == [6.0] * 100
 
 
-def test_write_after_read(streams):
-    s1, s2 = streams
+def test_write_after_read(held):
+    s1, s2, gate = held
     x = torch.ones(100)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         y = x * 3  # reads x, held
     with torch.cpu.StreamContext(s2):
@@ -43,10 +48,9 @@ def test_write_after_read(streams):
     assert x.tolist() == [7.0] * 100
 
 
-def test_write_after_write(streams):
-    s1, s2 = streams
+def test_write_after_write(held):
+    s1, s2, gate = held
     x = torch.zeros(100)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         x.fill_(1)
     with torch.cpu.StreamContext(s2):
@@ -55,10 +59,9 @@ def test_write_after_write(streams):
     assert x.tolist() == [2.0] * 100
 
 
-def test_views_share_their_bases_tracking(streams):
-    s1, s2 = streams
+def test_views_share_their_bases_tracking(held):
+    s1, s2, gate = held
     base = torch.zeros(10, 10)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         base.fill_(4)  # writes the base
     with torch.cpu.StreamContext(s2):
@@ -69,11 +72,10 @@ def test_views_share_their_bases_tracking(streams):
     assert base[:, 2].tolist() == [9.0] * 10 and base[0, 3].item() == 4.0
 
 
-def test_in_place_and_out_are_writes(streams):
-    s1, s2 = streams
+def test_in_place_and_out_are_writes(held):
+    s1, s2, gate = held
     a = torch.full((50,), 2.0)
     out = torch.zeros(50)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         torch.mul(a, 3, out=out)
         a.add_(1)
@@ -84,11 +86,10 @@ def test_in_place_and_out_are_writes(streams):
     assert r1.tolist() == [6.0] * 50 and r2.tolist() == [3.0] * 50
 
 
-def test_torch_op_then_streamrt_op_on_the_same_memory(streams):
+def test_torch_op_then_streamrt_op_on_the_same_memory(held):
     # A torch tensor handed to streamrt (DLPack): one tracking for both sides.
-    s1, s2 = streams
+    s1, s2, gate = held
     t = torch.zeros(64)
-    gate = Gate().hold(s1)
     with torch.cpu.StreamContext(s1):
         t.add_(3)  # torch, held
     with streamrt.cpu.StreamContext(s2):
@@ -108,12 +109,11 @@ def test_torch_op_then_streamrt_op_on_the_same_memory(streams):
     assert back.tolist() == [8.0] * 64
 
 
-def test_streamrt_tensor_shared_with_torch_is_tracked_once(streams):
-    s1, s2 = streams
+def test_streamrt_tensor_shared_with_torch_is_tracked_once(held):
+    s1, s2, gate = held
     x = streamrt.zeros(64)
     r = torch.from_dlpack(x)
     assert r.data_ptr() == x.data_ptr()
-    gate = Gate().hold(s1)
     with streamrt.cpu.StreamContext(s1):
         x.fill_(4.0)  # streamrt, held
     with torch.cpu.StreamContext(s2):

@@ -2,12 +2,12 @@
 released (kernels of two streams overlap in time); install() sets torch's intra-op threads and
 OpenBLAS so that streams do not oversubscribe the cores."""
 
-import threading
 import time
 
 import streamrt
 from helpers import RENDEZVOUS_S
-from torch_streams_util import installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import (  # noqa: F401  (fixture)
+    assert_same_results, installed, run_per_seed, srt, torch)
 
 
 def make_net(seed):
@@ -37,15 +37,8 @@ def test_two_python_threads_with_a_stream_each(installed):
     def run(seed):
         got[seed] = train(*work[seed], 10, torch.cpu.Stream())
 
-    threads = [threading.Thread(target=run, args=(seed,)) for seed in (1, 2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(RENDEZVOUS_S)
-    assert set(got) == {1, 2}
-    for seed in (1, 2):
-        for e, g in zip(expected[seed], got[seed]):
-            assert torch.allclose(e, g, rtol=1e-5, atol=1e-6)
+    run_per_seed(run, (1, 2))
+    assert_same_results(expected, got, (1, 2))
 
 
 def test_kernels_of_two_streams_run_at_the_same_time(installed):

@@ -76,6 +76,24 @@ class Gate:
         return timer
 
 
+def run_per_seed(run, seeds):
+    """Calls run(seed) for every seed, each on its own thread, all at once; joins them
+    (RENDEZVOUS_S each at most: the caller checks what they produced)."""
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(RENDEZVOUS_S)
+
+
+def assert_same_results(expected, got, seeds):
+    """Each seed's tensors in `got` equal those in `expected` (float rounding aside)."""
+    assert set(got) == set(seeds)
+    for seed in seeds:
+        for e, r in zip(expected[seed], got[seed]):
+            assert torch.allclose(e, r, rtol=1e-5, atol=1e-6)
+
+
 def held_write(stream, tensor, value):
     """Holds `stream` behind a gate and enqueues `tensor.fill_(value)` on it; returns the gate."""
     gate = Gate().hold(stream)

@@ -12,30 +12,26 @@
 
 #include "checks.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
+#include "tensor_access.hpp"
 
 namespace streamrt {
+namespace {
 
-Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter,
-                 Device device) {
-  ops::check_device(device);
-  const std::size_t nbytes = shape_nbytes(shape, dtype);
-  const std::int64_t n = shape_numel(shape);
+// The name the errors start with, as data: each binding spells it as the call its user made.
+constexpr ApiName kFromBlob = api::function("from_blob");
+
+// Memory for `n` elements of `dtype`: not null unless empty, aligned for the dtype.
+void check_data(const void* data, std::int64_t n, const Shape& shape, DType dtype) {
   if (data == nullptr && n > 0) {
-    throw Error("from_blob: data is null for a tensor of shape " + to_string(shape));
+    throw Error(kFromBlob + ": data is null for a tensor of shape " + to_string(shape));
   }
   if (reinterpret_cast<std::uintptr_t>(data) % element_size(dtype) != 0) {
-    throw Error("from_blob: data is not aligned for " + std::string(to_string(dtype)) + " (needs " +
-                std::to_string(element_size(dtype)) + "-byte alignment)");
+    throw Error(kFromBlob + ": data is not aligned for " + std::string(to_string(dtype)) +
+                " (needs " + std::to_string(element_size(dtype)) + "-byte alignment)");
   }
-  auto storage =
-      std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter), false);
-  return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
-
-namespace {
 
 constexpr std::int64_t kMaxI64 = std::numeric_limits<std::int64_t>::max();
 
@@ -48,23 +44,27 @@ std::optional<std::int64_t> mul_add(std::int64_t a, std::int64_t b, std::int64_t
 
 }  // namespace
 
+Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter,
+                 Device device) {
+  ops::check_device(device);
+  const std::size_t nbytes = shape_nbytes(shape, dtype);
+  const std::int64_t n = shape_numel(shape);
+  check_data(data, n, shape, dtype);
+  auto storage = std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter), false);
+  return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
+}
+
 Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
                  std::function<void(void*)> deleter, Device device) {
   ops::check_device(device);
   const std::int64_t n = shape_numel(shape);
   if (strides.size() != shape.size()) {
-    throw Error("from_blob: " + std::to_string(strides.size()) + " strides " + to_string(strides) +
-                " for the " + std::to_string(shape.size()) + "-d shape " + to_string(shape) +
-                "; give one stride per dimension");
+    throw Error(kFromBlob + ": " + std::to_string(strides.size()) + " strides " +
+                to_string(strides) + " for the " + std::to_string(shape.size()) + "-d shape " +
+                to_string(shape) + "; give one stride per dimension");
   }
-  if (data == nullptr && n > 0) {
-    throw Error("from_blob: data is null for a tensor of shape " + to_string(shape));
-  }
+  check_data(data, n, shape, dtype);
   const auto esize = static_cast<std::int64_t>(element_size(dtype));
-  if (reinterpret_cast<std::uintptr_t>(data) % static_cast<std::uintptr_t>(esize) != 0) {
-    throw Error("from_blob: data is not aligned for " + std::string(to_string(dtype)) + " (needs " +
-                std::to_string(esize) + "-byte alignment)");
-  }
   auto describe_layout = [&] {
     return "shape " + to_string(shape) + ", strides " + to_string(strides);
   };
@@ -82,7 +82,7 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
       const auto next =
           reach ? (*reach < 0 ? mul_add(1, lo, *reach) : mul_add(1, hi, *reach)) : std::nullopt;
       if (!next || strides[d] == std::numeric_limits<std::int64_t>::min()) {
-        throw Error("from_blob: the layout (" + describe_layout() +
+        throw Error(kFromBlob + ": the layout (" + describe_layout() +
                     ") spans more memory than can be addressed");
       }
       (*reach < 0 ? lo : hi) = *next;
@@ -93,14 +93,14 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
   const auto extent = mul_add(-1, lo, hi);
   const auto span = extent && *extent < kMaxI64 ? mul_add(*extent + 1, esize, 0) : std::nullopt;
   if (!span) {
-    throw Error("from_blob: the layout (" + describe_layout() +
+    throw Error(kFromBlob + ": the layout (" + describe_layout() +
                 ") spans more memory than can be addressed");
   }
   std::sort(dims.begin(), dims.end());
   std::int64_t covered = 1;  // how far (in elements) the smaller dimensions reach, + 1
   for (const auto& [stride, size] : dims) {
     if (stride < covered) {
-      throw Error("from_blob: distinct elements of the layout (" + describe_layout() +
+      throw Error(kFromBlob + ": distinct elements of the layout (" + describe_layout() +
                   ") share memory, so writes to them would race; copy the data into a "
                   "contiguous buffer first");
     }

@@ -2,12 +2,15 @@
 // a cancel covers, when the active failure is handed to a synchronize, how a failure inside a
 // cancelled range takes over, and what a fork child sees. No threads: the drainer's calls are
 // replayed by hand in the order it makes them.
-#include "cpu/failures.hpp"
-
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
+#include <utility>
+
+#include "cpu/failures.hpp"
 
 namespace {
 
@@ -20,13 +23,19 @@ std::shared_ptr<ErrorRecord> error(const char* what) {
   return e;
 }
 
+// Expects, for each {position, record}, the record that covers the position (null: none).
+void expect_covered(
+    const FailureLedger& f,
+    std::initializer_list<std::pair<std::uint64_t, std::shared_ptr<ErrorRecord>>> want) {
+  for (const auto& [seq, record] : want) EXPECT_EQ(f.at(seq), record) << "position " << seq;
+}
+
 TEST(FailureLedger, NothingCoveredBeforeAnyFailure) {
   FailureLedger f;
   EXPECT_FALSE(f.ever_failed());
   EXPECT_FALSE(f.maybe_active());
   EXPECT_EQ(f.active(), nullptr);
-  EXPECT_EQ(f.at(1), nullptr);
-  EXPECT_EQ(f.at(1000), nullptr);
+  expect_covered(f, {{1, nullptr}, {1000, nullptr}});
 }
 
 TEST(FailureLedger, FailureCoversItsPositionOnwardsUntilASyncConsumesIt) {
@@ -36,8 +45,7 @@ TEST(FailureLedger, FailureCoversItsPositionOnwardsUntilASyncConsumesIt) {
   EXPECT_TRUE(f.ever_failed());
   EXPECT_TRUE(f.maybe_active());
   EXPECT_EQ(f.active(), e);
-  EXPECT_EQ(f.at(4), nullptr);
-  EXPECT_EQ(f.at(5), e);
+  expect_covered(f, {{4, nullptr}, {5, e}});
   EXPECT_EQ(f.at(1'000'000), e);  // open: later records complete with it
   f.consume(9);                   // a synchronize at position 9 reported it
   EXPECT_EQ(f.active(), nullptr);
@@ -48,9 +56,7 @@ TEST(FailureLedger, FailureCoversItsPositionOnwardsUntilASyncConsumesIt) {
   // A second failure gets its own span; the first one's positions keep theirs.
   auto e2 = error("again");
   f.fail(e2, 12);
-  EXPECT_EQ(f.at(6), e);
-  EXPECT_EQ(f.at(10), nullptr);
-  EXPECT_EQ(f.at(12), e2);
+  expect_covered(f, {{6, e}, {10, nullptr}, {12, e2}});
 }
 
 TEST(FailureLedger, CancelCoversFromTheFirstDroppedItemToItsMark) {
@@ -61,14 +67,10 @@ TEST(FailureLedger, CancelCoversFromTheFirstDroppedItemToItsMark) {
   EXPECT_EQ(f.at(3), nullptr);  // nothing until the drainer gets there
   f.reach_dropped(3);
   f.reach_dropped(4);  // the span is already open
-  EXPECT_EQ(f.at(2), nullptr);
-  EXPECT_EQ(f.at(3), c);
-  EXPECT_EQ(f.at(6), c);
+  expect_covered(f, {{2, nullptr}, {3, c}, {6, c}});
   EXPECT_EQ(f.active(), nullptr) << "a cancel is not a failure to report";
   f.reach_mark(7);
-  EXPECT_EQ(f.at(6), c);
-  EXPECT_EQ(f.at(7), nullptr);
-  EXPECT_EQ(f.at(8), nullptr);
+  expect_covered(f, {{6, c}, {7, nullptr}, {8, nullptr}});
 }
 
 TEST(FailureLedger, FailureInsideACancelledRangeTakesOver) {
@@ -79,8 +81,7 @@ TEST(FailureLedger, FailureInsideACancelledRangeTakesOver) {
   f.set_cancel_mark(8);
   f.reach_dropped(3);
   f.fail(e, 5);  // a wait at 5 inherits a failure from another stream
-  EXPECT_EQ(f.at(4), c);
-  EXPECT_EQ(f.at(5), e);
+  expect_covered(f, {{4, c}, {5, e}});
   f.reach_mark(8);  // must not close the failure's span
   EXPECT_EQ(f.at(8), e);
   EXPECT_EQ(f.active(), e);
@@ -95,8 +96,7 @@ TEST(FailureLedger, DroppedItemsAfterAFailureStayCoveredByTheFailure) {
   f.set_cancel_mark(6);
   f.reach_dropped(3);
   f.reach_mark(6);
-  EXPECT_EQ(f.at(3), e);
-  EXPECT_EQ(f.at(6), e);
+  expect_covered(f, {{3, e}, {6, e}});
   EXPECT_EQ(f.active(), e);
 }
 
@@ -112,20 +112,14 @@ TEST(FailureLedger, TwoCancelsInARowEachCoverTheirOwnRange) {
   f.reach_mark(4);
   f.reach_dropped(5);
   f.reach_mark(7);
-  EXPECT_EQ(f.at(3), c1);
-  EXPECT_EQ(f.at(4), nullptr);
-  EXPECT_EQ(f.at(5), c2);
-  EXPECT_EQ(f.at(7), nullptr);
+  expect_covered(f, {{3, c1}, {4, nullptr}, {5, c2}, {7, nullptr}});
 }
 
 TEST(FailureLedger, ForkChildCancelsWhatTheParentHadNotFinished) {
   FailureLedger f;
   auto c = error("forked");
   f.reset_in_fork_child(3, 8, c);
-  EXPECT_EQ(f.at(3), nullptr);
-  EXPECT_EQ(f.at(4), c);
-  EXPECT_EQ(f.at(8), c);
-  EXPECT_EQ(f.at(9), nullptr);
+  expect_covered(f, {{3, nullptr}, {4, c}, {8, c}, {9, nullptr}});
 
   FailureLedger g;  // an active failure already covers the unfinished positions
   auto e = error("boom");

@@ -54,22 +54,9 @@ bool ordering_for_tests() {
   GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer " \
                   "would (rightly) report it"
 
-class OrderingSwitch {
- public:
-  explicit OrderingSwitch(bool on) { ops::set_stream_ordering_for_testing(on); }
-  ~OrderingSwitch() { ops::set_stream_ordering_for_testing(true); }
-  OrderingSwitch(const OrderingSwitch&) = delete;
-  OrderingSwitch& operator=(const OrderingSwitch&) = delete;
-};
+using OrderingSwitch = test::ScopedSwitch<&ops::set_stream_ordering_for_testing>;
 
-class Allocator : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    cpu::set_num_threads(GetParam());
-    empty_cache();
-  }
-  test::ThreadCountGuard guard_;
-};
+class Allocator : public test::WorkersWithEmptyCache {};
 
 INSTANTIATE_TEST_SUITE_P(Workers, Allocator, ::testing::ValuesIn(test::kWorkerCounts));
 
@@ -108,13 +95,7 @@ CrossStreamOutcome cross_stream_case() {
   }
   gate.open();
   a.synchronize();
-  const float* f = u.data<float>();
-  for (std::int64_t i = 0; i < kN; ++i) {
-    if (f[i] != 2.0f) {
-      out.corrupted = true;
-      break;
-    }
-  }
+  out.corrupted = !test::all_equal(u, 2.0f);
   // Once a's work is done, b may have the block.
   if (!out.same_block) {
     StreamContext ctx(b);
@@ -236,13 +217,7 @@ CrossStreamOutcome queued_result_case() {
   }
   gate.open();
   a.synchronize();
-  const float* f = u.data<float>();
-  for (std::int64_t i = 0; i < kN; ++i) {
-    if (f[i] != 2.0f) {
-      out.corrupted = true;
-      break;
-    }
-  }
+  out.corrupted = !test::all_equal(u, 2.0f);
   return out;
 }
 

@@ -17,34 +17,15 @@
 namespace streamrt {
 namespace {
 
+using test::all_equal;
+
 constexpr std::int64_t kN = 4096;
 
-class ReferencesSwitch {
- public:
-  explicit ReferencesSwitch(bool on) { ops::set_kernel_references_for_testing(on); }
-  ~ReferencesSwitch() { ops::set_kernel_references_for_testing(true); }
-  ReferencesSwitch(const ReferencesSwitch&) = delete;
-  ReferencesSwitch& operator=(const ReferencesSwitch&) = delete;
-};
+using ReferencesSwitch = test::ScopedSwitch<&ops::set_kernel_references_for_testing>;
 
-class KernelMemory : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override {
-    cpu::set_num_threads(GetParam());
-    empty_cache();
-  }
-  test::ThreadCountGuard guard_;
-};
+class KernelMemory : public test::WorkersWithEmptyCache {};
 
 INSTANTIATE_TEST_SUITE_P(Workers, KernelMemory, ::testing::ValuesIn(test::kWorkerCounts));
-
-bool all_equal(const Tensor& t, float v) {
-  const float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    if (p[i] != v) return false;
-  }
-  return true;
-}
 
 // Wrapped memory (from_blob with a deleter) read by a queued op and dropped by the host: the
 // deleter must wait until the op has run. Returns whether it ran while the op was still queued.

@@ -55,6 +55,19 @@ void occupy(WorkerPool& pool, int workers, Gate& gate) {
   ASSERT_TRUE(eventually([&] { return started->load() == workers; }));
 }
 
+// A pool of `workers` whose every worker is held at `gate` until it opens (or the test leaves).
+struct HeldPool {
+  Gate gate;  // outlives the pool, whose tasks use it
+  WorkerPool pool;
+  OpenOnExit guard{gate};
+  explicit HeldPool(int workers) : pool(workers) { occupy(pool, workers, gate); }
+};
+
+// Pushes `n` tasks that each count `ran` up by one.
+void push_counting(WorkerPool& pool, std::atomic<int>& ran, int n) {
+  for (int i = 0; i < n; ++i) push(pool, [&ran] { ran.fetch_add(1); });
+}
+
 TEST(WorkerPool, RunsTasksOnItsWorkers) {
   WorkerPool pool(2);
   EXPECT_EQ(pool.size(), 2);
@@ -108,12 +121,10 @@ TEST(WorkerPool, WorkersRunTasksAtTheSameTime) {
 }
 
 TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 10; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 10);
   pool.resize(3);
   EXPECT_EQ(pool.size(), 3);
   // Two tasks that must meet: only possible with the two new workers, the old one is blocked.
@@ -125,16 +136,14 @@ TEST(WorkerPool, ResizeUpKeepsQueuedWorkAndTheNewWorkersRun) {
     });
   }
   ASSERT_TRUE(eventually([&] { return queued.load() == 10 && met.load() == 2; }));
-  gate.open();
+  held.gate.open();
 }
 
 TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(4);
-  OpenOnExit guard{gate};
-  occupy(pool, 4, gate);
+  HeldPool held(4);
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 20; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 20);
   std::atomic<bool> resized{false};
   std::thread resizer([&] {
     pool.resize(1);
@@ -143,7 +152,7 @@ TEST(WorkerPool, ResizeDownWaitsForRunningTasksAndKeepsQueuedWork) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   // The removed workers are still running their blocked tasks (a correct pool cannot be done).
   EXPECT_FALSE(resized.load());
-  gate.open();
+  held.gate.open();
   resizer.join();
   EXPECT_EQ(pool.size(), 1);
   ASSERT_TRUE(eventually([&] { return queued.load() == 20; }));
@@ -189,15 +198,13 @@ TEST(WorkerPool, ShrinkingWhilePushingNeverStrandsATask) {
 }
 
 TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  WorkerPool& pool = held.pool;
   std::atomic<int> queued{0};
-  for (int i = 0; i < 5; ++i) push(pool, [&] { queued.fetch_add(1); });
+  push_counting(pool, queued, 5);
   std::thread stopper([&] { pool.shutdown(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  gate.open();
+  held.gate.open();
   stopper.join();
   EXPECT_EQ(queued.load(), 5) << "shutdown dropped queued tasks";
   std::thread::id ran_on;
@@ -207,10 +214,8 @@ TEST(WorkerPool, ShutdownFinishesQueuedWorkAndLaterPushesRunInline) {
 }
 
 TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  WorkerPool& pool = held.pool;
   std::mutex mutex;
   std::vector<int> order;
   std::atomic<int> ran{0};
@@ -228,7 +233,7 @@ TEST(WorkerPool, MoreUrgentLevelsRunFirstAndEachLevelIsFifo) {
         },
         level);
   }
-  gate.open();
+  held.gate.open();
   ASSERT_TRUE(eventually([&] { return ran.load() == static_cast<int>(tasks.size()); }));
   EXPECT_EQ(order, (std::vector<int>{0, 1, 10, 11, 20, 30, 31}));
 }
@@ -241,10 +246,8 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   Slice used_up{Clock::now() - std::chrono::hours(1), Clock::now() - std::chrono::hours(1)};
   Slice fresh{Clock::now() + std::chrono::hours(1), Clock::now() + std::chrono::hours(1)};
   Slice unset{};
-  Gate gate;  // outlives the pool, whose tasks use it
-  WorkerPool pool(1);
-  OpenOnExit guard{gate};
-  occupy(pool, 1, gate);
+  HeldPool held(1);
+  WorkerPool& pool = held.pool;
   EXPECT_FALSE(pool.should_yield(streamrt::cpu::kNumLevels - 1, used_up));
   std::atomic<bool> ran{false};
   push(
@@ -257,7 +260,7 @@ TEST(WorkerPool, ShouldYieldSeesMoreUrgentTasksAndEqualOnesAfterTheTimeSlice) {
   EXPECT_NE(unset.since, Clock::time_point{});
   EXPECT_TRUE(pool.should_yield(3, used_up));
   EXPECT_TRUE(pool.should_yield(3, fresh));
-  gate.open();
+  held.gate.open();
   ASSERT_TRUE(eventually([&] { return ran.load(); }));
 }
 

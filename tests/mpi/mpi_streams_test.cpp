@@ -35,15 +35,6 @@ Pair pair_of(const Communicator& c) {
   return {true, r % 2 == 0, r % 2 == 0 ? r + 1 : r - 1};
 }
 
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Streams, CommunicationIsOrderedWithComputeOnTheSameStream) {
   Communicator& c = world();
   Stream s;
@@ -223,7 +214,7 @@ TEST(Streams, MismatchedSizesFailTheStreamWithMpisErrorAndTheOperation) {
     std::atomic<bool> ran{false};
     c.recv(eight, p.peer, 31, s);  // 64 bytes arrive for 32: MPI reports truncation
     s.launch([&] { ran = true; });
-    const std::string msg = error_text([&] { s.synchronize(); });
+    const std::string msg = error_of([&] { s.synchronize(); });
     EXPECT_NE(msg.find("recv (8 x float32 from rank"), std::string::npos) << msg;
     EXPECT_NE(msg.find("MPI_ERR_TRUNCATE"), std::string::npos) << msg;
     EXPECT_NE(msg.find("different sizes or dtypes"), std::string::npos) << msg;
@@ -231,7 +222,7 @@ TEST(Streams, MismatchedSizesFailTheStreamWithMpisErrorAndTheOperation) {
     // 16 bytes arrive for 32: MPI calls that a success; the size check names it.
     Tensor eight2 = streamrt::zeros({8});
     c.recv(eight2, p.peer, 32, s);
-    const std::string short_msg = error_text([&] { s.synchronize(); });
+    const std::string short_msg = error_of([&] { s.synchronize(); });
     EXPECT_NE(short_msg.find("has 16 bytes but the receive expects exactly 32"), std::string::npos)
         << short_msg;
   }
@@ -247,7 +238,7 @@ TEST(Streams, SkippedOperationsDoNotHoldUpLaterOnes) {
   std::vector<int> buf(5, c.rank() + 1);
   s.launch([] { throw Error("injected failure"); });
   c.all_reduce(buf.data(), buf.data(), buf.size(), DType::Int32, ReduceOp::Sum, s);
-  EXPECT_NE(error_text([&] { s.synchronize(); }).find("injected failure"), std::string::npos);
+  EXPECT_NE(error_of([&] { s.synchronize(); }).find("injected failure"), std::string::npos);
   EXPECT_EQ(buf[0], c.rank() + 1) << "the skipped all_reduce ran";
   c.all_reduce(buf.data(), buf.data(), buf.size(), DType::Int32, ReduceOp::Sum, s);
   ASSERT_TRUE(s.synchronize_for(kTimeout));

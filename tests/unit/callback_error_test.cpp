@@ -12,10 +12,13 @@
 
 namespace {
 
+using streamrt_test::error_of;
 using streamrt_test::eventually;
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
+using streamrt_test::launch_failure_at;
+using streamrt_test::runs_new_work;
 using streamrt_test::StderrCapture;
 using streamrt_test::ThreadCount;
 using streamrt_test::WorkersTest;
@@ -111,10 +114,7 @@ TEST_P(OnComplete, ManyCallbacksOnManyEventsEachRunExactlyOnce) {
 TEST_P(OnComplete, ReceivesTheFailure) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    g.wait();
-    throw TestFailure("cb-failure");
-  });
+  launch_failure_at<TestFailure>(s, g, "cb-failure");
   streamrt::Event e = s.record_event();
   Gate called;
   std::string what;
@@ -168,10 +168,7 @@ TEST(OnCompleteReport, ThrowingCallbackIsReportedAndTheWorkerKeepsWorking) {
   e.on_complete([](std::exception_ptr) { throw std::runtime_error("callback-marker-7781"); });
   g.open();
   EXPECT_TRUE(err.wait_for_text("callback-marker-7781")) << err.text();
-  std::atomic<bool> ran{false};
-  s.launch([&] { ran = true; });
-  EXPECT_TRUE(s.synchronize_for(kTimeout));
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(s));
 }
 
 TEST(OnCompleteReport, ThrowingCallbackOnACompleteEventIsReportedNotPropagated) {
@@ -247,10 +244,7 @@ TEST_P(Failures, LaterItemsAreSkippedAndLaterEventsCarryTheFailure) {
 TEST_P(Failures, SynchronizeCalledWhileTheFailingItemIsStillRunning) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    g.wait();
-    throw TestFailure("boom-2");
-  });
+  launch_failure_at<TestFailure>(s, g, "boom-2");
   std::atomic<bool> skipped_ran{false};
   s.launch([&] { skipped_ran = true; });
   std::thread opener([&] {
@@ -261,10 +255,7 @@ TEST_P(Failures, SynchronizeCalledWhileTheFailingItemIsStillRunning) {
   opener.join();
   EXPECT_FALSE(skipped_ran.load());
   EXPECT_NO_THROW(s.synchronize());  // reported once
-  std::atomic<bool> ran{false};
-  s.launch([&] { ran = true; });
-  s.synchronize();
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(s));
 }
 
 TEST_P(Failures, StreamsWaitingOnAFailedEventInheritTheFailure) {
@@ -447,24 +438,14 @@ TEST_P(Failures, AStreamrtErrorRaisedAgainSaysWhereAndWhatToDo) {
   streamrt::Stream s;
   s.launch([] { throw streamrt::Error("division by zero in test-kernel"); });
   streamrt::Event e = s.record_event();
-  try {
-    e.synchronize();
-    ADD_FAILURE() << "no failure";
-  } catch (const streamrt::Error& err) {
-    EXPECT_STREQ(err.what(), "division by zero in test-kernel");  // first time: as raised
-  }
-  try {
-    e.synchronize();
-    ADD_FAILURE() << "no failure the second time";
-  } catch (const streamrt::Error& err) {
-    const std::string what = err.what();
-    EXPECT_NE(what.find("division by zero in test-kernel"), std::string::npos) << what;
-    EXPECT_NE(what.find("raised again"), std::string::npos) << what;
-    EXPECT_NE(what.find(s.device().str() + " stream " + std::to_string(s.id())),
-              std::string::npos)
-        << what;
-    EXPECT_NE(what.find("submit that work again"), std::string::npos) << what;
-  }
+  // The first time as raised, then said again with where it came from.
+  EXPECT_EQ(error_of([&] { e.synchronize(); }), "division by zero in test-kernel");
+  const std::string what = error_of([&] { e.synchronize(); });
+  EXPECT_NE(what.find("division by zero in test-kernel"), std::string::npos) << what;
+  EXPECT_NE(what.find("raised again"), std::string::npos) << what;
+  EXPECT_NE(what.find(s.device().str() + " stream " + std::to_string(s.id())), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("submit that work again"), std::string::npos) << what;
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Failures, ::testing::Values(1, 2, 4, 8));

@@ -60,102 +60,77 @@ int exit_pending() {
 }
 
 int num_threads() {
-  try {
-    const int n = streamrt::cpu::num_threads();
-    std::printf("num_threads=%d\n", n);
-    // Prove the workers exist: n items on n streams must all meet.
-    streamrt_test::Rendezvous meet(n);
-    std::atomic<int> met{0};
-    std::vector<streamrt::Stream> streams(n);
-    for (auto& s : streams) {
-      s.set_host_run(false);  // the synchronizing host must not be one of the parties
-      s.launch([&] {
-        if (meet.arrive_and_wait()) met.fetch_add(1);
-      });
-    }
-    for (auto& s : streams) s.synchronize();
-    std::printf("met=%d\n", met.load());
-    return 0;
-  } catch (const streamrt::Error& e) {
-    std::printf("error: %s\n", e.what());
-    return 3;
+  const int n = streamrt::cpu::num_threads();
+  std::printf("num_threads=%d\n", n);
+  // Prove the workers exist: n items on n streams must all meet.
+  streamrt_test::Rendezvous meet(n);
+  std::atomic<int> met{0};
+  std::vector<streamrt::Stream> streams(n);
+  for (auto& s : streams) {
+    s.set_host_run(false);  // the synchronizing host must not be one of the parties
+    s.launch([&] {
+      if (meet.arrive_and_wait()) met.fetch_add(1);
+    });
   }
+  for (auto& s : streams) s.synchronize();
+  std::printf("met=%d\n", met.load());
+  return 0;
 }
 
 int launch_work() {
-  try {
-    streamrt::Stream s;
-    s.launch([] {});
-    s.synchronize();
-    say("launched");
-    return 0;
-  } catch (const streamrt::Error& e) {
-    std::printf("error: %s\n", e.what());
-    return 3;
-  }
+  streamrt::Stream s;
+  s.launch([] {});
+  s.synchronize();
+  say("launched");
+  return 0;
 }
 
 // Host-run items as set by STREAMRT_HOST_RUN: the one worker is held, so an item runs on this
 // (synchronizing) thread only if host-run is on; otherwise the worker is freed after 2 s.
 int host_run() {
-  try {
-    streamrt::cpu::set_num_threads(1);
-    streamrt::Stream holder;
-    streamrt::Stream s;
-    streamrt_test::Gate hold, done;
-    streamrt_test::occupy_worker(holder, hold);
-    std::thread watchdog([&] {
-      if (!done.wait(std::chrono::seconds(2))) hold.open();
-    });
-    const auto me = std::this_thread::get_id();
-    bool on_host = false;
-    s.launch([&] { on_host = std::this_thread::get_id() == me; });
-    s.synchronize();
-    done.open();
-    hold.open();
-    watchdog.join();
-    holder.synchronize();
-    std::printf("host_run=%d ran_on_host=%d\n", s.host_run() ? 1 : 0, on_host ? 1 : 0);
-    return 0;
-  } catch (const streamrt::Error& e) {
-    std::printf("error: %s\n", e.what());
-    return 3;
-  }
+  streamrt::cpu::set_num_threads(1);
+  streamrt::Stream holder;
+  streamrt::Stream s;
+  streamrt_test::Gate hold, done;
+  streamrt_test::occupy_worker(holder, hold);
+  std::thread watchdog([&] {
+    if (!done.wait(std::chrono::seconds(2))) hold.open();
+  });
+  const auto me = std::this_thread::get_id();
+  bool on_host = false;
+  s.launch([&] { on_host = std::this_thread::get_id() == me; });
+  s.synchronize();
+  done.open();
+  hold.open();
+  watchdog.join();
+  holder.synchronize();
+  std::printf("host_run=%d ran_on_host=%d\n", s.host_run() ? 1 : 0, on_host ? 1 : 0);
+  return 0;
 }
 
 // The worker poll as set by STREAMRT_WORKER_SPIN_US, then launch_work().
 int worker_spin() {
-  try {
-    std::printf("worker_spin=%lld\n", static_cast<long long>(streamrt::cpu::worker_spin().count()));
-  } catch (const streamrt::Error& e) {
-    std::printf("error: %s\n", e.what());
-    return 3;
-  }
+  std::printf("worker_spin=%lld\n", static_cast<long long>(streamrt::cpu::worker_spin().count()));
   return launch_work();
 }
 
 // The worker policy as set by STREAMRT_WORKER_BATCH, and the one an item runs under.
 int worker_batch() {
-  try {
-    const bool batch = streamrt::cpu::worker_batch();
-    streamrt::Stream s;
-    s.set_host_run(false);  // the item runs on a worker
-    int policy = -1;
-    s.launch([&] { policy = sched_getscheduler(0); });
-    s.synchronize();
-    std::printf("worker_batch=%d item_policy=%s\n", batch ? 1 : 0,
-                policy == SCHED_BATCH ? "batch" : policy == SCHED_OTHER ? "other" : "unknown");
-    return 0;
-  } catch (const streamrt::Error& e) {
-    std::printf("error: %s\n", e.what());
-    return 3;
-  }
+  const bool batch = streamrt::cpu::worker_batch();
+  streamrt::Stream s;
+  s.set_host_run(false);  // the item runs on a worker
+  int policy = -1;
+  s.launch([&] { policy = sched_getscheduler(0); });
+  s.synchronize();
+  std::printf("worker_batch=%d item_policy=%s\n", batch ? 1 : 0,
+              policy == SCHED_BATCH   ? "batch"
+              : policy == SCHED_OTHER ? "other"
+                                      : "unknown");
+  return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::string mode = argc > 1 ? argv[1] : "";
+// The exit code of `mode`; 2 for a mode there is not.
+int run(const std::string& mode, const char* self) {
   if (mode == "exit-pending") return exit_pending();
   if (mode == "num-threads") return num_threads();
   if (mode == "launch") return launch_work();
@@ -164,6 +139,18 @@ int main(int argc, char** argv) {
   if (mode == "worker-batch") return worker_batch();
   std::fprintf(stderr,
                "usage: %s exit-pending|num-threads|launch|host-run|worker-spin|worker-batch\n",
-               argv[0]);
+               self);
   return 2;
+}
+
+}  // namespace
+
+// An Error (such as a bad environment variable's) is printed as "error: <what>", exit code 3.
+int main(int argc, char** argv) {
+  try {
+    return run(argc > 1 ? argv[1] : "", argv[0]);
+  } catch (const streamrt::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
 }

@@ -29,6 +29,14 @@ struct CurrentStreamReset {
   ~CurrentStreamReset() { streamrt::set_current_stream(streamrt::Stream::default_stream()); }
 };
 
+// Two streams, `a` the current one (until the test leaves).
+struct ACurrent {
+  CurrentStreamReset reset;
+  streamrt::Stream a;
+  streamrt::Stream b;
+  ACurrent() { streamrt::set_current_stream(a); }
+};
+
 // ---- 11. Current stream -----------------------------------------------------------------------
 
 TEST(CurrentStream, IsTheDefaultStreamUntilSet) {
@@ -92,10 +100,9 @@ TEST(CurrentStream, StreamContextNestsAndRestores) {
 }
 
 TEST(CurrentStream, StreamContextRestoresWhenAnExceptionLeavesTheScope) {
-  CurrentStreamReset reset;
-  streamrt::Stream a;
-  streamrt::Stream b;
-  streamrt::set_current_stream(a);
+  ACurrent streams;
+  streamrt::Stream& a = streams.a;
+  streamrt::Stream& b = streams.b;
   try {
     streamrt::StreamContext cb(b);
     EXPECT_EQ(streamrt::current_stream(), b);
@@ -106,10 +113,9 @@ TEST(CurrentStream, StreamContextRestoresWhenAnExceptionLeavesTheScope) {
 }
 
 TEST(CurrentStream, StreamContextWithNulloptDoesNothing) {
-  CurrentStreamReset reset;
-  streamrt::Stream a;
-  streamrt::Stream b;
-  streamrt::set_current_stream(a);
+  ACurrent streams;
+  streamrt::Stream& a = streams.a;
+  streamrt::Stream& b = streams.b;
   {
     streamrt::StreamContext none(std::nullopt);
     EXPECT_EQ(streamrt::current_stream(), a);

@@ -11,17 +11,9 @@
 
 namespace {
 
+using streamrt_test::error_of;
 using streamrt_test::expect_bad_setting;
 using streamrt_test::run_child;
-
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(Device, ParsesCanonicalForms) {
   EXPECT_EQ(streamrt::Device::parse("cpu"), (streamrt::Device{streamrt::DeviceType::CPU, 0}));

@@ -126,6 +126,24 @@ TEST(ErrorText, LibraryErrorsCarryTheirNames) {
   }
 }
 
+TEST(ErrorText, FromBlobRefusalsNameFromBlob) {
+  std::vector<double> buf(12);
+  const auto expect_named = [](const auto& call, const char* problem) {
+    try {
+      call();
+      ADD_FAILURE() << "no error";
+    } catch (const streamrt::Error& e) {
+      EXPECT_TRUE(mentions(e.text(), api::function("from_blob"))) << e.what();
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(std::string("streamrt::from_blob: ") + problem, 0), 0u) << what;
+    }
+  };
+  // Windows whose rows overlap; a null pointer for elements.
+  expect_named([&] { streamrt::from_blob(buf.data(), {4, 3}, {2, 1}, streamrt::DType::Float64); },
+               "distinct elements");
+  expect_named([] { streamrt::from_blob(nullptr, {2}, streamrt::DType::Float64); }, "data is null");
+}
+
 TEST(ErrorText, AnErrorRaisedAgainKeepsItsNames) {
   streamrt::Stream s;
   s.launch([] { throw streamrt::Error("failing work (" + api::member("Stream", "launch") + ")"); });

@@ -1,11 +1,14 @@
 // Events: versions (what a record captures, what a wait keeps), never-recorded and reset events,
-// elapsed_time. What Stream::synchronize waits for is in stream_test.cpp.
+// elapsed_time, the states an event walks through. What Stream::synchronize waits for is in
+// stream_test.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,18 +18,41 @@
 
 namespace {
 
-using streamrt_test::eventually;
-using streamrt_test::settled_asleep;
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
-using streamrt_test::kTimeout;
-using streamrt_test::ThreadCount;
-using streamrt_test::WorkersTest;
+using namespace streamrt_test;  // the shared test helpers (test_util.hpp)
 using namespace std::chrono_literals;
+
+// An event that takes a timestamp when its stream reaches it (elapsed_time needs two).
+streamrt::Event timed_event() {
+  return streamrt::Event(streamrt::EventOptions{.enable_timing = true});
+}
 
 // ---- 6. Event versions --------------------------------------------------------------------------
 
 class EventVersions : public WorkersTest {};
+
+// Stream `a` held at gate `ga` (its work then sets a_done), event `e` recorded after that work,
+// and stream `b` waiting on `e`: b's first item notes whether a's work had run, then calls `then`.
+struct WaitOnHeldWork {
+  streamrt::Stream a;
+  streamrt::Stream b;
+  Gate ga;
+  std::atomic<bool> a_done{false};
+  bool a_done_seen = false;
+  streamrt::Event e;
+
+  explicit WaitOnHeldWork(std::function<void()> then) {
+    a.launch([this] {
+      ga.wait();
+      a_done = true;
+    });
+    e = a.record_event();
+    b.wait_event(e);
+    b.launch([this, then = std::move(then)] {
+      a_done_seen = a_done.load();
+      then();
+    });
+  }
+};
 
 TEST_P(EventVersions, RecordCapturesTheCurrentEndOnly) {
   streamrt::Stream s;
@@ -59,23 +85,11 @@ TEST_P(EventVersions, RecordOnAnIdleStreamIsCompleteAtOnce) {
 }
 
 TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) {
-  streamrt::Stream a;
-  streamrt::Stream b;
   streamrt::Stream c;
-  Gate ga;
-  std::atomic<bool> a_done{false};
-  a.launch([&] {
-    ga.wait();
-    a_done = true;
-  });
-  streamrt::Event e = a.record_event();
-  b.wait_event(e);
-  bool a_done_seen = false;
   Gate b_done;
-  b.launch([&] {
-    a_done_seen = a_done.load();
-    b_done.open();
-  });
+  WaitOnHeldWork w([&] { b_done.open(); });
+  streamrt::Stream& b = w.b;
+  streamrt::Event& e = w.e;
   // The new version of `e` comes after b's item (c waits for it), so it cannot complete before
   // b's item runs: if b waited for the new version, b and c would wait for each other for ever.
   // (No worker is held by this, so it also holds with one worker.)
@@ -83,40 +97,28 @@ TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordPending) 
   c.launch([] {});
   e.record(c);
   EXPECT_FALSE(e.query());
-  ga.open();
+  w.ga.open();
   if (!b_done.wait()) fail_hard("b waited for the later version of the event");
-  EXPECT_TRUE(a_done_seen);
+  EXPECT_TRUE(w.a_done_seen);
   e.synchronize();
   b.synchronize();
   c.synchronize();
 }
 
 TEST_P(EventVersions, WaitEventKeepsTheVersionSeenAtTheCall_LaterRecordComplete) {
-  streamrt::Stream a;
-  streamrt::Stream b;
   streamrt::Stream idle;
-  Gate ga;
-  std::atomic<bool> a_done{false};
-  a.launch([&] {
-    ga.wait();
-    a_done = true;
-  });
-  streamrt::Event e = a.record_event();
-  b.wait_event(e);
   std::atomic<bool> b_ran{false};
-  bool a_done_seen = false;
-  b.launch([&] {
-    a_done_seen = a_done.load();
-    b_ran = true;
-  });
+  WaitOnHeldWork w([&] { b_ran = true; });
+  streamrt::Stream& b = w.b;
+  streamrt::Event& e = w.e;
   e.record(idle);  // complete at once; b must still wait for a
   EXPECT_TRUE(e.query());
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(b_ran.load()) << "b ran before the version it waits on completed";
-  ga.open();
+  w.ga.open();
   b.synchronize();
   EXPECT_TRUE(b_ran.load());
-  EXPECT_TRUE(a_done_seen);
+  EXPECT_TRUE(w.a_done_seen);
 }
 
 TEST_P(EventVersions, HostWaitStartedBeforeAReRecordTracksItsVersion) {
@@ -246,7 +248,7 @@ void expect_unrecorded_behaviour(streamrt::Event& e) {
   EXPECT_EQ(e.state(), streamrt::EventState::NotRecorded);
   EXPECT_EQ(e.device(), std::nullopt);
   streamrt::Stream s;
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
   timed.record(s);
   timed.synchronize();
   expect_error_naming_record([&] { e.synchronize(); }, "synchronize()");
@@ -262,16 +264,13 @@ void expect_unrecorded_behaviour(streamrt::Event& e) {
     expect_error_naming_record([&] { timed.elapsed_time(e); }, "elapsed_time(end)");
   }
   // The stream is unharmed by the refused calls.
-  std::atomic<bool> ran{false};
-  s.launch([&] { ran = true; });
-  s.synchronize();
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(s));
 }
 
 TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {
   streamrt::Event plain;
   expect_unrecorded_behaviour(plain);
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
   expect_unrecorded_behaviour(timed);
   streamrt::Event blocking(streamrt::EventOptions{.blocking = true});
   expect_unrecorded_behaviour(blocking);
@@ -279,7 +278,7 @@ TEST(UnrecordedEvent, IsNotCompleteAndWaitsThrow) {
 
 TEST(UnrecordedEvent, ResetEventBehavesAsNeverRecorded) {
   streamrt::Stream s;
-  streamrt::Event e(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event e = timed_event();
   e.record(s);
   e.synchronize();
   EXPECT_TRUE(e.query());
@@ -309,19 +308,14 @@ TEST(UnrecordedEvent, ResetDoesNotAffectPendingWork) {
 // ---- 8. elapsed_time --------------------------------------------------------------------------
 
 std::string elapsed_error(const streamrt::Event& a, const streamrt::Event& b) {
-  try {
-    (void)a.elapsed_time(b);
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
+  return error_of([&] { (void)a.elapsed_time(b); });
 }
 
 TEST(ElapsedTime, RequiresTimingOnBothEvents) {
   streamrt::Stream s;
   streamrt::Event plain;
-  streamrt::Event timed(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event timed2(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event timed = timed_event();
+  streamrt::Event timed2 = timed_event();
   plain.record(s);
   timed.record(s);
   timed2.record(s);
@@ -335,8 +329,8 @@ TEST(ElapsedTime, RequiresTimingOnBothEvents) {
 
 TEST(ElapsedTime, RequiresBothRecorded) {
   streamrt::Stream s;
-  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event a = timed_event();
+  streamrt::Event b = timed_event();
   a.record(s);
   s.synchronize();
   for (const auto& msg : {elapsed_error(a, b), elapsed_error(b, a)}) {
@@ -347,8 +341,8 @@ TEST(ElapsedTime, RequiresBothRecorded) {
 TEST(ElapsedTime, RequiresBothCompleted) {
   streamrt::Stream s;
   Gate g;
-  streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event a = timed_event();
+  streamrt::Event b = timed_event();
   a.record(s);
   s.launch([&] { g.wait(); });
   b.record(s);
@@ -365,8 +359,8 @@ TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
   streamrt::Stream s;
   Gate g;
   s.launch([&] { g.wait(); });
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
+  streamrt::Event start = timed_event();
+  streamrt::Event end = timed_event();
   start.record(s);
   s.launch([] { std::this_thread::sleep_for(50ms); });
   end.record(s);
@@ -377,28 +371,29 @@ TEST(ElapsedTime, TimestampIsTakenWhenTheStreamReachesTheRecord) {
   EXPECT_LE(end.elapsed_time(start), -49.9);
 }
 
+// elapsed_time from a record on `first` to one on `second` after `sleep` of work there (which
+// waits for the first record when it is another stream).
+double elapsed_over_sleep(streamrt::Stream& first, streamrt::Stream& second,
+                          std::chrono::microseconds sleep) {
+  streamrt::Event start = timed_event();
+  streamrt::Event end = timed_event();
+  start.record(first);
+  if (second != first) second.wait_event(start);
+  second.launch([sleep] { std::this_thread::sleep_for(sleep); });
+  end.record(second);
+  end.synchronize();
+  return start.elapsed_time(end);
+}
+
 TEST(ElapsedTime, RecordOnAnIdleStreamThenSlowWork) {
   streamrt::Stream s;
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
-  start.record(s);
-  s.launch([] { std::this_thread::sleep_for(50ms); });
-  end.record(s);
-  end.synchronize();
-  EXPECT_GE(start.elapsed_time(end), 49.9);
+  EXPECT_GE(elapsed_over_sleep(s, s, 50ms), 49.9);
 }
 
 TEST(ElapsedTime, WorksAcrossStreamsOfOneDevice) {
   streamrt::Stream a;
   streamrt::Stream b;
-  streamrt::Event start(streamrt::EventOptions{.enable_timing = true});
-  streamrt::Event end(streamrt::EventOptions{.enable_timing = true});
-  start.record(a);
-  b.wait_event(start);
-  b.launch([] { std::this_thread::sleep_for(20ms); });
-  end.record(b);
-  end.synchronize();
-  EXPECT_GE(start.elapsed_time(end), 19.9);
+  EXPECT_GE(elapsed_over_sleep(a, b, 20ms), 19.9);
 }
 
 TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
@@ -406,17 +401,53 @@ TEST(ElapsedTime, ResolutionIsFinerThanAMillisecond) {
   streamrt::Stream s;
   bool fractional = false;
   for (int i = 0; i < 5 && !fractional; ++i) {
-    streamrt::Event a(streamrt::EventOptions{.enable_timing = true});
-    streamrt::Event b(streamrt::EventOptions{.enable_timing = true});
-    a.record(s);
-    s.launch([] { std::this_thread::sleep_for(1500us); });
-    b.record(s);
-    b.synchronize();
-    const double ms = a.elapsed_time(b);
+    const double ms = elapsed_over_sleep(s, s, 1500us);
     EXPECT_GE(ms, 1.4999);
     fractional = ms != std::floor(ms);
   }
   EXPECT_TRUE(fractional);
+}
+
+TEST(EventState, WalksThroughEveryState) {
+  using streamrt::EventState;
+  streamrt::Event e;
+  EXPECT_EQ(e.state(), EventState::NotRecorded);
+  streamrt::Stream s;
+  Blocker b;
+  b.launch_on(s);
+  e.record(s);
+  EXPECT_EQ(e.state(), EventState::Pending);
+  b.release.open();
+  e.synchronize();
+  EXPECT_EQ(e.state(), EventState::Complete);
+
+  s.launch([] { throw std::runtime_error("x"); });
+  e.record(s);
+  EXPECT_THROW(e.synchronize(), std::runtime_error);
+  EXPECT_EQ(e.state(), EventState::Failed);
+  EXPECT_NO_THROW(s.synchronize());  // the event wait reported it (rule 10)
+
+  Blocker b2;
+  b2.launch_on(s);
+  s.launch([] {});
+  e.record(s);
+  ASSERT_TRUE(b2.started.wait());
+  s.cancel();
+  b2.release.open();
+  EXPECT_THROW(e.synchronize(), streamrt::Cancelled);
+  EXPECT_EQ(e.state(), EventState::Cancelled);
+
+  e.reset();
+  EXPECT_EQ(e.state(), EventState::NotRecorded);
+}
+
+TEST(EventState, NamesForReprs) {
+  using streamrt::EventState;
+  EXPECT_EQ(streamrt::to_string(EventState::NotRecorded), "not_recorded");
+  EXPECT_EQ(streamrt::to_string(EventState::Pending), "pending");
+  EXPECT_EQ(streamrt::to_string(EventState::Complete), "complete");
+  EXPECT_EQ(streamrt::to_string(EventState::Failed), "failed");
+  EXPECT_EQ(streamrt::to_string(EventState::Cancelled), "cancelled");
 }
 
 }  // namespace

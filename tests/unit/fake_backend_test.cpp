@@ -17,12 +17,15 @@
 
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
 
 namespace {
 
 using streamrt::Device;
 using streamrt::DeviceType;
 namespace impl = streamrt::impl;
+using streamrt_test::error_of;
+using streamrt_test::runs_new_work;
 
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -162,15 +165,6 @@ class FakeBackendTest : public ::testing::Test {
   }
 };
 
-std::string error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const streamrt::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
 TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
   streamrt::Stream s(kCuda1, -1);
   EXPECT_TRUE(fake().logged("new_stream(1,-1)"));
@@ -186,10 +180,7 @@ TEST_F(FakeBackendTest, NewStreamGoesToTheBackendOfItsDeviceType) {
   // And the CPU backend is still there, untouched.
   streamrt::Stream cpu;
   EXPECT_EQ(cpu.device(), Device{});
-  std::atomic<bool> ran{false};
-  cpu.launch([&] { ran = true; });
-  cpu.synchronize();
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(cpu));
   EXPECT_TRUE(fake().take().empty());
 }
 

@@ -21,15 +21,7 @@
 
 namespace {
 
-using streamrt_test::Blocker;
-using streamrt_test::eventually;
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
-using streamrt_test::kTimeout;
-using streamrt_test::run_child;
-using streamrt_test::StderrCapture;
-using streamrt_test::ThreadCount;
-using streamrt_test::WorkersTest;
+using namespace streamrt_test;  // the shared test helpers (test_util.hpp)
 using namespace std::chrono_literals;
 
 constexpr bool kSanitized = sizeof(STREAMRT_TEST_SANITIZER) > 1;
@@ -220,10 +212,7 @@ TEST(ThrowingCallbacks, ManyThrowingCallbacksOfAnyTypeNeverKillTheOnlyWorker) {
            static_cast<std::size_t>(kCallbacks);
   })) << err.text();
   // The worker survived all of them.
-  std::atomic<bool> ran{false};
-  s.launch([&] { ran = true; });
-  EXPECT_TRUE(s.synchronize_for(kTimeout));
-  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(runs_new_work(s));
 }
 
 TEST(ThrowingCallbacks, CallbackOnAFailedEventThatRethrowsTheFailureIsReportedOnce) {

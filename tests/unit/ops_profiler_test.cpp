@@ -11,22 +11,13 @@
 
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
+#include "test_util.hpp"
 
 namespace streamrt {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("streamrt_" + std::to_string(::getpid()) + "_" + name))
-      .string();
-}
-
-// Writes a checker script next to the test's temporary files and returns its path.
-std::string write_script(const std::string& name, const std::string& text) {
-  const std::string path = temp_path(name);
-  std::ofstream(path) << text;
-  return path;
-}
+using streamrt_test::temp_path;
+using streamrt_test::write_script;
 
 TEST(Profiler, RecordsOpsAndLabelledLaunches) {
   Stream s1, s2(Device{}, -1);

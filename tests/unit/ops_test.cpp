@@ -1,8 +1,11 @@
-// Ops: results against float64 reference loops (odd shapes too), argument errors, dtypes.
+// Ops: results against float64 reference loops (odd shapes too), on view operands, argument
+// errors, dtypes and their promotion.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "ops_test_util.hpp"
 #include "streamrt/streamrt.hpp"
@@ -11,6 +14,7 @@ namespace streamrt {
 namespace {
 
 using test::expect_error_containing;
+using test::iota;
 using test::to_vector;
 
 // C = A B in float64 loops, plus the bound sum_k |a_ik b_kj| for the rounding tolerance.
@@ -360,6 +364,186 @@ TEST(OpsAsync, OpsReturnBeforeTheyRun) {
   gate.open();
   EXPECT_EQ(to_vector(c), std::vector<double>(64 * 64, 65.0));
   EXPECT_FALSE(gate.timed_out());
+}
+
+TEST(OpsPromotion, FollowsTorch) {
+  EXPECT_EQ(promote_types(DType::Int32, DType::Float32), DType::Float32);
+  EXPECT_EQ(promote_types(DType::Int64, DType::Float32), DType::Float32);  // numpy: float64
+  EXPECT_EQ(promote_types(DType::Int32, DType::Int64), DType::Int64);
+  EXPECT_EQ(promote_types(DType::Float32, DType::Float64), DType::Float64);
+  EXPECT_EQ(promote_types(DType::Bool, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::Bool, DType::Bool), DType::Bool);
+  Tensor r = full({2}, 3.0, DType::Int32) + full({2}, 0.5, DType::Float32);
+  EXPECT_EQ(r.dtype(), DType::Float32);
+  EXPECT_EQ(to_vector(r), (std::vector<double>{3.5, 3.5}));
+}
+
+TEST(OpsElementwise, BroadcastsOverStridedViews) {
+  Tensor a = iota({2, 3});
+  Tensor b = iota({3});
+  EXPECT_EQ(to_vector(a + b), (std::vector<double>{0, 2, 4, 3, 5, 7}));
+  EXPECT_EQ(to_vector(a.T() * b.slice(0, 0, 2)), (std::vector<double>{0, 3, 0, 4, 0, 5}));
+  Tensor col = iota({2, 1}), row = iota({1, 3});
+  EXPECT_EQ(to_vector(col - row), (std::vector<double>{0, -1, -2, 1, 0, -1}));
+  EXPECT_EQ(to_vector(maximum(a, full({}, 2.5))), (std::vector<double>{2.5, 2.5, 2.5, 3, 4, 5}));
+  EXPECT_EQ(to_vector(minimum(a.T(), b.unsqueeze(1))), (std::vector<double>{0, 0, 1, 1, 2, 2}));
+  EXPECT_EQ(to_vector(clamp(a, 1.0, 3.0)), (std::vector<double>{1, 1, 2, 3, 3, 3}));
+  EXPECT_EQ(to_vector(pow(a.T(), 2)), (std::vector<double>{0, 9, 1, 16, 4, 25}));
+  EXPECT_EQ(to_vector(abs(-a)), to_vector(a));
+  // Operands sharing a dense permuted layout give a result of that layout (as torch), computed
+  // over the flat memory; mixed layouts give a contiguous result.
+  Tensor tt = a.T() + a.T();
+  EXPECT_EQ(tt.strides(), a.T().strides());
+  EXPECT_EQ(to_vector(tt), (std::vector<double>{0, 6, 2, 8, 4, 10}));
+  EXPECT_EQ(exp(a.T()).strides(), a.T().strides());
+  EXPECT_TRUE((a.T() + a.T().contiguous()).is_contiguous());
+}
+
+TEST(OpsElementwise, UnaryMathAndIntegerPromotion) {
+  Tensor x = full({3}, 2, DType::Int32);
+  Tensor e = exp(x);
+  EXPECT_EQ(e.dtype(), DType::Float32);
+  EXPECT_FLOAT_EQ(static_cast<float>(to_vector(e)[0]), std::exp(2.0f));
+  Tensor s = sigmoid(full({2}, -1000.0, DType::Float64));
+  EXPECT_EQ(to_vector(s)[0], 0.0);  // no overflow to NaN
+  EXPECT_NEAR(to_vector(tanh(full({1}, 0.5)))[0], std::tanh(0.5), 1e-6);
+  EXPECT_TRUE(std::isnan(to_vector(sqrt(full({1}, -1.0)))[0]));
+  EXPECT_EQ(to_vector(pow(full({2}, 3, DType::Int64), 3)), (std::vector<double>{27, 27}));
+  expect_error_containing([] { pow(full({1}, 3, DType::Int64), 0.5); }, {"pow", "0.5", "int64"});
+  expect_error_containing([] { pow(full({1}, 3, DType::Int64), -1); }, {"pow", "negative"});
+}
+
+TEST(OpsCompare, GivesBoolAndWhereSelects) {
+  Tensor a = iota({2, 3});
+  Tensor m = a > 2.0;
+  EXPECT_EQ(m.dtype(), DType::Bool);
+  EXPECT_EQ(to_vector(m), (std::vector<double>{0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(to_vector(eq(a, iota({3}))), (std::vector<double>{1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(to_vector(where(m, a, full({}, -1.0))), (std::vector<double>{-1, -1, -1, 3, 4, 5}));
+  EXPECT_EQ(to_vector(sum(m)), (std::vector<double>{3}));
+  expect_error_containing([&] { where(a, a, a); }, {"where", "must be bool"});
+  // int64 against an integral scalar compares exactly (a double could not hold 2^53 + 1).
+  Tensor big = full({1}, 0, DType::Int64);
+  big.data<std::int64_t>()[0] = (std::int64_t{1} << 53) + 1;
+  EXPECT_EQ(to_vector(eq(big, 9007199254740992.0))[0], 0.0);
+}
+
+TEST(OpsReduce, OverADimWithKeepdim) {
+  Tensor a = iota({2, 3});
+  EXPECT_EQ(sum(a, 0).shape(), (Shape{3}));
+  EXPECT_EQ(to_vector(sum(a, 0)), (std::vector<double>{3, 5, 7}));
+  EXPECT_EQ(sum(a, -1, true).shape(), (Shape{2, 1}));
+  EXPECT_EQ(to_vector(sum(a, -1, true)), (std::vector<double>{3, 12}));
+  EXPECT_EQ(to_vector(mean(a.T(), 1)), (std::vector<double>{1.5, 2.5, 3.5}));
+  EXPECT_EQ(to_vector(max(a, 0)), (std::vector<double>{3, 4, 5}));
+  EXPECT_EQ(to_vector(min(a, 1)), (std::vector<double>{0, 3}));
+  EXPECT_EQ(to_vector(argmax(a, 1)), (std::vector<double>{2, 2}));
+  EXPECT_EQ(argmax(a, 1).dtype(), DType::Int64);
+  EXPECT_EQ(argmax(a).item<std::int64_t>(), 5);
+  EXPECT_EQ(max(a).item<float>(), 5.0f);
+  EXPECT_EQ(to_vector(sum(full({2, 3}, 1, DType::Int32), 1)), (std::vector<double>{3, 3}));
+  EXPECT_EQ(sum(full({2, 3}, 1, DType::Int32), 1).dtype(), DType::Int64);
+  expect_error_containing([&] { sum(a, 2); }, {"sum", "dimension 2", "out of range"});
+  expect_error_containing([] { max(zeros({2, 0}), 1); }, {"max", "empty"});
+  expect_error_containing([] { mean(zeros({2}, DType::Int32), 0); }, {"mean", "floating"});
+}
+
+TEST(OpsReduce, SoftmaxRowsSumToOne) {
+  Tensor x = randn({5, 7}, 3);
+  Tensor s = softmax(x, 1);
+  Tensor total = sum(s, 1);
+  for (double v : to_vector(total)) EXPECT_NEAR(v, 1.0, 1e-6);
+  Tensor ls = log_softmax(x.T(), 0);  // the same rows, read through a transposed view
+  const auto a = to_vector(log(s)), b = to_vector(ls.T());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+  // Large inputs: shifted by the maximum, so no overflow.
+  EXPECT_EQ(to_vector(softmax(full({2}, 1000.0), 0)), (std::vector<double>{0.5, 0.5}));
+  expect_error_containing([] { softmax(ones({2}, DType::Int64), 0); }, {"softmax", "floating"});
+}
+
+TEST(OpsJoin, CatAndStack) {
+  Tensor a = iota({2, 2}), b = full({2, 1}, 9.0);
+  Tensor c = cat({a, b}, 1);
+  EXPECT_EQ(c.shape(), (Shape{2, 3}));
+  EXPECT_EQ(to_vector(c), (std::vector<double>{0, 1, 9, 2, 3, 9}));
+  Tensor s = stack({a, a.T()}, 0);
+  EXPECT_EQ(s.shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(to_vector(s), (std::vector<double>{0, 1, 2, 3, 0, 2, 1, 3}));
+  EXPECT_EQ(stack({a, a}, -1).shape(), (Shape{2, 2, 2}));
+  expect_error_containing([&] { cat({a, iota({3, 1})}, 1); }, {"cat", "[2, 2]", "[3, 1]"});
+  expect_error_containing([&] { stack({a, b}); }, {"stack", "[2, 2]", "[2, 1]"});
+}
+
+// A transposed operand goes to BLAS as it is: the profile holds the product and no copy.
+TEST(OpsMatmul, TransposedViewsNeedNoCopy) {
+  Tensor a = randn({6, 4}, 1), b = randn({6, 5}, 2);
+  synchronize();
+  Profiler prof;
+  prof.start();
+  Tensor c = matmul(a.T(), b);                            // [4, 6] x [6, 5]
+  Tensor d = matmul(b.T(), a.T().T());                    // [5, 6] x [6, 4]
+  Tensor e = matmul(b.slice(1, 1, 5), a.slice(0, 0, 4));  // row-strided view: no copy either
+  c.wait();
+  d.wait();
+  e.wait();
+  prof.stop();
+  for (const auto& r : prof.records()) EXPECT_EQ(r.label, "matmul");
+  EXPECT_EQ(prof.records().size(), 3u);
+  const auto va = to_vector(a), vb = to_vector(b), vc = to_vector(c), vd = to_vector(d);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 5; ++j) {
+      double ref = 0;
+      for (int k = 0; k < 6; ++k) ref += va[k * 4 + i] * vb[k * 5 + j];
+      EXPECT_NEAR(vc[i * 5 + j], ref, 1e-4);
+      EXPECT_NEAR(vd[j * 4 + i], ref, 1e-4);
+    }
+  }
+  // An expanded (stride 0) operand fits neither layout and is copied first: still right.
+  Tensor ones_b = ones({1, 5}).expand({6, 5});
+  const auto vf = to_vector(matmul(a.T(), ones_b));
+  for (int i = 0; i < 4; ++i) {
+    double ref = 0;
+    for (int k = 0; k < 6; ++k) ref += va[k * 4 + i];
+    EXPECT_NEAR(vf[i * 5], ref, 1e-4);
+  }
+}
+
+// index_select gathers slices along any dimension (numpy's take), from strided inputs, with
+// int32 or int64 indices (negative from the end); an entry out of range fails the stream.
+TEST(OpsIndexSelect, GathersLikeTake) {
+  test::ThreadCountGuard guard;
+  for (int workers : test::kWorkerCounts) {
+    cpu::set_num_threads(workers);
+    SCOPED_TRACE(workers);
+    Tensor m = iota({3, 4});
+    std::vector<std::int64_t> rows = {2, 0, -1, 2};
+    Tensor idx = from_blob(rows.data(), {4}, DType::Int64);
+    EXPECT_EQ(to_vector(index_select(m, 0, idx)),
+              (std::vector<double>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11, 8, 9, 10, 11}));
+    Tensor cols = arange(2, DType::Int32) * 3.0;  // int32 {0, 3}
+    EXPECT_EQ(to_vector(index_select(m.T(), 1, arange(3, DType::Int32))),
+              to_vector(m.T()));  // a strided input, every entry
+    EXPECT_EQ(to_vector(index_select(m, -1, cols)), (std::vector<double>{0, 3, 4, 7, 8, 11}));
+    EXPECT_EQ(index_select(m, 0, zeros({0}, DType::Int64)).shape(), (Shape{0, 4}));
+    // Large enough to be split across workers: 40,000 rows gathered in reverse.
+    Tensor big = arange(40000 * 3, DType::Int64).reshape({40000, 3});
+    Tensor rev = arange(40000, DType::Int64)
+                     .slice(0, std::numeric_limits<std::int64_t>::max(),
+                            std::numeric_limits<std::int64_t>::min(), -1);
+    const auto got = to_vector(index_select(big, 0, rev));
+    for (std::int64_t r = 0; r < 40000; ++r) {
+      ASSERT_EQ(got[static_cast<std::size_t>(r * 3 + 2)], static_cast<double>((39999 - r) * 3 + 2));
+    }
+  }
+  Tensor m = iota({3, 4});
+  expect_error_containing([&] { index_select(m, 0, ones({2})); },
+                          {"index_select", "float32", "int64"});
+  expect_error_containing([&] { index_select(m, 2, arange(2)); }, {"index_select", "out of range"});
+  std::vector<std::int64_t> bad = {1, 3};
+  Stream s;
+  StreamContext ctx(s);
+  Tensor picked = index_select(m, 0, from_blob(bad.data(), {2}, DType::Int64));
+  expect_error_containing([&] { picked.wait(); }, {"index 3", "entry 1", "size 3"});
 }
 
 }  // namespace

@@ -128,6 +128,43 @@ class ThreadCountGuard {
 inline const std::vector<int> kWorkerCounts = {1, 2, 4, 8};
 inline const std::vector<int> kParallelWorkerCounts = {2, 4, 8};
 
+// Sets a switch that a whitebox test turns off (`Set`, such as
+// ops::set_stream_ordering_for_testing) for the scope; it is back on when the scope ends, also when
+// the test fails.
+template <void (*Set)(bool) noexcept>
+class ScopedSwitch {
+ public:
+  explicit ScopedSwitch(bool on) { Set(on); }
+  ~ScopedSwitch() { Set(true); }
+  ScopedSwitch(const ScopedSwitch&) = delete;
+  ScopedSwitch& operator=(const ScopedSwitch&) = delete;
+};
+
+// A test run at each worker count (its parameter) that starts with an empty allocator cache.
+class WorkersWithEmptyCache : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    cpu::set_num_threads(GetParam());
+    empty_cache();
+  }
+  ThreadCountGuard guard_;
+};
+
+// True when every element of the float32 tensor `t` is `value` (the host read waits for t's
+// writers).
+inline bool all_equal(const Tensor& t, float value) {
+  const float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (p[i] != value) return false;
+  }
+  return true;
+}
+
+// 0, 1, ..., n-1 as float32 of `shape`.
+inline Tensor iota(Shape shape) {
+  return arange(shape_numel(shape), DType::Float32).reshape(std::move(shape));
+}
+
 // Copies a tensor's elements (row-major order, any strides) to doubles (waits for its writers).
 inline std::vector<double> to_vector(const Tensor& t) {
   std::vector<double> out(static_cast<std::size_t>(t.numel()));

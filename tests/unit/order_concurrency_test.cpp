@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "streamrt/streamrt.hpp"
@@ -218,14 +219,21 @@ INSTANTIATE_TEST_SUITE_P(Workers, ReturnsAtOnce, ::testing::Values(1, 2, 4, 8));
 
 // ---- 4. A wait never holds a worker -------------------------------------------------------------
 
-TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWorker) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
+// One worker, kept busy by a least urgent stream until `hold` opens: the streams queued meanwhile
+// are all ready when it frees.
+struct OneHeldWorker {
+  ThreadCount one{1};
+  std::pair<int, int> range = streamrt::Stream::priority_range();  // least, greatest
   Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  // Keeps the only worker busy while the rest is queued, so that both streams below are ready
+  streamrt::Stream holder{streamrt::Device{}, range.first};
+  OneHeldWorker() { streamrt_test::occupy_worker(holder, hold); }
+};
+
+TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWorker) {
+  // The only worker is kept busy while the rest is queued, so that both streams below are ready
   // when it becomes free.
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
 
   streamrt::Stream slow(streamrt::Device{}, least);
   streamrt::Stream waiter(streamrt::Device{}, greatest);
@@ -244,22 +252,19 @@ TEST(WaitDoesNotHoldWorker, WaitingStreamParksAndTheAwaitedStreamRunsOnTheOnlyWo
     slow_done_seen_by_waiter = slow_done.load();
     waiter_done.open();
   });
-  hold.open();
+  held.hold.open();
   // Only a plain condition variable here: no host thread helps the runtime make progress.
   if (!waiter_done.wait()) fail_hard("a stream waiting on an event held the only worker");
   EXPECT_TRUE(slow_done_seen_by_waiter);
   waiter.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
 }
 
 TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   // Streams queued most-urgent-first each wait on the next, less urgent one; the least urgent has
   // the real work. Every waiter must park for the chain to finish on one worker.
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
   std::vector<int> log;  // written in event order only
   std::vector<streamrt::Stream> chain;
   for (int p = greatest; p <= least; ++p) chain.emplace_back(streamrt::Device{}, p);
@@ -271,10 +276,10 @@ TEST(WaitDoesNotHoldWorker, ChainOfWaitsAcrossManyStreamsOnOneWorker) {
   }
   Gate done;
   chain.front().launch([&] { done.open(); });
-  hold.open();
+  held.hold.open();
   if (!done.wait()) fail_hard("a chain of waiting streams deadlocked on one worker");
   chain.front().synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   std::vector<int> expected;
   for (int i = static_cast<int>(chain.size()) - 1; i >= 0; --i) expected.push_back(i);
   EXPECT_EQ(log, expected);
@@ -304,12 +309,9 @@ TEST(WaitDoesNotHoldWorker, HostBlockedInSynchronizeIsNotNeededForProgress) {
 // ---- 14. Priorities ---------------------------------------------------------------------------
 
 TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
   ASSERT_GT(least, greatest) << "the CPU backend should offer more than one priority";
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
   std::vector<int> order;  // the single worker runs these one at a time
   std::vector<streamrt::Stream> streams;
   // Submitted least urgent first, so FIFO order is the opposite of priority order.
@@ -320,20 +322,17 @@ TEST(Priorities, MostUrgentReadyStreamRunsFirstOnOneWorker) {
     streams.back().set_host_run(false);
     streams.back().launch([&order, p] { order.push_back(p); });
   }
-  hold.open();
+  held.hold.open();
   for (auto& s : streams) s.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   std::vector<int> expected;
   for (int p = greatest; p <= least; ++p) expected.push_back(p);
   EXPECT_EQ(order, expected) << "lower priority values must run first";
 }
 
 TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
-  ThreadCount one(1);
-  const auto [least, greatest] = streamrt::Stream::priority_range();
-  Gate hold;
-  streamrt::Stream holder(streamrt::Device{}, least);
-  streamrt_test::occupy_worker(holder, hold);
+  OneHeldWorker held;
+  const auto [least, greatest] = held.range;
   streamrt::Stream low(streamrt::Device{}, least);
   streamrt::Stream high(streamrt::Device{}, greatest);
   EXPECT_EQ(low.priority(), least);
@@ -343,10 +342,10 @@ TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   std::vector<char> order;
   for (int i = 0; i < 3; ++i) low.launch([&] { order.push_back('L'); });
   for (int i = 0; i < 3; ++i) high.launch([&] { order.push_back('H'); });
-  hold.open();
+  held.hold.open();
   low.synchronize();
   high.synchronize();
-  holder.synchronize();
+  held.holder.synchronize();
   EXPECT_EQ(std::string(order.begin(), order.end()), "HHHLLL");
 }
 

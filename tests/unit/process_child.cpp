@@ -101,6 +101,17 @@ int default_stream_check() {
   }
 }
 
+// Holds `s` (and one worker) with an item that spins until `release` is set; returns once that
+// item has started.
+void hold_until(const std::atomic<bool>& release, streamrt::Stream& s) {
+  std::atomic<bool> started{false};
+  s.launch([&] {
+    started = true;
+    while (!release.load()) std::this_thread::sleep_for(1ms);
+  });
+  while (!started.load()) std::this_thread::sleep_for(1ms);
+}
+
 // With one worker busy behind a gate, one item on each of 8 streams becomes ready; prints the order
 // in which the worker then ran them.
 int schedule_order() {
@@ -108,12 +119,8 @@ int schedule_order() {
   constexpr int kStreams = 8;
   std::vector<streamrt::Stream> streams(kStreams);
   streamrt::Stream gate_stream;
-  std::atomic<bool> started{false}, release{false};
-  gate_stream.launch([&] {
-    started = true;
-    while (!release.load()) std::this_thread::sleep_for(1ms);
-  });
-  while (!started.load()) std::this_thread::sleep_for(1ms);
+  std::atomic<bool> release{false};
+  hold_until(release, gate_stream);
   std::mutex m;
   std::vector<int> order;
   for (int k = 0; k < kStreams; ++k) {
@@ -161,12 +168,8 @@ int max_concurrency() {
 // RSS growth per queued item: a stream is held by a gate while n small items queue behind it.
 int queue_memory(int n) {
   streamrt::Stream s;
-  std::atomic<bool> started{false}, release{false};
-  s.launch([&] {
-    started = true;
-    while (!release.load()) std::this_thread::sleep_for(1ms);
-  });
-  while (!started.load()) std::this_thread::sleep_for(1ms);
+  std::atomic<bool> release{false};
+  hold_until(release, s);
   long counter = 0;
   const long before = resident_bytes();
   for (int i = 0; i < n; ++i) s.launch([&counter] { ++counter; });

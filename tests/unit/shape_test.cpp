@@ -1,12 +1,15 @@
 // streamrt::Shape: a std::vector-like list held inline up to kMaxDims entries, spilling to the
-// heap past that; tensors keep their sizes and strides in it without an allocation.
+// heap past that; tensors keep their sizes and strides in it without an allocation. And the shape
+// math of tensors: contiguous strides, numpy's broadcasting.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "ops_test_util.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/streamrt.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace {
@@ -161,3 +164,37 @@ TEST(Shape, TensorsKeepSizesAndStridesWithoutAHeapBlock) {
 }
 
 }  // namespace
+
+// ---- Shape math of tensors: contiguous strides and numpy's broadcasting -------------------------
+
+namespace streamrt {
+namespace {
+
+using test::expect_error_containing;
+
+TEST(Layout, ContiguousStridesAreThoseOfNewTensors) {
+  EXPECT_EQ(contiguous_strides({2, 3, 4}), (Shape{12, 4, 1}));
+  EXPECT_EQ(contiguous_strides({}), Shape{});
+  EXPECT_EQ(contiguous_strides({2, 0, 3}), (Shape{3, 3, 1}));  // a size of 0 counts as 1
+  for (const Shape& shape : {Shape{5}, Shape{2, 7}, Shape{3, 1, 4, 2}}) {
+    EXPECT_EQ(contiguous_strides(shape), zeros(shape).strides()) << to_string(shape);
+  }
+}
+
+TEST(Broadcast, ShapesFollowNumpyRules) {
+  EXPECT_EQ(broadcast_shapes({2, 1, 3}, {4, 1}), (Shape{2, 4, 3}));
+  EXPECT_EQ(broadcast_shapes({}, {3}), (Shape{3}));
+  EXPECT_EQ(broadcast_shapes({5, 0}, {1}), (Shape{5, 0}));
+  EXPECT_EQ(broadcast_shapes({1}, {5, 0}), (Shape{5, 0}));
+  expect_error_containing(
+      [] {
+        broadcast_shapes({2, 3}, {3, 2});
+      },
+      {"[2, 3]", "[3, 2]", "cannot be broadcast"});
+  expect_error_containing([] { ones({2, 3}) + ones({4}); }, {"add", "[2, 3]", "[4]"});
+  expect_error_containing([] { where(ones({2}) > 0.0, ones({3}), ones({2})); },
+                          {"where", "[2]", "[3]"});
+}
+
+}  // namespace
+}  // namespace streamrt

@@ -1,9 +1,10 @@
-// Streams: in-order execution, what Stream::synchronize and streamrt::synchronize wait for, and
-// synchronize called from a stream's own work.
+// Streams: in-order execution, what Stream::synchronize and streamrt::synchronize wait for,
+// synchronize called from a stream's own work, and Stream::pending().
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,13 +14,7 @@
 
 namespace {
 
-using streamrt_test::eventually;
-using streamrt_test::fail_hard;
-using streamrt_test::Gate;
-using streamrt_test::kTimeout;
-using streamrt_test::settled_asleep;
-using streamrt_test::ThreadCount;
-using streamrt_test::WorkersTest;
+using namespace streamrt_test;  // the shared test helpers (test_util.hpp)
 using namespace std::chrono_literals;
 
 TEST(Stream, RunsWorkInOrder) {
@@ -127,49 +122,36 @@ INSTANTIATE_TEST_SUITE_P(Workers, SynchronizeScope, ::testing::Values(1, 2, 4, 8
 
 class SelfSynchronize : public WorkersTest {};
 
+// What error_of(call) says when `call` runs as work on `s`; fails hard when that work never
+// finishes (`hang` says what deadlocked).
+std::string error_from_work(streamrt::Stream& s, const std::function<void()>& call,
+                            const char* hang) {
+  std::string message;
+  s.launch([&] { message = error_of(call); });
+  if (!s.synchronize_for(kTimeout)) fail_hard(hang);
+  return message;
+}
+
 TEST_P(SelfSynchronize, StreamSynchronizeFromItsOwnWorkThrows) {
   streamrt::Stream s;
-  std::string message;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      s.synchronize();
-    } catch (const streamrt::Error& e) {
-      threw = true;
-      message = e.what();
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
-  EXPECT_TRUE(threw);
+  const std::string message = error_from_work(
+      s, [&] { s.synchronize(); }, "synchronize() from its own stream deadlocked");
   EXPECT_NE(message.find("deadlock"), std::string::npos) << message;
 }
 
 TEST_P(SelfSynchronize, CurrentStreamSynchronizeFromWorkThrows) {
   streamrt::Stream s;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      streamrt::current_stream().synchronize();
-    } catch (const streamrt::Error&) {
-      threw = true;
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("synchronize() from its own stream deadlocked");
-  EXPECT_TRUE(threw);
+  EXPECT_NE(error_from_work(
+                s, [] { streamrt::current_stream().synchronize(); },
+                "synchronize() from its own stream deadlocked"),
+            "<no error>");
 }
 
 TEST_P(SelfSynchronize, DeviceSynchronizeFromWorkThrows) {
   streamrt::Stream s;
-  bool threw = false;
-  s.launch([&] {
-    try {
-      streamrt::synchronize();
-    } catch (const streamrt::Error&) {
-      threw = true;
-    }
-  });
-  if (!s.synchronize_for(kTimeout)) fail_hard("streamrt::synchronize() from work deadlocked");
-  EXPECT_TRUE(threw);
+  EXPECT_NE(error_from_work(
+                s, [] { streamrt::synchronize(); }, "streamrt::synchronize() from work deadlocked"),
+            "<no error>");
 }
 
 TEST_P(SelfSynchronize, WaitingFromWorkOnALaterEventOfTheSameStreamThrows) {
@@ -213,4 +195,34 @@ TEST_P(SelfSynchronize, SynchronizingAnotherStreamFromWorkIsAllowed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, SelfSynchronize, ::testing::Values(1, 2, 4, 8));
+
+// ---- Stream::pending() --------------------------------------------------------------------------
+
+TEST(Pending, CountsLaunchedItemsNotYetFinishedOnly) {
+  streamrt::Stream s, other;
+  EXPECT_EQ(s.pending(), 0u);
+  Blocker b;
+  b.launch_on(s);
+  for (int i = 0; i < 9; ++i) s.launch([] {});
+  // Records and waits are not work items.
+  streamrt::Event e = s.record_event();
+  s.wait_event(other.record_event());
+  streamrt::Event timed{streamrt::EventOptions{.enable_timing = true}};
+  timed.record(s);
+  EXPECT_EQ(s.pending(), 10u);
+  ASSERT_TRUE(b.started.wait());
+  EXPECT_EQ(s.pending(), 10u);  // the running item counts until it finishes
+  b.release.open();
+  s.synchronize();
+  EXPECT_EQ(s.pending(), 0u);
+}
+
+TEST(Pending, SkippedWorkIsNotPending) {
+  streamrt::Stream s;
+  s.launch([] { throw 1; });
+  for (int i = 0; i < 5; ++i) s.launch([] {});
+  EXPECT_THROW(s.synchronize(), int);
+  EXPECT_EQ(s.pending(), 0u);
+}
+
 }  // namespace

@@ -1,16 +1,20 @@
 #pragma once
-// Helpers shared by the conformance tests: gates and rendezvous with generous time-outs (a test
-// that would hang if the runtime were wrong fails instead), a worker-count fixture, stderr capture
-// that can be polled, and a child-process runner.
+// Helpers shared by the conformance tests (and the whitebox, MPI and tool tests): gates and
+// rendezvous with generous time-outs (a test that would hang if the runtime were wrong fails
+// instead), a worker-count fixture, stderr capture that can be polled, a child-process runner,
+// temporary files for checker scripts, and the messages of expected errors.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -208,6 +212,60 @@ inline ChildResult run_child(const std::string& command) {
   const int st = pclose(p);
   if (st != -1 && WIFEXITED(st)) r.status = WEXITSTATUS(st);
   return r;
+}
+
+// A path in the temporary directory for this process's file `name`.
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("streamrt_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+// Writes a checker script next to the test's temporary files and returns its path.
+inline std::string write_script(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// True when new work launched on `s` runs within kTimeout: the stream still works (after a
+// failure was reported, after refused calls). Rethrows what synchronize() would.
+inline bool runs_new_work(streamrt::Stream& s) {
+  std::atomic<bool> ran{false};
+  s.launch([&] { ran = true; });
+  return s.synchronize_for(kTimeout) && ran.load();
+}
+
+// Launches work on `s` that waits at `g`, then throws E(what): a failure that comes only once
+// the test opens the gate.
+template <class E = std::runtime_error>
+void launch_failure_at(streamrt::Stream& s, Gate& g, const char* what) {
+  s.launch([&g, what] {
+    if (!g.wait()) fail_hard("the gate of a failing item was never opened");
+    throw E(what);
+  });
+}
+
+// The message of the E that `call` throws, or "<no error>" when it throws none (anything else
+// propagates).
+template <class E>
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// The message of the std::runtime_error (a streamrt::Error too) that `call` throws.
+inline std::string runtime_error_of(const std::function<void()>& call) {
+  return message_of<std::runtime_error>(call);
+}
+
+// The message of the streamrt::Error that `call` throws, or "<no error>" when it throws none.
+inline std::string error_of(const std::function<void()>& call) {
+  return message_of<streamrt::Error>(call);
 }
 
 // Runs `child_command` (a test child that prints "error: <what>" and exits 3 when the runtime

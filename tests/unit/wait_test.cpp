@@ -16,6 +16,8 @@ namespace {
 using streamrt_test::fail_hard;
 using streamrt_test::Gate;
 using streamrt_test::kTimeout;
+using streamrt_test::launch_failure_at;
+using streamrt_test::runtime_error_of;
 using streamrt_test::ThreadCount;
 using streamrt_test::WorkersTest;
 using namespace std::chrono_literals;
@@ -53,10 +55,7 @@ TEST_P(Timeouts, EventWaitForReturnsFalseAndChangesNothing) {
 TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsTheFailure) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    if (!g.wait()) fail_hard("never released");
-    throw std::runtime_error("reported-later");
-  });
+  launch_failure_at(s, g, "reported-later");
   std::atomic<bool> skipped_ran{false};
   s.launch([&] { skipped_ran = true; });
   EXPECT_FALSE(s.synchronize_for(kShort));
@@ -64,12 +63,7 @@ TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsThe
   EXPECT_FALSE(s.query());
   g.open();
   // The abandoned synchronize points are passed without taking the failure.
-  try {
-    s.synchronize();
-    ADD_FAILURE() << "failure lost after a timed-out synchronize_for";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "reported-later");
-  }
+  EXPECT_EQ(runtime_error_of([&] { s.synchronize(); }), "reported-later");
   EXPECT_NO_THROW(s.synchronize());
   EXPECT_TRUE(s.synchronize_for(kTimeout));
   EXPECT_FALSE(skipped_ran.load());
@@ -78,21 +72,16 @@ TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsThe
 TEST_P(Timeouts, DeviceSynchronizeForTimesOutChangingNothingThenReports) {
   streamrt::Stream s;
   Gate g;
-  s.launch([&] {
-    if (!g.wait()) fail_hard("never released");
-    throw std::runtime_error("device-wide-later");
-  });
+  launch_failure_at(s, g, "device-wide-later");
   EXPECT_FALSE(streamrt::synchronize_for(kShort));
   EXPECT_FALSE(streamrt::synchronize_for(0ns));
   EXPECT_FALSE(s.query());
   g.open();
-  try {
-    while (!streamrt::synchronize_for(kTimeout)) {
-    }
-    ADD_FAILURE() << "the failure was not reported by the device-wide synchronize_for";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "device-wide-later");
-  }
+  EXPECT_EQ(runtime_error_of([] {
+              while (!streamrt::synchronize_for(kTimeout)) {
+              }
+            }),
+            "device-wide-later");
   EXPECT_NO_THROW(s.synchronize());  // reported once
   EXPECT_TRUE(streamrt::synchronize_for(kTimeout));
 }

@@ -480,6 +480,19 @@ std::string missing_peer_reason(const char* library) {
 #endif
 }
 
+namespace {
+
+// A peer this build has not got (`library` was not found, or is not in this tool): listed with
+// the reason, and with nothing to describe after the run.
+[[maybe_unused]] void add_unbuilt_peer(Suite& suite,
+                                       std::vector<std::function<void(PeerInfo&)>>& describe,
+                                       const char* id, const char* name, const char* library) {
+  add_missing_peer(suite, id, name, missing_peer_reason(library));
+  describe.resize(suite.peers.size());
+}
+
+}  // namespace
+
 Suite make_suite(const Options& opts, double iters_per_us, const std::string& self_exe) {
   Config cfg{opts.quick, sb::Calibration{iters_per_us}, self_exe};
   Suite suite;
@@ -493,21 +506,18 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
   add_peer<sb::TbbStrandPeer>(suite, d, cfg);
   add_peer<sb::TbbGroupPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "tbb_strand", "tbb strand", missing_peer_reason("oneTBB"));
-  add_missing_peer(suite, "tbb_group", "tbb::task_group", missing_peer_reason("oneTBB"));
-  d.resize(suite.peers.size());
+  add_unbuilt_peer(suite, d, "tbb_strand", "tbb strand", "oneTBB");
+  add_unbuilt_peer(suite, d, "tbb_group", "tbb::task_group", "oneTBB");
 #endif
 #ifdef STREAMRT_BENCH_HAVE_ASIO
   add_peer<sb::AsioStrandPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "asio_strand", "asio strand", missing_peer_reason("Boost.Asio"));
-  d.resize(suite.peers.size());
+  add_unbuilt_peer(suite, d, "asio_strand", "asio strand", "Boost.Asio");
 #endif
 #ifdef STREAMRT_BENCH_HAVE_OPENCL
   add_peer<sb::OpenClPeer>(suite, d, cfg);
 #else
-  add_missing_peer(suite, "opencl", "OpenCL (PoCL)", missing_peer_reason("OpenCL"));
-  d.resize(suite.peers.size());
+  add_unbuilt_peer(suite, d, "opencl", "OpenCL (PoCL)", "OpenCL");
 #endif
   // Reference without any runtime: two plain std::threads for the overlap case, so the table
   // shows what the machine allowed during the run (other processes take cores too).
@@ -538,8 +548,7 @@ Suite make_suite(const Options& opts, double iters_per_us, const std::string& se
     info.workers = sb::hardware_threads();  // what the direct calls use (see above)
   });
 #else
-  add_missing_peer(suite, "openblas", "OpenBLAS direct", missing_peer_reason("OpenBLAS"));
-  d.resize(suite.peers.size());
+  add_unbuilt_peer(suite, d, "openblas", "OpenBLAS direct", "OpenBLAS");
 #endif
   add_matmul_jobs(suite, streamrt_pi, openblas_pi);
   add_graph_jobs(suite, streamrt_pi, opts.quick, d);

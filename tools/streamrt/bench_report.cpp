@@ -48,6 +48,18 @@ const char* better_text(Better b) {
   return b == Better::kLower ? "lower" : "higher";
 }
 
+// Writes `text` to `path`; false with `error` set when it could not.
+bool write_text(const std::string& path, const std::string& text, std::string& error) {
+  std::ofstream f(path);
+  f << text;
+  f.close();
+  if (!f) {
+    error = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string spread_text(const Result& r) {
@@ -196,14 +208,7 @@ bool write_json(const Report& r, const std::string& path, std::string& error) {
     o << "     ]}" << (ci + 1 < r.cases.size() ? ",\n" : "\n");
   }
   o << "  ]\n}\n";
-  std::ofstream f(path);
-  f << o.str();
-  f.close();
-  if (!f) {
-    error = "cannot write " + path;
-    return false;
-  }
-  return true;
+  return write_text(path, o.str(), error);
 }
 
 bool write_markdown(const Report& r, const std::string& path, std::string& error) {
@@ -251,14 +256,7 @@ bool write_markdown(const Report& r, const std::string& path, std::string& error
        "speedup above the core count): other processes slowed the baseline; bench.json's "
        "`caveat` says so. `skipped`/`failed`: see bench.json for the reason; — : the peer has no "
        "such concept.\n";
-  std::ofstream f(path);
-  f << o.str();
-  f.close();
-  if (!f) {
-    error = "cannot write " + path;
-    return false;
-  }
-  return true;
+  return write_text(path, o.str(), error);
 }
 
 }  // namespace streamrt_tool::bench

@@ -225,12 +225,18 @@ bool latency_plot(const Report& r, const std::string& path) {
   return svg.save(path);
 }
 
-// Efficiency vs item size, one panel per stream count.
-bool efficiency_plot(const Report& r, const std::string& path) {
+// The cases of `group`, in report order.
+std::vector<const CaseResult*> cases_of(const Report& r, const std::string& group) {
   std::vector<const CaseResult*> cases;
   for (const auto& c : r.cases) {
-    if (c.spec.group == "granularity") cases.push_back(&c);
+    if (c.spec.group == group) cases.push_back(&c);
   }
+  return cases;
+}
+
+// Efficiency vs item size, one panel per stream count.
+bool efficiency_plot(const Report& r, const std::string& path) {
+  const std::vector<const CaseResult*> cases = cases_of(r, "granularity");
   if (cases.empty()) return false;
   auto param = [](const CaseResult& c, const char* name) {
     for (const auto& [k, v] : c.spec.params) {
@@ -308,10 +314,7 @@ bool efficiency_plot(const Report& r, const std::string& path) {
 
 // Throughput vs number of streams.
 bool streams_plot(const Report& r, const std::string& path) {
-  std::vector<const CaseResult*> cases;
-  for (const auto& c : r.cases) {
-    if (c.spec.group == "many_streams") cases.push_back(&c);
-  }
+  const std::vector<const CaseResult*> cases = cases_of(r, "many_streams");
   if (cases.empty()) return false;
   const auto peers = peers_in(r, cases);
   double ymax = 0;

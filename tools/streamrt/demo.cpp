@@ -33,6 +33,21 @@ struct Options {
   std::string out = ".";   // folder for the trace and the timeline
 };
 
+// The integer options: flag, the range accepted, and the field each sets.
+struct IntOption {
+  const char* flag;
+  long lo, hi;
+  long Options::*field;
+};
+constexpr IntOption kIntOptions[] = {
+    {"--size", 1, 8192, &Options::size},
+    {"--streams", 1, 16, &Options::streams},
+    {"--iters", 1, 10000, &Options::iters},
+    {"--small-size", 1, 4096, &Options::small_size},
+    {"--small-iters", 1, 100000, &Options::small_iters},
+    {"--runs", 1, 100, &Options::runs},
+};
+
 constexpr const char* kUsage =
     "usage: streamrt demo [options]\n"
     "\n"
@@ -259,26 +274,18 @@ int run_demo(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    auto value = [&](long lo, long hi, long& out) {
-      if (i + 1 >= argc || !parse_long(argv[i + 1], lo, hi, out)) {
+    const IntOption* int_option = nullptr;
+    for (const auto& o : kIntOptions) {
+      if (arg == o.flag) int_option = &o;
+    }
+    if (int_option != nullptr) {
+      const IntOption& o = *int_option;
+      if (i + 1 >= argc || !parse_long(argv[i + 1], o.lo, o.hi, opt.*o.field)) {
         std::fprintf(stderr, "streamrt demo: %s needs an integer from %ld to %ld (see --help)\n",
-                     arg.c_str(), lo, hi);
-        std::exit(2);
+                     o.flag, o.lo, o.hi);
+        return 2;
       }
       ++i;
-    };
-    if (arg == "--size") {
-      value(1, 8192, opt.size);
-    } else if (arg == "--streams") {
-      value(1, 16, opt.streams);
-    } else if (arg == "--iters") {
-      value(1, 10000, opt.iters);
-    } else if (arg == "--small-size") {
-      value(1, 4096, opt.small_size);
-    } else if (arg == "--small-iters") {
-      value(1, 100000, opt.small_iters);
-    } else if (arg == "--runs") {
-      value(1, 100, opt.runs);
     } else if (arg == "--out") {
       if (i + 1 >= argc) {
         std::fputs("streamrt demo: --out needs a folder (see --help)\n", stderr);
