@@ -8,6 +8,7 @@
 #include "config.hpp"
 #include "cpu_stream.hpp"
 #include "parallel.hpp"
+#include "partition.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -33,7 +34,8 @@ class CpuBackend final : public impl::Backend {
   CpuBackend();
   ~CpuBackend() override;
 
-  // The pool, started on first use with num_threads() workers.
+  // The shared pool, started on first use with num_threads() workers less those partitions
+  // reserve.
   WorkerPool& pool();
   // The pool if it was started (null in a fork child until first use), without starting it.
   WorkerPool* pool_if_started() const noexcept { return pool_.load(std::memory_order_acquire); }
@@ -82,6 +84,15 @@ class CpuBackend final : public impl::Backend {
   // Waits for all pending work and stops the workers (process exit). Later work runs inline.
   void shutdown() noexcept;
 
+  // Partitions (partition.cpp). new_partition checks the request (Error naming the problem),
+  // starts the partition's workers and shrinks the shared pool by as many; release_partition (the
+  // partition's destructor, once its workers have exited) grows it back.
+  std::shared_ptr<PartitionState> new_partition(int workers, std::vector<int> cores);
+  void release_partition(int workers) noexcept;
+  std::shared_ptr<impl::StreamImpl> new_partition_stream(std::shared_ptr<PartitionState> partition,
+                                                         int priority);
+  std::vector<std::shared_ptr<PartitionState>> live_partitions();
+
   // pthread_atfork handlers (see cpu_backend.cpp, "fork").
   void prepare_fork() noexcept;
   void after_fork_in_parent() noexcept;
@@ -89,6 +100,10 @@ class CpuBackend final : public impl::Backend {
 
  private:
   std::vector<std::shared_ptr<CpuStream>> live_streams();
+  std::shared_ptr<impl::StreamImpl> add_stream(int index, int priority,
+                                               std::shared_ptr<PartitionState> partition);
+  // The shared pool's size: num_threads() less the reserved workers (pool_mutex_ held).
+  int shared_workers_locked() const;
   // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
   // out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
@@ -113,6 +128,9 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
+  std::vector<std::weak_ptr<PartitionState>> partitions_;  // guarded by pool_mutex_
+  int reserved_ = 0;  // workers of live partitions; guarded by pool_mutex_
+  std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
   CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };
 
