@@ -115,7 +115,7 @@ WorkerPool& CpuBackend::pool() {
 }
 
 int CpuBackend::shared_workers_locked() const {
-  return effective_threads(schedule_, threads_.load(std::memory_order_relaxed) - reserved_);
+  return effective_threads(schedule_, threads_.load(std::memory_order_relaxed) - reserved_locked());
 }
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
@@ -295,16 +295,18 @@ void CpuBackend::set_num_threads(int n) {
                 "also work a waiting host thread runs): call it from the host, outside stream work");
   }
   check_config();
-  std::lock_guard lock(pool_mutex_);
-  if (n <= reserved_) {
+  std::unique_lock lock(pool_mutex_);
+  wait_for_releases(lock, [&] { return n > reserved_locked(); });
+  const int reserved = reserved_locked();
+  if (n <= reserved) {
     throw Error("set_num_threads(" + std::to_string(n) + "): live partitions reserve " +
-                std::to_string(reserved_) + " of the workers and the shared pool keeps at least "
-                "one, so the count must be at least " + std::to_string(reserved_ + 1) +
+                std::to_string(reserved) + " of the workers and the shared pool keeps at least "
+                "one, so the count must be at least " + std::to_string(reserved + 1) +
                 "; drop partitions (and their streams) first, or ask for more");
   }
   // Resized first: a count the OS refuses (resize throws) leaves the setting as it was.
   if (auto* p = pool_.load(std::memory_order_acquire)) {
-    p->resize(effective_threads(schedule_, n - reserved_));
+    p->resize(effective_threads(schedule_, n - reserved));
   }
   threads_.store(n, std::memory_order_relaxed);
 }

@@ -1,6 +1,8 @@
 #pragma once
 // The CPU backend: streams on a shared worker pool.
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -88,7 +90,7 @@ class CpuBackend final : public impl::Backend {
   // starts the partition's workers and shrinks the shared pool by as many; release_partition (the
   // partition's destructor, once its workers have exited) grows it back.
   std::shared_ptr<PartitionState> new_partition(int workers, std::vector<int> cores);
-  void release_partition(int workers) noexcept;
+  void release_partition(const PartitionState* state) noexcept;
   std::shared_ptr<impl::StreamImpl> new_partition_stream(std::shared_ptr<PartitionState> partition,
                                                          int priority);
   std::vector<std::shared_ptr<PartitionState>> live_partitions();
@@ -104,6 +106,13 @@ class CpuBackend final : public impl::Backend {
                                                std::shared_ptr<PartitionState> partition);
   // The shared pool's size: num_threads() less the reserved workers (pool_mutex_ held).
   int shared_workers_locked() const;
+  // Workers reserved by partitions (pool_mutex_ held).
+  int reserved_locked() const noexcept;
+  // Waits (pool_mutex_ held by `lock`) until `fits()` or kReleaseGrace has passed: a partition
+  // whose last handle the caller has just dropped may still be giving its workers back (the
+  // worker that ran its last item drops its last reference after the waiting host saw the item
+  // finish, or a helper thread does it).
+  void wait_for_releases(std::unique_lock<std::mutex>& lock, const std::function<bool()>& fits);
   // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
   // out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
@@ -128,8 +137,8 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
-  std::vector<std::weak_ptr<PartitionState>> partitions_;  // guarded by pool_mutex_
-  int reserved_ = 0;  // workers of live partitions; guarded by pool_mutex_
+  std::vector<PartitionEntry> partitions_;  // guarded by pool_mutex_
+  std::condition_variable released_;        // notified under pool_mutex_ by release_partition
   std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
   CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };

@@ -21,8 +21,8 @@ void CpuBackend::prepare_fork() noexcept {
   // everywhere; the child abandons their pools too and builds new ones on first use.
   try {
     forking_partitions_.clear();
-    for (const auto& w : partitions_) {
-      if (auto p = w.lock()) forking_partitions_.push_back(std::move(p));
+    for (const auto& e : partitions_) {
+      if (auto p = e.handle.lock()) forking_partitions_.push_back(std::move(p));
     }
   } catch (...) {
   }

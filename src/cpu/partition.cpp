@@ -18,6 +18,11 @@
 namespace streamrt::cpu {
 namespace {
 
+// How long a new partition or set_num_threads() waits for partitions on their way out before it
+// reports that the workers are reserved (see CpuBackend::wait_for_releases): far longer than a
+// worker takes to leave its last item, even on a loaded machine.
+constexpr auto kReleaseGrace = std::chrono::seconds(2);
+
 std::string list(const std::vector<int>& v) {
   std::string s = "{";
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -42,9 +47,8 @@ std::vector<int> allowed_cores() {
 }
 
 // Throws Error when a core of `cores` is negative, repeated, outside the affinity mask or pinned
-// by a partition in `live`.
-void check_cores(const std::vector<int>& cores,
-                 const std::vector<std::shared_ptr<PartitionState>>& live) {
+// by a partition of `live`.
+void check_cores(const std::vector<int>& cores, const std::vector<PartitionEntry>& live) {
   const std::string what = describe(static_cast<int>(cores.size()), cores);
   const auto allowed = allowed_cores();
   for (std::size_t i = 0; i < cores.size(); ++i) {
@@ -61,7 +65,7 @@ void check_cores(const std::vector<int>& cores,
                   "); name cores from that set");
     }
     for (const auto& p : live) {
-      const auto& theirs = p->cores();
+      const auto& theirs = p.cores;
       if (std::find(theirs.begin(), theirs.end(), c) != theirs.end()) {
         throw Error(what + ": core " + std::to_string(c) +
                     " is already pinned by another live partition " + list(theirs) +
@@ -114,10 +118,9 @@ PartitionState::~PartitionState() {
   // (shutdown runs them before it returns). Relaxed: the last owner is the only user.
   WorkerPool* const p = pool_.load(std::memory_order_relaxed);
   CpuBackend* const backend = &backend_;
-  const int workers = workers_;
-  auto finish = [p, backend, workers] {
+  auto finish = [p, backend, self = static_cast<const PartitionState*>(this)] {
     delete p;  // joins the workers: only then are they given back (no oversubscription)
-    backend->release_partition(workers);
+    backend->release_partition(self);
   };
   // On a worker (a stream's last item or callback dropped the last handle), joining its own pool
   // would wait for itself, and a shrinking set_num_threads or partition may be waiting for this
@@ -152,36 +155,45 @@ std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vect
   }
   check_config();
   pool();  // started (and its exit handler registered) before its size changes
-  // Declared before the lock, so released after it: a last handle's destructor takes pool_mutex_.
-  std::vector<std::shared_ptr<PartitionState>> live;
-  std::lock_guard lock(pool_mutex_);
-  std::erase_if(partitions_, [](const auto& w) { return w.expired(); });
-  for (const auto& w : partitions_) {
-    if (auto p = w.lock()) live.push_back(std::move(p));
-  }
-  if (!cores.empty()) check_cores(cores, live);
+  std::unique_lock lock(pool_mutex_);
   const int total = threads_.load(std::memory_order_relaxed);
-  if (reserved_ + workers >= total) {
+  wait_for_releases(lock, [&] {
+    const bool overlap = std::any_of(partitions_.begin(), partitions_.end(), [&](const auto& e) {
+      return std::find_first_of(e.cores.begin(), e.cores.end(), cores.begin(), cores.end()) !=
+             e.cores.end();
+    });
+    return reserved_locked() + workers < total && !overlap;
+  });
+  if (!cores.empty()) check_cores(cores, partitions_);
+  const int reserved = reserved_locked();
+  if (reserved + workers >= total) {
     throw Error(what + ": the process has " + std::to_string(total) +
-                " CPU workers (num_threads()), " + std::to_string(reserved_) +
+                " CPU workers (num_threads()), " + std::to_string(reserved) +
                 " reserved by other partitions, and the shared pool keeps at least one, so at "
-                "most " + std::to_string(std::max(0, total - reserved_ - 1)) +
+                "most " + std::to_string(std::max(0, total - reserved - 1)) +
                 " can be reserved now; ask for fewer, or raise set_num_threads() first");
   }
   partitions_.reserve(partitions_.size() + 1);  // the push below cannot throw then
-  auto state = std::make_shared<PartitionState>(*this, workers, std::move(cores), schedule_);
-  partitions_.push_back(state);
-  reserved_ += workers;
+  auto state = std::make_shared<PartitionState>(*this, workers, cores, schedule_);
+  partitions_.push_back(PartitionEntry{state.get(), state, std::move(cores), workers});
   // Shrunk after the partition's workers started: a refusal above leaves the shared pool as it
   // was. Shrinking cannot fail; it waits for the removed workers' current tasks.
   pool_.load(std::memory_order_relaxed)->resize(shared_workers_locked());
   return state;
 }
 
-void CpuBackend::release_partition(int workers) noexcept {
+void CpuBackend::wait_for_releases(std::unique_lock<std::mutex>& lock,
+                                   const std::function<bool()>& fits) {
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
+  while (!fits() && !partitions_.empty()) {
+    if (released_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+  }
+}
+
+void CpuBackend::release_partition(const PartitionState* state) noexcept {
   std::lock_guard lock(pool_mutex_);
-  reserved_ -= workers;
-  std::erase_if(partitions_, [](const auto& w) { return w.expired(); });
+  std::erase_if(partitions_, [state](const auto& e) { return e.state == state; });
+  released_.notify_all();
   auto* p = pool_.load(std::memory_order_relaxed);
   if (p == nullptr || p->stopped()) return;  // a fork child builds it on first use; exit: none
   try {
@@ -192,11 +204,17 @@ void CpuBackend::release_partition(int workers) noexcept {
   }
 }
 
+int CpuBackend::reserved_locked() const noexcept {
+  int n = 0;
+  for (const auto& e : partitions_) n += e.workers;
+  return n;
+}
+
 std::vector<std::shared_ptr<PartitionState>> CpuBackend::live_partitions() {
   std::vector<std::shared_ptr<PartitionState>> out;
   std::lock_guard lock(pool_mutex_);
-  for (const auto& w : partitions_) {
-    if (auto p = w.lock()) out.push_back(std::move(p));
+  for (const auto& e : partitions_) {
+    if (auto p = e.handle.lock()) out.push_back(std::move(p));
   }
   return out;
 }

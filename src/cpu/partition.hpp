@@ -11,6 +11,16 @@
 namespace streamrt::cpu {
 
 class CpuBackend;
+class PartitionState;
+
+// The backend's record of a partition, from its creation until its workers are given back
+// (after the state is gone): what the checks of new partitions count and compare against.
+struct PartitionEntry {
+  const PartitionState* state;  // identity only: never dereferenced through the entry
+  std::weak_ptr<PartitionState> handle;
+  std::vector<int> cores;
+  int workers;
+};
 
 class PartitionState {
  public:
