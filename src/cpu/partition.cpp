@@ -122,22 +122,23 @@ PartitionState::~PartitionState() {
     delete p;  // joins the workers: only then are they given back (no oversubscription)
     backend->release_partition(self);
   };
-  // On a worker (a stream's last item or callback dropped the last handle), joining its own pool
-  // would wait for itself, and a shrinking set_num_threads or partition may be waiting for this
-  // worker's task while holding the lock release_partition takes: a helper thread does both.
-  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
-    try {
-      std::thread(finish).detach();
+  // A helper thread does both, whoever drops the last reference: on one of the partition's own
+  // workers, joining would wait for itself; on another worker, a shrinking set_num_threads or
+  // partition may hold the lock release_partition takes while it waits for that worker's task;
+  // and a thread holding a lock the exiting workers need (Python's GIL: a worker that ran Python
+  // code takes it as it exits) would wait for them for ever.
+  try {
+    std::thread(finish).detach();
+    return;
+  } catch (const std::exception& e) {
+    if (WorkerPool::current() == p || WorkerPool::on_worker_thread() ||
+        CpuStream::running_any_stream()) {
+      // Cannot stop the pool from here: its workers stay parked, their count reserved.
+      std::fprintf(stderr,
+                   "streamrt: a partition's workers were not stopped (no thread to stop them: "
+                   "%s); they stay idle\n",
+                   e.what());
       return;
-    } catch (const std::exception& e) {
-      if (WorkerPool::current() == p) {
-        // Cannot stop its own pool from here: its workers stay parked, their count reserved.
-        std::fprintf(stderr,
-                     "streamrt: a partition's workers were not stopped (no thread to stop them: "
-                     "%s); they stay idle\n",
-                     e.what());
-        return;
-      }
     }
   }
   finish();

@@ -28,9 +28,8 @@ class PartitionState {
   // backend has checked the numbers and reserved the workers (CpuBackend::new_partition). Throws
   // Error when the OS refuses a thread or a pinning.
   PartitionState(CpuBackend& backend, int workers, std::vector<int> cores, Schedule schedule);
-  // Stops the workers (after their current task; queued tasks run first) and gives their count
-  // back to the shared pool. On one of its own workers, a helper thread does both (a worker
-  // cannot join itself).
+  // Has a helper thread stop the workers (after their current task; queued tasks run first) and
+  // then give their count back to the shared pool (see partition.cpp for why not this thread).
   ~PartitionState();
   PartitionState(const PartitionState&) = delete;
   PartitionState& operator=(const PartitionState&) = delete;
