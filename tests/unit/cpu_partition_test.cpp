@@ -262,9 +262,9 @@ TEST_P(Partitions, PinnedWorkersRunOnTheirCore) {
 // Streams of a partition keep its priorities, and partition streams exist beside shared ones.
 TEST_P(Partitions, NewStreamChecksThePriority) {
   cpu::Partition part(reserved());
-  const auto [least, most] = cpu::priority_range();
-  EXPECT_EQ(part.new_stream(most).priority(), most);
-  expect_error([&] { part.new_stream(least + 1); }, {"priority", "out of range"});
+  const auto range = cpu::priority_range();  // {least, most} urgent
+  EXPECT_EQ(part.new_stream(range.second).priority(), range.second);
+  expect_error([&] { part.new_stream(range.first + 1); }, {"priority", "out of range"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Partitions, ::testing::Values(2, 4, 8));
