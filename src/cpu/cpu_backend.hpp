@@ -108,10 +108,9 @@ class CpuBackend final : public impl::Backend {
   int shared_workers_locked() const;
   // Workers reserved by partitions (pool_mutex_ held).
   int reserved_locked() const noexcept;
-  // Waits (pool_mutex_ held by `lock`) until `fits()` or kReleaseGrace has passed: a partition
-  // whose last handle the caller has just dropped may still be giving its workers back (the
-  // worker that ran its last item drops its last reference after the waiting host saw the item
-  // finish, or a helper thread does it).
+  // Waits (pool_mutex_ held by `lock`) until `fits()`, for partitions on their way out: the
+  // worker that ran a partition's last item drops its last reference after the waiting host saw
+  // the item finish, and a helper thread then gives the workers back (partition.cpp).
   void wait_for_releases(std::unique_lock<std::mutex>& lock, const std::function<bool()>& fits);
   // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
   // out or the pool is built, so nothing is queued under a bad setting.

@@ -18,10 +18,13 @@
 namespace streamrt::cpu {
 namespace {
 
-// How long a new partition or set_num_threads() waits for partitions on their way out before it
-// reports that the workers are reserved (see CpuBackend::wait_for_releases): far longer than a
-// worker takes to leave its last item, even on a loaded machine.
-constexpr auto kReleaseGrace = std::chrono::seconds(2);
+// How long a new partition or set_num_threads() that finds the workers reserved waits (see
+// CpuBackend::wait_for_releases) for a partition that may be losing its last reference right now
+// (far longer than a worker takes to leave its last item, even on a loaded machine), and for one
+// already on its way out (its workers first finish their current task) before it reports the
+// error.
+constexpr auto kReleaseGrace = std::chrono::seconds(1);
+constexpr auto kLeaveTimeout = std::chrono::seconds(60);
 
 std::string list(const std::vector<int>& v) {
   std::string s = "{";
@@ -185,9 +188,18 @@ std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vect
 
 void CpuBackend::wait_for_releases(std::unique_lock<std::mutex>& lock,
                                    const std::function<bool()>& fits) {
-  const auto deadline = std::chrono::steady_clock::now() + kReleaseGrace;
-  while (!fits() && !partitions_.empty()) {
-    if (released_.wait_until(lock, deadline) == std::cv_status::timeout) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto grace = now + kReleaseGrace;
+  const auto leave_deadline = now + kLeaveTimeout;
+  while (!fits()) {
+    // A partition whose state is gone is on its way out: its helper thread gives the workers back
+    // once they finish their current task. One still referenced may be about to be dropped by the
+    // worker that ran its last item: a short grace.
+    const bool leaving = std::any_of(partitions_.begin(), partitions_.end(),
+                                     [](const auto& e) { return e.handle.expired(); });
+    if (released_.wait_until(lock, leaving ? leave_deadline : grace) == std::cv_status::timeout) {
+      return;
+    }
   }
 }
 
