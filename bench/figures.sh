@@ -24,6 +24,9 @@ load "start"
   2>&1 | grep -E '^\[' | tee "$OUT/runtime.txt"
 "$BUILD/bench/streamrt_bench" --benchmark_filter=QueueMemory 2>&1 | grep -E 'QueueMemory|bytes' \
   | tee "$OUT/queue_memory.txt"
+# 10 us items on a stream in a 1-worker partition while bulk streams saturate the other workers,
+# against the same stream in the shared pool, idle and under that load.
+"$BUILD/bench/streamrt_partition_latency" 20000 | tee "$OUT/partition_latency.txt"
 load "after the runtime cases"
 /usr/bin/python3 bench/py_launch.py | tee "$OUT/py_launch.txt"
 /usr/bin/python3 bench/ops_vs_numpy.py --reps 5 | tee "$OUT/ops_vs_numpy.txt"

@@ -2,24 +2,29 @@
 //! \file cpu.hpp
 //! streamrt::cpu: the CPU backend's own settings, the C++ side of Python's streamrt.cpu: the size
 //! of its worker pool, how idle workers wait and are scheduled, and the stream priorities it
-//! accepts. The device-generic calls (streams, events, synchronize) are in stream.hpp, event.hpp
+//! accepts, and partitions of its workers (Partition). The device-generic calls (streams, events, synchronize) are in stream.hpp, event.hpp
 //! and device.hpp. Every function applies to streamrt's CPU backend and throws Error when
 //! impl::register_backend() replaced it for DeviceType::CPU by another one.
 
 #include <chrono>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "streamrt/export.hpp"
+#include "streamrt/stream.hpp"
 
 namespace streamrt::cpu {
 
-//! Sets the number of CPU worker threads (1 to 4096). Blocks until the pool has been resized;
+//! Sets the number of CPU worker threads (1 to 4096), partitions' workers included: the shared
+//! pool gets n minus the workers live partitions reserve. Blocks until the pool has been resized;
 //! queued work is kept. Thread-safe; throws Error when called from a worker thread, with n out of
-//! range, or when the OS refuses a new thread (the pool then keeps its old size).
+//! range, with n not above the workers live partitions reserve (the shared pool keeps at least
+//! one), or when the OS refuses a new thread (the pool then keeps its old size).
 STREAMRT_API void set_num_threads(int n);
 
-//! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency.
-//! Never blocks; thread-safe.
+//! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency, or
+//! what set_num_threads() set; partitions' workers are part of it. Never blocks; thread-safe.
 STREAMRT_API int num_threads();
 
 //! Sets how long an idle CPU worker polls for new work before it sleeps (0 to 1,000,000 us; the
@@ -50,5 +55,49 @@ STREAMRT_API bool worker_batch();
 //! {least urgent, most urgent} priorities of CPU streams: {0, -(levels - 1)}, lower = more
 //! urgent; what Stream::priority_range(Device{}) returns. Never blocks; thread-safe.
 STREAMRT_API std::pair<int, int> priority_range();
+
+class PartitionState;
+
+//! A set of CPU workers reserved for the streams created in it (new_stream()): work of other
+//! streams never runs on them, and an op running on a partition's stream splits (intra-op
+//! parallelism) only over that partition's idle workers. The shared pool gives up as many workers
+//! while the partition lives, so num_threads() stays the total and the cores are not
+//! oversubscribed. A copyable handle: copies name the same partition, which lives (with its
+//! workers) while any handle or any of its streams does, so no work is dropped. All members are
+//! thread-safe. See docs/design.md, "Partitions".
+class STREAMRT_API Partition {
+ public:
+  //! Reserves `workers` unpinned workers (the OS places them). Blocks until the shared pool has
+  //! shrunk (its surplus workers finish their current item). Throws Error when workers < 1, when
+  //! the partitions would leave the shared pool no worker (reserved >= num_threads()), when called
+  //! from stream work or a callback, or when the OS refuses a thread.
+  explicit Partition(int workers);
+
+  //! Reserves one worker per core of `cores`, each pinned to its core (pthread_setaffinity_np).
+  //! A named function rather than a constructor: Partition({3}) would otherwise mean three
+  //! workers. Blocks and throws as Partition(int), and also when `cores` is empty, a core is
+  //! negative, named twice, not in the process's affinity mask (sched_getaffinity), or pinned by
+  //! another live partition.
+  static Partition pinned(std::vector<int> cores);
+
+  //! The number of workers reserved. Never blocks.
+  int num_workers() const noexcept;
+
+  //! The cores the workers are pinned to, in worker order; empty when unpinned. Never blocks.
+  std::vector<int> cores() const;
+
+  //! A NEW CPU stream whose work (items, completion callbacks, nested parallel splits) runs only
+  //! on this partition's workers (and on a host thread that waits for it, as any stream's:
+  //! Stream::set_host_run). It keeps the partition alive. Never blocks; throws Error for a
+  //! priority out of range (Stream::priority_range()).
+  Stream new_stream(int priority = 0) const;
+
+  //! True when both handles name the same partition. Never blocks.
+  bool operator==(const Partition& other) const noexcept = default;
+
+ private:
+  explicit Partition(std::shared_ptr<PartitionState> state) noexcept;
+  std::shared_ptr<PartitionState> state_;
+};
 
 }  // namespace streamrt::cpu

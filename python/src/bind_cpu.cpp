@@ -1,10 +1,14 @@
 // The CPU backend's settings from Python: how many worker threads run the streams, how long an
-// idle one polls before it sleeps, and whether they run under SCHED_BATCH.
+// idle one polls before it sleeps, whether they run under SCHED_BATCH, and partitions of them.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "bindings.hpp"
@@ -15,7 +19,96 @@ namespace streamrt::python {
 
 using namespace pybind11::literals;
 
+PyPartition::~PyPartition() {
+  if (!partition) return;
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    py::gil_scoped_release release;
+    partition.reset();
+  } else {
+    partition.reset();
+  }
+}
+
+namespace {
+
+// The core ids of Partition(cores=...): a sequence of ints, each once (ValueError otherwise).
+std::vector<int> core_list(py::handle cores) {
+  if (!py::isinstance<py::sequence>(cores) || py::isinstance<py::str>(cores)) {
+    throw py::type_error("Partition(cores=...): expected a sequence of core ids (ints), got " +
+                         type_name(cores));
+  }
+  std::vector<int> ids;
+  for (py::handle c : cores) {
+    const auto id = int_arg(c, "Partition", "cores", 0, 1 << 20);
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) {
+      throw py::value_error("Partition(cores=...): core " + std::to_string(id) +
+                            " is named twice; name each core once (one worker is pinned to each)");
+    }
+    ids.push_back(static_cast<int>(id));
+  }
+  if (ids.empty()) {
+    throw py::value_error("Partition(cores=[]): name at least one core (one worker is pinned to "
+                          "each)");
+  }
+  return ids;
+}
+
+std::unique_ptr<PyPartition> make_partition(py::handle workers, py::handle cores) {
+  if (workers.is_none() == cores.is_none()) {
+    throw py::type_error("Partition(): give exactly one of workers= (a count of unpinned workers) "
+                         "or cores= (a list of core ids, one pinned worker each)");
+  }
+  auto out = std::make_unique<PyPartition>();
+  if (!workers.is_none()) {
+    const auto n = int_arg(workers, "Partition", "workers", 1, 4096);
+    py::gil_scoped_release release;  // it waits for shared workers, which may need the GIL
+    out->partition.emplace(static_cast<int>(n));
+  } else {
+    auto ids = core_list(cores);
+    py::gil_scoped_release release;
+    out->partition.emplace(cpu::Partition::pinned(std::move(ids)));
+  }
+  return out;
+}
+
+void bind_partition(py::module_& m) {
+  py::class_<PyPartition>(
+      m, "Partition",
+      "A set of CPU workers reserved for the streams created in it: other streams' work never "
+      "runs there, and an op of its streams splits only over its workers. The shared pool gives "
+      "up as many workers while it lives (get_num_threads() stays the total).")
+      .def(py::init(&make_partition), "workers"_a = py::none(), py::kw_only(),
+           "cores"_a = py::none(),
+           "Partition(workers) reserves that many unpinned workers; Partition(cores=[...]) one "
+           "worker pinned to each named core. Raises streamrt.Error when the shared pool would "
+           "keep no worker, a core is not one this process may run on, or it is pinned by another "
+           "live partition.")
+      .def_property_readonly(
+          "num_workers", [](const PyPartition& p) { return p.partition->num_workers(); },
+          "The number of workers reserved.")
+      .def_property_readonly(
+          "cores", [](const PyPartition& p) { return p.partition->cores(); },
+          "The cores the workers are pinned to (empty when unpinned).")
+      .def(
+          "new_stream",
+          [](py::object self, int priority) {
+            return make_stream(py::str("cpu"), priority, self);
+          },
+          "priority"_a = 0,
+          "A NEW stream whose work runs only on this partition's workers (as "
+          "Stream(priority=priority, partition=self)).")
+      .def("__repr__", [](const PyPartition& p) {
+        std::string cores;
+        for (int c : p.partition->cores()) cores += (cores.empty() ? "" : ", ") + std::to_string(c);
+        return "streamrt.cpu.Partition(workers=" + std::to_string(p.partition->num_workers()) +
+               (cores.empty() ? "" : ", cores=[" + cores + "]") + ")";
+      });
+}
+
+}  // namespace
+
 void bind_cpu(py::module_& m) {
+  bind_partition(m);
   m.def(
       "set_num_threads",
       [](py::object n_arg) {
@@ -25,7 +118,9 @@ void bind_cpu(py::module_& m) {
         py::gil_scoped_release release;  // workers finishing Python work need the GIL
         cpu::set_num_threads(static_cast<int>(n));
       },
-      "n"_a, "Sets the number of CPU worker threads shared by all streams.");
+      "n"_a,
+      "Sets the number of CPU worker threads, partitions' workers included (the shared pool gets "
+      "the rest; it must keep at least one).");
   m.def("get_num_threads", &cpu::num_threads, "The number of CPU worker threads.");
   m.def(
       "set_worker_spin",

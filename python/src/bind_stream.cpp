@@ -44,7 +44,9 @@ void synchronize_stream(const Stream& s) {
   s.synchronize();
 }
 
-Stream make_stream(py::handle device, int priority) {
+}  // namespace
+
+Stream make_stream(py::handle device, int priority, py::handle partition) {
   const Device d = to_device(device, "Stream(device=...)");
   const auto [least, greatest] = cpu::priority_range();
   if (priority > least || priority < greatest) {
@@ -53,8 +55,19 @@ Stream make_stream(py::handle device, int priority) {
                           " (least urgent) to " + std::to_string(greatest) +
                           " (most urgent), as returned by Stream.priority_range()");
   }
-  return Stream(d, priority);
+  if (partition.is_none()) return Stream(d, priority);
+  if (!py::isinstance<PyPartition>(partition)) {
+    throw py::type_error("Stream(partition=...): expected a streamrt.cpu.Partition, got " +
+                         type_name(partition));
+  }
+  if (d.type != DeviceType::CPU) {
+    throw py::value_error("Stream(device='" + d.str() + "', partition=...): a partition holds CPU "
+                          "workers; leave device as 'cpu'");
+  }
+  return partition.cast<PyPartition&>().partition->new_stream(priority);
 }
+
+namespace {
 
 // A Python callable with its arguments, run in stream order on a worker thread. It takes the GIL
 // only while the callable runs; its references are dropped with the GIL held when it ran, and
@@ -104,8 +117,12 @@ std::string stream_repr(const Stream& s) {
 
 // The stream's identity, ordering and waits.
 void bind_stream_queue(py::class_<Stream>& cls) {
-  cls.def(py::init(&make_stream), "device"_a = "cpu", "priority"_a = 0,
-          "A NEW stream on `device` with `priority` (lower = more urgent).")
+  cls.def(py::init([](py::handle device, int priority, py::handle partition) {
+            return make_stream(device, priority, partition);
+          }),
+          "device"_a = "cpu", "priority"_a = 0, py::kw_only(), "partition"_a = py::none(),
+          "A NEW stream on `device` with `priority` (lower = more urgent); with `partition` (a "
+          "streamrt.cpu.Partition), its work runs only on that partition's workers.")
       .def_property_readonly("device", &Stream::device, "The stream's device.")
       .def_property_readonly("priority", &Stream::priority, "The priority given at creation.")
       .def_property_readonly("id", &Stream::id, "Unique per device while alive; 0 = default.")

@@ -5,9 +5,31 @@
 
 #include <pybind11/pybind11.h>
 
+#include <optional>
+
+#include "streamrt/cpu.hpp"
+#include "streamrt/stream.hpp"
+
 namespace streamrt::python {
 
 namespace py = pybind11;
+
+//! streamrt.cpu.Partition's object (bind_cpu.cpp): a cpu::Partition handle, dropped with the GIL
+//! released, since the last handle stops the partition's workers, which may be waiting for the
+//! GIL to finish Python work.
+struct PyPartition {
+  std::optional<cpu::Partition> partition;
+  PyPartition() = default;
+  PyPartition(const PyPartition&) = delete;
+  PyPartition& operator=(const PyPartition&) = delete;
+  ~PyPartition();
+};
+
+//! A NEW stream on `device` with `priority`, in `partition` (a streamrt.cpu.Partition) unless it
+//! is None: Stream(device, priority, partition=...) and Partition.new_stream (bind_stream.cpp).
+//! Raises ValueError for a priority out of range or a partition with a non-CPU device, TypeError
+//! for a partition of another type.
+Stream make_stream(py::handle device, int priority, py::handle partition);
 
 //! Device and synchronize(device) (bind_device.cpp).
 void bind_device(py::module_& m);

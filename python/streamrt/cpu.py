@@ -8,17 +8,22 @@ concurrently. Code written for ``torch.cpu`` needs only its import changed::
     with cpu.stream(s):
         ...
     cpu.synchronize()
+
+``streamrt.cpu.Partition(workers)`` (or ``Partition(cores=[...])``, pinned) reserves CPU workers
+for the streams created in it (``p.new_stream()`` or ``streamrt.Stream(partition=p)``): other
+streams' work never runs there.
 """
 
 from typing import Optional, Union
 
-from ._streamrt import Device, Event, Stream, StreamContext
+from ._streamrt import Device, Event, Partition, Stream, StreamContext
 from ._streamrt import current_stream as _current_stream
 from ._streamrt import default_stream as _default_stream
 from ._streamrt import synchronize as _synchronize
 
 __all__ = [
     "Event",
+    "Partition",
     "Stream",
     "StreamContext",
     "current_device",

@@ -103,8 +103,7 @@ WorkerPool& CpuBackend::pool() {
   if (p == nullptr) {
     check_config();
     // Leaked on purpose: handles in static storage may use it during exit; shutdown() stops it.
-    p = new WorkerPool(effective_threads(schedule_, threads_.load(std::memory_order_relaxed)),
-                       schedule_,
+    p = new WorkerPool(shared_workers_locked(), schedule_,
                        std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed)),
                        worker_batch_.load(std::memory_order_relaxed));
     pool_.store(p, std::memory_order_release);
@@ -115,11 +114,21 @@ WorkerPool& CpuBackend::pool() {
   return *p;
 }
 
+int CpuBackend::shared_workers_locked() const {
+  return effective_threads(schedule_, threads_.load(std::memory_order_relaxed) - reserved_locked());
+}
+
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority) {
+  return add_stream(index, priority, nullptr);
+}
+
+std::shared_ptr<impl::StreamImpl> CpuBackend::add_stream(
+    int index, int priority, std::shared_ptr<PartitionState> partition) {
   check_config();
   auto s = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, *this,
                                            Device{DeviceType::CPU, index}, priority,
-                                           next_id_.fetch_add(1, std::memory_order_relaxed));
+                                           next_id_.fetch_add(1, std::memory_order_relaxed),
+                                           std::move(partition));
   std::lock_guard lock(streams_mutex_);
   if (streams_.size() >= prune_at_) {
     std::erase_if(streams_, [](const auto& w) { return w.expired(); });
@@ -286,9 +295,19 @@ void CpuBackend::set_num_threads(int n) {
                 "also work a waiting host thread runs): call it from the host, outside stream work");
   }
   check_config();
-  std::lock_guard lock(pool_mutex_);
+  std::unique_lock lock(pool_mutex_);
+  wait_for_releases(lock, [&] { return n > reserved_locked(); });
+  const int reserved = reserved_locked();
+  if (n <= reserved) {
+    throw Error("set_num_threads(" + std::to_string(n) + "): live partitions reserve " +
+                std::to_string(reserved) + " of the workers and the shared pool keeps at least "
+                "one, so the count must be at least " + std::to_string(reserved + 1) +
+                "; drop partitions (and their streams) first, or ask for more");
+  }
   // Resized first: a count the OS refuses (resize throws) leaves the setting as it was.
-  if (auto* p = pool_.load(std::memory_order_acquire)) p->resize(effective_threads(schedule_, n));
+  if (auto* p = pool_.load(std::memory_order_acquire)) {
+    p->resize(effective_threads(schedule_, n - reserved));
+  }
   threads_.store(n, std::memory_order_relaxed);
 }
 
@@ -304,9 +323,14 @@ void CpuBackend::set_worker_spin(std::chrono::microseconds spin) {
                 " microseconds");
   }
   check_config();
+  // Before the lock, so released after it: the last handle's destructor takes pool_mutex_.
+  const auto partitions = live_partitions();
   std::lock_guard lock(pool_mutex_);
   worker_spin_us_.store(spin.count(), std::memory_order_relaxed);
   if (auto* p = pool_.load(std::memory_order_acquire)) p->set_spin(spin);
+  for (const auto& part : partitions) {
+    if (auto* p = part->pool_if_started()) p->set_spin(spin);
+  }
 }
 
 std::chrono::microseconds CpuBackend::worker_spin() const {
@@ -316,9 +340,14 @@ std::chrono::microseconds CpuBackend::worker_spin() const {
 
 void CpuBackend::set_worker_batch(bool batch) {
   check_config();
+  const auto partitions = live_partitions();  // released after the lock, as in set_worker_spin
   std::lock_guard lock(pool_mutex_);
-  // The pool first: if the OS refuses, neither the workers nor the setting change.
+  // The pools first: if the OS refuses, the setting does not change (a partition's pool changed
+  // before the refusal keeps the new policy; its next refusal-free call settles it).
   if (auto* p = pool_.load(std::memory_order_acquire)) p->set_batch(batch);
+  for (const auto& part : partitions) {
+    if (auto* p = part->pool_if_started()) p->set_batch(batch);
+  }
   worker_batch_.store(batch, std::memory_order_relaxed);
 }
 
@@ -362,6 +391,14 @@ void CpuBackend::shutdown() noexcept {
     std::fputs("streamrt: failed to finish pending work at exit\n", stderr);
   }
   p->shutdown();
+  // Partitions held in static storage outlive this: their later work runs inline, as here.
+  try {
+    for (const auto& part : live_partitions()) {
+      if (auto* pp = part->pool_if_started()) pp->shutdown();
+    }
+  } catch (...) {
+    std::fputs("streamrt: failed to stop the partitions' workers at exit\n", stderr);
+  }
 }
 
 }  // namespace streamrt::cpu

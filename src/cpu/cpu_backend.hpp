@@ -1,6 +1,8 @@
 #pragma once
 // The CPU backend: streams on a shared worker pool.
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "config.hpp"
 #include "cpu_stream.hpp"
 #include "parallel.hpp"
+#include "partition.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "worker_pool.hpp"
 
@@ -33,7 +36,8 @@ class CpuBackend final : public impl::Backend {
   CpuBackend();
   ~CpuBackend() override;
 
-  // The pool, started on first use with num_threads() workers.
+  // The shared pool, started on first use with num_threads() workers less those partitions
+  // reserve.
   WorkerPool& pool();
   // The pool if it was started (null in a fork child until first use), without starting it.
   WorkerPool* pool_if_started() const noexcept { return pool_.load(std::memory_order_acquire); }
@@ -82,6 +86,15 @@ class CpuBackend final : public impl::Backend {
   // Waits for all pending work and stops the workers (process exit). Later work runs inline.
   void shutdown() noexcept;
 
+  // Partitions (partition.cpp). new_partition checks the request (Error naming the problem),
+  // starts the partition's workers and shrinks the shared pool by as many; release_partition (the
+  // partition's destructor, once its workers have exited) grows it back.
+  std::shared_ptr<PartitionState> new_partition(int workers, std::vector<int> cores);
+  void release_partition(const PartitionState* state) noexcept;
+  std::shared_ptr<impl::StreamImpl> new_partition_stream(std::shared_ptr<PartitionState> partition,
+                                                         int priority);
+  std::vector<std::shared_ptr<PartitionState>> live_partitions();
+
   // pthread_atfork handlers (see cpu_backend.cpp, "fork").
   void prepare_fork() noexcept;
   void after_fork_in_parent() noexcept;
@@ -89,6 +102,16 @@ class CpuBackend final : public impl::Backend {
 
  private:
   std::vector<std::shared_ptr<CpuStream>> live_streams();
+  std::shared_ptr<impl::StreamImpl> add_stream(int index, int priority,
+                                               std::shared_ptr<PartitionState> partition);
+  // The shared pool's size: num_threads() less the reserved workers (pool_mutex_ held).
+  int shared_workers_locked() const;
+  // Workers reserved by partitions (pool_mutex_ held).
+  int reserved_locked() const noexcept;
+  // Waits (pool_mutex_ held by `lock`) until `fits()`, for partitions on their way out: the
+  // worker that ran a partition's last item drops its last reference after the waiting host saw
+  // the item finish, and a helper thread then gives the workers back (partition.cpp).
+  void wait_for_releases(std::unique_lock<std::mutex>& lock, const std::function<bool()>& fits);
   // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
   // out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
@@ -113,6 +136,9 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
+  std::vector<PartitionEntry> partitions_;  // guarded by pool_mutex_
+  std::condition_variable released_;        // notified under pool_mutex_ by release_partition
+  std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
   CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };
 

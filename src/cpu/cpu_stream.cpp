@@ -13,6 +13,7 @@
 
 #include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
+#include "partition.hpp"
 #include "tracing.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
@@ -97,10 +98,18 @@ CpuEvent::CpuEvent(std::shared_ptr<CpuStream> s, std::uint64_t q, EventOptions o
       seq(q),
       timestamp_ns(ts) {}
 
-CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id)
+CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id,
+                     std::shared_ptr<PartitionState> partition)
     : impl::StreamImpl(backend, device, priority, id),
       cpu_(backend),
+      partition_(std::move(partition)),
       host_run_(backend.host_run_default()) {}
+
+WorkerPool& CpuStream::pool() const { return partition_ ? partition_->pool() : cpu_.pool(); }
+
+WorkerPool* CpuStream::pool_if_started() const noexcept {
+  return partition_ ? partition_->pool_if_started() : cpu_.pool_if_started();
+}
 
 CpuStream::~CpuStream() {
   // Only reached with nothing pending (queued nodes keep the stream alive through the pool's task
@@ -115,7 +124,7 @@ CpuStream::~CpuStream() {
 
 std::uint64_t CpuStream::push(Node* n) {
   // First, so that a configuration error (or a pool that cannot start) throws with nothing queued.
-  WorkerPool& pool = cpu_.pool();
+  WorkerPool& to = pool();
   // Relaxed: the number only has to be unique and increasing; the node is published by the inbox,
   // and a record that happens after this push sees this number or a later one (coherence).
   const auto seq = submitted_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -126,7 +135,7 @@ std::uint64_t CpuStream::push(Node* n) {
   // follows the last drainer's release, so the next drainer sees everything the last one did).
   const bool schedule = pending_.fetch_add(1, std::memory_order_acq_rel) == 0;
   inbox_.push(n);
-  if (schedule) pool.push(shared_from_this());  // after linking: the drainer finds the node
+  if (schedule) to.push(shared_from_this());  // after linking: the drainer finds the node
   return seq;
 }
 
@@ -323,6 +332,10 @@ bool CpuStream::running_any_stream() noexcept { return tls_depth > 0; }
 
 int CpuStream::running_depth() noexcept { return tls_depth; }
 
+const CpuStream* CpuStream::innermost_running() noexcept {
+  return tls_depth > 0 ? tls_running[tls_depth - 1] : nullptr;
+}
+
 bool CpuStream::add_continuation(Continuation c) {
   std::lock_guard lock(mutex_);
   // Relaxed: completed_ is only stored under mutex_, which we hold.
@@ -388,7 +401,7 @@ void CpuStream::fire(Continuation& c, Deferred* defer) {
 
 void CpuStream::start_callback(std::function<void()>& cb) noexcept {
   try {
-    cpu_.pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
+    pool().push(std::make_shared<FunctionTask>(std::move(cb), level()));
   } catch (...) {
     // Out of memory for the task (cb is untouched then): late is better than lost, so the
     // callback runs here, on the thread that completed the position.
@@ -410,7 +423,7 @@ void CpuStream::unblock() {
 
 void CpuStream::resume(bool wake) {
   unblock();
-  cpu_.pool().push(shared_from_this(), wake);
+  pool().push(shared_from_this(), wake);
 }
 
 void CpuStream::run() noexcept {
@@ -440,9 +453,11 @@ void CpuStream::drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next) n
   // (the pool's lock and counters are the lines an idle worker's poll keeps reading). The stream
   // is owned already (a parked stream keeps pending_ > 0). Not under the random schedule, which
   // makes every choice in the pool.
-  if (take_first && next != nullptr && first != deferred.resumes.end()) {
-    WorkerPool& pool = cpu_.pool();
-    if (!pool.randomized() && !pool.has_ready()) {
+  // Only a stream of this worker's own pool: a partition's worker never runs another's stream.
+  if (take_first && next != nullptr && first != deferred.resumes.end() &&
+      (*first)->same_pool(*this)) {
+    WorkerPool& own = pool();
+    if (!own.randomized() && !own.has_ready()) {
       (*first)->unblock();
       *next = std::move(*first);
       ++first;
@@ -450,8 +465,10 @@ void CpuStream::drain(std::uint64_t stop_at, std::shared_ptr<CpuStream>* next) n
     }
   }
   for (; first != deferred.resumes.end(); ++first) {
-    (*first)->resume(!take_first);
-    take_first = false;
+    // Not woken: the first stream of this pool, which this worker takes next from the pool.
+    const bool mine = take_first && (*first)->same_pool(*this);
+    (*first)->resume(!mine);
+    take_first = take_first && !mine;
   }
   // Completion callbacks of the last items, run by this worker now that it has left the stream
   // (so they may call anything, even synchronize this stream) instead of a pool round trip.
@@ -545,7 +562,7 @@ std::optional<CpuStream::Exit> CpuStream::park_on_wait_locked(
     // poll that lasts only while memory is exhausted.
     unblock();
     sched_yield();
-    cpu_.pool().push(shared_from_this());
+    pool().push(shared_from_this());
     return Exit::kRequeue;
   }
   if (parked) return Exit::kBlocked;
@@ -637,12 +654,12 @@ std::optional<CpuStream::Exit> CpuStream::leave_if_due_locked(
   // Let a more urgent stream, or an equal one after our time slice, run; we stay scheduled and
   // go to the back.
   lock.unlock();
-  cpu_.pool().push(shared_from_this());
+  pool().push(shared_from_this());
   return Exit::kRequeue;
 }
 
 CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept {
-  WorkerPool* const pool = cpu_.pool_if_started();
+  WorkerPool* const pool = pool_if_started();
   auto* const defer = WorkerPool::on_worker_thread() && tls_depth == 1 ? &deferred : nullptr;
   DrainState st{pool, stop_at, defer, defer != nullptr && stop_at == 0 && pool != nullptr};
   std::unique_lock lock(mutex_);

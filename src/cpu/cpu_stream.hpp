@@ -26,6 +26,7 @@ namespace streamrt::cpu {
 
 class CpuBackend;
 class CpuStream;
+class PartitionState;
 
 // One recorded position: work of `stream` up to and including sequence number `seq`.
 class CpuEvent final : public impl::EventImpl {
@@ -53,8 +54,21 @@ class CpuStream final : public impl::StreamImpl,
                         public Task,
                         public std::enable_shared_from_this<CpuStream> {
  public:
-  CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id);
+  // `partition`: the stream runs on that partition's pool (null: the shared pool).
+  CpuStream(CpuBackend& backend, Device device, int priority, std::uint64_t id,
+            std::shared_ptr<PartitionState> partition = nullptr);
   ~CpuStream() override;
+
+  // The pool this stream, its callbacks and its resumptions are pushed to: its partition's, else
+  // the backend's shared pool (started on first use; throws Error as CpuBackend::pool()).
+  WorkerPool& pool() const;
+  // That pool if it is running, without starting it.
+  WorkerPool* pool_if_started() const noexcept;
+  // True when both streams run on the same pool.
+  bool same_pool(const CpuStream& other) const noexcept { return partition_ == other.partition_; }
+  // The innermost stream this thread runs work of (nested parallelism splits over its pool), else
+  // null.
+  static const CpuStream* innermost_running() noexcept;
 
   // Host-side API (any thread).
   void enqueue(detail::Work work, const char* label);
@@ -216,6 +230,8 @@ class CpuStream final : public impl::StreamImpl,
   void unblock();
 
   CpuBackend& cpu_;
+  // Set at creation; keeps the partition (and its workers) alive while the stream lives.
+  const std::shared_ptr<PartitionState> partition_;
   std::atomic<bool> host_run_;
   // A user event's private stream (new_user_position): its one position is never queued, so
   // nothing may be pushed behind it. Written before the stream is shared.

@@ -17,6 +17,16 @@ namespace streamrt::cpu {
 
 void CpuBackend::prepare_fork() noexcept {
   pool_mutex_.lock();
+  // Partitions: each one's pool lock (it builds its pool under it), after pool_mutex_ as
+  // everywhere; the child abandons their pools too and builds new ones on first use.
+  try {
+    forking_partitions_.clear();
+    for (const auto& e : partitions_) {
+      if (auto p = e.handle.lock()) forking_partitions_.push_back(std::move(p));
+    }
+  } catch (...) {
+  }
+  for (const auto& p : forking_partitions_) p->lock_for_fork();
   streams_mutex_.lock();
   try {
     forking_.clear();
@@ -40,6 +50,10 @@ void CpuBackend::after_fork_in_parent() noexcept {
   auto streams = std::move(forking_);
   forking_.clear();
   streams_mutex_.unlock();
+  for (const auto& p : forking_partitions_) p->unlock_after_fork();
+  // Released after pool_mutex_: a partition's last handle gives its workers back under it.
+  auto partitions = std::move(forking_partitions_);
+  forking_partitions_.clear();
   pool_mutex_.unlock();
   // `streams` may hold the last handle of a stream: destroyed with no backend lock held.
 }
@@ -67,12 +81,16 @@ void CpuBackend::after_fork_in_child() noexcept {
       }
     }
     pool_.store(nullptr, std::memory_order_relaxed);
+    for (const auto& p : forking_partitions_) p->abandon_pool_in_fork_child();
     renew_this_thread_parker();
   }
   for (auto it = forking_.rbegin(); it != forking_.rend(); ++it) (*it)->unlock_after_fork();
   auto streams = std::move(forking_);
   forking_.clear();
   streams_mutex_.unlock();
+  for (const auto& p : forking_partitions_) p->unlock_after_fork();
+  auto partitions = std::move(forking_partitions_);  // released after pool_mutex_, as above
+  forking_partitions_.clear();
   pool_mutex_.unlock();
 }
 

@@ -82,7 +82,16 @@ class ChunkTask final : public Task {
 
 }  // namespace
 
-int CpuParallel::num_threads() { return backend_.pool().size(); }
+WorkerPool& CpuParallel::pool() {
+  // Splits stay in the pool of the work that asks: the innermost stream this thread runs (a
+  // partition's stream, also when a waiting host thread runs its item), else this worker's own
+  // pool (a callback), else the shared pool (a host thread).
+  if (const auto* s = CpuStream::innermost_running()) return s->pool();
+  if (auto* own = WorkerPool::current()) return *own;
+  return backend_.pool();
+}
+
+int CpuParallel::num_threads() { return pool().size(); }
 
 bool CpuParallel::in_parallel_region() const noexcept { return tls_parallel_depth > 0; }
 
@@ -91,7 +100,7 @@ void CpuParallel::parallel_for(std::int64_t begin, std::int64_t end, std::int64_
   if (end <= begin) return;
   const std::int64_t n = end - begin;
   grain = std::max<std::int64_t>(grain, 1);
-  WorkerPool& p = backend_.pool();
+  WorkerPool& p = pool();
   const int workers = p.size();
   // At most 4 chunks per worker: enough to even out chunks of unequal cost.
   const std::int64_t num_chunks =

@@ -24,13 +24,16 @@ bool CpuStream::help_towards(std::uint64_t seq) {
   // any other ready work here could nest, under the waiting item, an item that itself waits for
   // the waiting item's stream: a deadlock the program does not have
   // (HelpingNeverNestsUnrelatedWorkThatWaitsForTheWaiter). A host thread (not a worker) helps
-  // only streams that allow host-run items.
-  WorkerPool& pool = cpu_.pool();
-  const bool worker = WorkerPool::on_worker_thread();
+  // only streams that allow host-run items. A worker runs only streams of its own pool, so that a
+  // partition's workers never run other streams' work nor the shared workers a partition's: it
+  // follows the waits through other pools' streams, though, to one of its own pool it may run.
+  WorkerPool* const own = WorkerPool::current();
+  const bool worker = own != nullptr;
   std::shared_ptr<CpuStream> s = shared_from_this();
   std::uint64_t target = seq;
   for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
     if (s->is_complete(target)) return true;  // progress: the caller looks again
+    WorkerPool& pool = s->pool();
     // A host runs a stream only if it allows it, and not ahead of a more urgent stream that
     // waits for a worker (rule 14) - unless this host thread is itself inside a host-run item:
     // it holds that item's stream, a worker waiting for that stream cannot help it (it is not
@@ -45,9 +48,11 @@ bool CpuStream::help_towards(std::uint64_t seq) {
     // the hand-off it saves. (Inside a host-run item the host may be the only thread that can
     // progress, see above: it helps regardless.)
     if (!worker && running_depth() == 0 && pool.worker_polling()) return false;
-    if (auto task = pool.try_take(s.get())) {
-      s->drain(target);
-      return true;
+    if (!worker || &pool == own) {
+      if (auto task = pool.try_take(s.get())) {
+        s->drain(target);
+        return true;
+      }
     }
     std::shared_ptr<CpuEvent> blocker;
     {
@@ -68,9 +73,10 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   // Help while waiting (workers: directed help; host threads: host-run items), but not so deep
   // that helping could overflow the stack. A host wait with a time-out runs nothing: an item it
   // took could outlast the deadline (or wait for the very thread that would give up waiting).
-  const bool worker = WorkerPool::on_worker_thread();
+  // A worker registers as a helper with its own pool (the only one whose streams it may run).
+  WorkerPool* const own = WorkerPool::current();
+  const bool worker = own != nullptr;
   const bool help = running_depth() < kMaxHelpDepth && (worker || !deadline);
-  WorkerPool& pool = cpu_.pool();
   if (!blocking) {
     const auto spin_until = [&] {
       const auto t = Clock::now() + kHostSpin;
@@ -90,7 +96,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   bool registered = false;
   for (;;) {
     if (is_complete(seq)) return true;
-    const auto generation = worker ? pool.push_generation() : 0;
+    const auto generation = worker ? own->push_generation() : 0;
     if (help && help_towards(seq)) continue;  // help while waiting
     if (!registered) {
       Continuation c;
@@ -102,7 +108,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
     }
     if (deadline && Clock::now() >= *deadline) return is_complete(seq);
     if (worker && help) {
-      pool.park_helper(parker, deadline, generation);
+      own->park_helper(parker, deadline, generation);
     } else if (deadline) {
       parker->park_until(*deadline);
     } else {

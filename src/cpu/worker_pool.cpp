@@ -1,6 +1,9 @@
 // Worker pool. See docs/design.md, "The worker pool", for why workers spin briefly then park.
 #include "worker_pool.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -14,6 +17,7 @@ namespace streamrt::cpu {
 namespace {
 
 thread_local int tls_worker_index = -1;
+thread_local WorkerPool* tls_pool = nullptr;
 
 
 // splitmix64: a tiny, well-mixed generator; one step per random pick.
@@ -79,10 +83,11 @@ std::shared_ptr<Task> ReadyList::take(const Task* task) noexcept {
 }
 
 WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseconds spin,
-                       bool batch)
+                       bool batch, std::vector<int> cores)
     : spin_ns_(spin.count()),
       policy_(batch),
       schedule_(schedule),
+      cores_(std::move(cores)),
       random_(schedule.mode == Schedule::Mode::kRandom),
       rng_(schedule.seed) {
   resize(num_threads);
@@ -92,6 +97,7 @@ WorkerPool::~WorkerPool() { shutdown(); }
 
 bool WorkerPool::on_worker_thread() noexcept { return tls_worker_index >= 0; }
 int WorkerPool::worker_index() noexcept { return tls_worker_index; }
+WorkerPool* WorkerPool::current() noexcept { return tls_pool; }
 
 std::shared_ptr<Task> WorkerPool::pop_locked() {
   for (int level = 0; level < kNumLevels; ++level) {
@@ -271,6 +277,7 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
 
 void WorkerPool::worker_main(int index) {
   tls_worker_index = index;
+  tls_pool = this;
   policy_.join();
   std::uint64_t pause_state = schedule_.seed ^ (0x5851f42d4c957f2dULL * (index + 1));
   while (auto t = next_task(index)) {
@@ -308,7 +315,13 @@ void WorkerPool::grow(int old, int num_threads) {
   target_.store(num_threads, std::memory_order_release);
   try {
     threads_.reserve(static_cast<std::size_t>(num_threads));
-    for (int i = old; i < num_threads; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+    for (int i = old; i < num_threads; ++i) {
+      threads_.emplace_back([this, i] { worker_main(i); });
+      if (!cores_.empty()) pin(i);
+    }
+  } catch (const Error&) {
+    shrink_after_failure(old);
+    throw;
   } catch (const std::exception& e) {
     const int started = static_cast<int>(threads_.size());
     shrink_after_failure(old);
@@ -316,6 +329,23 @@ void WorkerPool::grow(int old, int num_threads) {
                 "worker " + std::to_string(started + 1) + " (" + e.what() + "); the pool keeps " +
                 std::to_string(old) + ". Ask for fewer (set_num_threads / STREAMRT_NUM_THREADS) " +
                 "or raise the process's thread and memory limits");
+  }
+}
+
+void WorkerPool::pin(int i) {
+  // From the starting thread, not the worker itself, so that a refusal is an Error here. The
+  // worker may run its first instructions unpinned; a partition's pool gets no task before its
+  // constructor has returned.
+  const int core = cores_.at(static_cast<std::size_t>(i));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(core), &set);
+  const int rc = pthread_setaffinity_np(threads_[static_cast<std::size_t>(i)].native_handle(),
+                                        sizeof(set), &set);
+  if (rc != 0) {
+    throw Error("cannot pin a CPU worker to core " + std::to_string(core) + ": " +
+                std::strerror(rc) + "; name cores this process may run on (sched_getaffinity, " +
+                "taskset)");
   }
 }
 

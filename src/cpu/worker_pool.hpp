@@ -72,11 +72,13 @@ class ReadyList {
 class WorkerPool {
  public:
   // `spin`: how long an idle worker polls before it parks (set_spin); `batch`: the workers run
-  // under SCHED_BATCH (set_batch).
+  // under SCHED_BATCH (set_batch). `cores` (a partition's pinned pool): worker i runs only on
+  // core cores[i]; then num_threads must equal cores.size() and the pool is never resized. Throws
+  // Error when the OS refuses a thread or a pinning (nothing is left running then).
   explicit WorkerPool(int num_threads, Schedule schedule = {},
                       std::chrono::nanoseconds spin =
                           std::chrono::microseconds(kDefaultWorkerSpinUs),
-                      bool batch = false);
+                      bool batch = false, std::vector<int> cores = {});
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -165,6 +167,11 @@ class WorkerPool {
 
   // Stops all workers after their current task; later pushes run inline. Idempotent.
   void shutdown();
+  // True once shutdown() has begun (a hint: relaxed load).
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+
+  // The pool whose worker the calling thread is; null on other threads.
+  static WorkerPool* current() noexcept;
 
   // True on one of this pool's worker threads.
   static bool on_worker_thread() noexcept;
@@ -176,6 +183,8 @@ class WorkerPool {
   // resize() upwards; on failure stops what it started (shrink_after_failure) and throws.
   void grow(int old, int num_threads);
   void shrink_after_failure(int old) noexcept;
+  // Pins worker `i` (just started) to cores_[i]; throws Error when the OS refuses.
+  void pin(int i);
   std::shared_ptr<Task> pop_locked();
   std::shared_ptr<Task> next_task(int index);
   // Takes one idle worker to wake for a queued task (null when one is spinning or none is idle);
@@ -207,6 +216,7 @@ class WorkerPool {
   std::atomic<bool> stopped_{false};
 
   const Schedule schedule_;
+  const std::vector<int> cores_;  // empty: unpinned
   const bool random_;
   std::uint64_t rng_;  // guarded by mutex_ (kRandom picks)
 };

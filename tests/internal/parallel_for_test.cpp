@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "core/parallel.hpp"
@@ -211,6 +213,57 @@ TEST_P(ParallelForMulti, AProductsBitsDoNotDependOnTheLoad) {
   gate.open();
   for (auto& h : held.streams) h.synchronize();
   EXPECT_TRUE(equal(on_idle_pool, on_busy_pool));
+}
+
+// Splits of a loop inside a partition's stream run only on that partition's workers, although the
+// shared workers are idle: they would otherwise be asked too. Help-first asks only workers that
+// look idle, so a round may run inline; the rounds go on until a helper has run a chunk.
+TEST_P(ParallelForMulti, SplitsInsideAPartitionStayOnItsWorkers) {
+  if (GetParam() < 4) GTEST_SKIP() << "needs a partition of two workers beside the shared ones";
+  const int k = GetParam() / 2;
+  std::mutex mutex;
+  std::set<std::thread::id> mine, chunks;
+  auto note = [&](std::set<std::thread::id>& into) {
+    std::lock_guard lock(mutex);
+    into.insert(std::this_thread::get_id());
+  };
+  {
+    cpu::Partition part(k);
+    test::Rendezvous meet(k);  // k items that meet: the partition's k threads
+    std::vector<Stream> own;
+    for (int i = 0; i < k; ++i) {
+      own.push_back(part.new_stream());
+      own.back().set_host_run(false);  // every item on a worker, none on this thread
+      own.back().launch([&] {
+        note(mine);
+        EXPECT_TRUE(meet.arrive());
+      });
+    }
+    for (auto& s : own) s.synchronize();
+    ASSERT_EQ(mine.size(), static_cast<std::size_t>(k));
+    std::atomic<bool> helped{false};
+    for (int round = 0; round < 1000 && !helped.load(); ++round) {
+      own.front().launch([&] {
+        const auto caller = std::this_thread::get_id();
+        std::atomic<int> started{0};
+        runtime::parallel_for(0, 2, 1, [&](std::int64_t, std::int64_t) {
+          note(chunks);
+          if (std::this_thread::get_id() != caller) helped.store(true);
+          // Gives a helper time to claim the other chunk (no bound on correctness: the check is
+          // where the chunks ran, and the rounds go on until one was helped).
+          started.fetch_add(1);
+          for (int i = 0; i < 1000 && started.load() < 2; ++i) {
+            std::this_thread::sleep_for(std::chrono::microseconds(10));
+          }
+        });
+      });
+      own.front().synchronize();
+    }
+    EXPECT_TRUE(helped.load()) << "no helper ever joined a split";
+  }
+  for (const auto& id : chunks) {
+    EXPECT_EQ(mine.count(id), 1u) << "a chunk ran on a worker outside the partition";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, ParallelFor, ::testing::ValuesIn(test::kWorkerCounts),

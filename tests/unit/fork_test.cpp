@@ -266,6 +266,39 @@ TEST_P(Fork, RepeatedForksWhileOtherThreadsUseTheRuntime) {
   EXPECT_GT(ops.load(), 0);
 }
 
+// A partition made before the fork works in the child: its workers are started again there (as
+// many as it reserves: its items meet), its streams run their work on them, not on the host.
+TEST_P(Fork, APartitionMadeBeforeTheForkWorksInTheChild) {
+  if (GetParam() < 2) GTEST_SKIP() << "one worker in all cannot host a partition";
+  const int k = GetParam() / 2;
+  streamrt::cpu::Partition part(k);
+  streamrt::Stream before = part.new_stream();
+  before.set_host_run(false);
+  before.launch([] {});
+  before.synchronize();  // the partition's workers now parked
+  const int code = in_child([&] {
+    int bad = 0;
+    const pid_t host = gettid();
+    std::atomic<int> on_host{0}, ran{0};
+    Rendezvous meet(k);
+    std::vector<streamrt::Stream> streams{before};
+    for (int i = 1; i < k; ++i) streams.push_back(part.new_stream());
+    for (auto& s : streams) {
+      s.set_host_run(false);
+      s.launch([&] {
+        if (gettid() == host) on_host.fetch_add(1);
+        if (meet.arrive_and_wait()) ran.fetch_add(1);
+      });
+    }
+    for (auto& s : streams) s.synchronize();
+    if (ran.load() != k) bad |= 1;
+    if (on_host.load() != 0) bad |= 2;
+    if (part.num_workers() != k) bad |= 4;
+    return bad;
+  });
+  EXPECT_EQ(code, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Fork, ::testing::Values(1, 2, 4));
 
 }  // namespace
