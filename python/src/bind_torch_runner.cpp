@@ -144,10 +144,32 @@ TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
 
 }  // namespace
 
+namespace {
+
+// Whether `op` returns several references to its arguments (a tuple of out= tensors). A single
+// `Tensor&` return is copied before the arguments are dropped.
+bool returns_several_argument_references(const c10::OperatorHandle& op) {
+  const auto& returns = op.schema().returns();
+  if (returns.size() < 2) return false;
+  for (const auto& r : returns) {
+    if (r.alias_info() != nullptr) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
   Prepared* p = &prepared;
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
+    // torch's boxed wrapper of a kernel returning several references (max.dim_max, sort.values:
+    // std::tuple<Tensor&, Tensor&>) drops the arguments from the stack before it copies the
+    // returns out of them. Eager callers still own the out tensors then; here the work item's
+    // aliases (for_work) are owned by the stack alone, so without this second reference they
+    // would be freed first and the returns copied from freed memory (a double free later).
+    std::vector<c10::IValue> arguments;
+    if (returns_several_argument_references(p->op)) arguments = p->stack;
     p->op.callBoxed(&p->stack);
     // A functional op run for outputs handed out at the call: its results go into them.
     for (std::size_t i = 0; i < p->copy_into.size(); ++i) {

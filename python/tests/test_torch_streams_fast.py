@@ -4,6 +4,10 @@ on the worker, the second teaches the fast path), then checks that the calls und
 fast path (its counter) and behave as on the Python path: eager torch's results and layouts,
 dependency tracking across streams, host reads that wait, failures, autograd, threads."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import streamrt
@@ -319,3 +323,42 @@ def test_the_registry_hand_over_keeps_shares(fast):
         assert _torch_dispatch.set_native(native) == native
         srt.install()
         check(4.0 + native)
+
+
+SEVERAL_OUTPUTS = r"""
+import sys
+import torch
+import streamrt
+import streamrt.torch as srt
+from streamrt import _torch_dispatch
+_torch_dispatch.set_native(sys.argv[1] == "runner")
+srt.install()
+a = torch.randn(64, 32)
+s = torch.cpu.Stream()
+values, indices = torch.empty(64), torch.empty(64, dtype=torch.int64)
+expected = [torch.max(a, dim=1), torch.sort(a, dim=1), torch.topk(a, 3)]
+for _ in range(300):
+    with torch.cpu.StreamContext(s):
+        got = [torch.max(a, dim=1), torch.sort(a, dim=1), torch.topk(a, 3)]
+        torch.max(a, dim=1, out=(values, indices))
+    s.synchronize()
+    for e, g in zip(expected, got):
+        assert torch.equal(e[0], g[0]) and torch.equal(e[1], g[1])
+    assert torch.equal(values, expected[0][0]) and torch.equal(indices, expected[0][1])
+srt.uninstall()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("path", ["runner", "python"])
+def test_ops_returning_several_out_tensors_keep_them_alive(path):
+    # max/sort/topk return a tuple of references to their out= tensors; the work item's copies of
+    # those must outlive torch's boxed call (a use after free, then a double free, otherwise). In
+    # a child: the failure this guards against aborts the process.
+    if path == "runner" and _torch_dispatch._native is None:
+        pytest.skip("_streamrt_torch was not built")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(
+        streamrt.__file__))))
+    proc = subprocess.run([sys.executable, "-c", SEVERAL_OUTPUTS, path], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
