@@ -13,7 +13,7 @@ import pytest
 import streamrt
 from streamrt import _torch_dispatch
 from torch_streams_util import (  # noqa: F401  (fixture)
-    Gate, assert_same_results, installed, run_per_seed, srt, torch)
+    Gate, assert_same_results, first_then_second, installed, run_per_seed, srt, torch)
 
 
 @pytest.fixture
@@ -128,52 +128,42 @@ def test_layouts_and_the_default_dtype_are_part_of_the_key(fast):
         torch.set_default_dtype(old)
 
 
-def test_read_after_write(fast):
+def warm_pair(first, second):
+    """Two new streams on which first() and second() have been warmed up: their next calls take
+    the fast path."""
     s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
+    warm(s1, first)
+    warm(s2, second)
+    return s1, s2
+
+
+def test_read_after_write(fast):
     x = torch.zeros(100)
-    warm(s1, lambda: x.fill_(5))
-    warm(s2, lambda: x + 1)
-    gate = Gate().hold(s1)
+    s1, s2 = warm_pair(lambda: x.fill_(5), lambda: x + 1)
     with counted(2):
-        with torch.cpu.StreamContext(s1):
-            x.fill_(5)
-        with torch.cpu.StreamContext(s2):
-            y = x + 1  # must wait for the fill on s1
-    assert not srt.ready(y)
-    gate.open()
+        # the add on s2 must wait for the fill on s1
+        _, y = first_then_second(s1, s2, Gate().hold(s1), lambda: x.fill_(5), lambda: x + 1)
     assert y.tolist() == [6.0] * 100
 
 
 def test_write_after_read(fast):
-    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
     x = torch.ones(100)
-    warm(s1, lambda: x * 3)
-    warm(s2, lambda: x.fill_(7))
+    s1, s2 = warm_pair(lambda: x * 3, lambda: x.fill_(7))
     x.copy_(torch.ones(100))
-    gate = Gate().hold(s1)
     with counted(2):
-        with torch.cpu.StreamContext(s1):
-            y = x * 3  # reads x, held
-        with torch.cpu.StreamContext(s2):
-            x.fill_(7)  # must wait until s1 has read
-    gate.open()
+        # the fill on s2 must wait until s1 has read x
+        y, _ = first_then_second(s1, s2, Gate().hold(s1), lambda: x * 3, lambda: x.fill_(7))
     assert y.tolist() == [3.0] * 100
     assert x.tolist() == [7.0] * 100
 
 
 def test_write_after_write(fast):
-    s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
     x = torch.zeros(100)
-    warm(s1, lambda: x.add_(1))
-    warm(s2, lambda: x.mul_(2))
+    s1, s2 = warm_pair(lambda: x.add_(1), lambda: x.mul_(2))
     x.zero_()
-    gate = Gate().hold(s1)
     with counted(2):
-        with torch.cpu.StreamContext(s1):
-            x.add_(1)
-        with torch.cpu.StreamContext(s2):
-            x.mul_(2)  # must land after s1's write
-    gate.open()
+        # the product on s2 must land after s1's add
+        first_then_second(s1, s2, Gate().hold(s1), lambda: x.add_(1), lambda: x.mul_(2))
     assert x.tolist() == [2.0] * 100
 
 

@@ -9,7 +9,8 @@ import weakref
 import pytest
 
 import streamrt
-from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import (  # noqa: F401  (fixture)
+    Gate, first_then_second, installed, srt, torch)
 
 
 @pytest.fixture
@@ -25,37 +26,24 @@ def held(streams):
 
 
 def test_read_after_write(held):
-    s1, s2, gate = held
     x = torch.zeros(100)
-    with torch.cpu.StreamContext(s1):
-        x.fill_(5)
-    with torch.cpu.StreamContext(s2):
-        y = x + 1  # waits for the fill on s1 (stream-side: the call returns at once)
-    assert not srt.ready(y)
-    gate.open()
+    # second() waits for the fill on s1 (stream-side: the call returns at once)
+    _, y = first_then_second(*held, lambda: x.fill_(5), lambda: x + 1)
     assert y.tolist() == [6.0] * 100
 
 
 def test_write_after_read(held):
-    s1, s2, gate = held
     x = torch.ones(100)
-    with torch.cpu.StreamContext(s1):
-        y = x * 3  # reads x, held
-    with torch.cpu.StreamContext(s2):
-        x.fill_(7)  # must wait until s1 has read
-    gate.open()
+    # the fill on s2 must wait until s1 has read x
+    y, _ = first_then_second(*held, lambda: x * 3, lambda: x.fill_(7))
     assert y.tolist() == [3.0] * 100
     assert x.tolist() == [7.0] * 100
 
 
 def test_write_after_write(held):
-    s1, s2, gate = held
     x = torch.zeros(100)
-    with torch.cpu.StreamContext(s1):
-        x.fill_(1)
-    with torch.cpu.StreamContext(s2):
-        x.fill_(2)  # must land after s1's write
-    gate.open()
+    # the fill on s2 must land after s1's
+    first_then_second(*held, lambda: x.fill_(1), lambda: x.fill_(2))
     assert x.tolist() == [2.0] * 100
 
 

@@ -100,3 +100,16 @@ def held_write(stream, tensor, value):
     with torch.cpu.StreamContext(stream):
         tensor.fill_(value)
     return gate
+
+
+def first_then_second(s1, s2, gate, first, second):
+    """Calls first() in a context on s1 (held by `gate`) and then second() in one on s2, checks
+    that second's result is still pending (its work must wait for s1's), opens the gate and
+    returns both results: the two-stream shape of the hazard tests."""
+    with torch.cpu.StreamContext(s1):
+        a = first()
+    with torch.cpu.StreamContext(s2):
+        b = second()
+    assert not srt.ready(b)
+    gate.open()
+    return a, b
