@@ -87,13 +87,7 @@ void Registry::share(const at::Tensor& t, TrackerPtr with) {
     e->weak.push_back(t.storage().getWeakStorageImpl());
     return;
   }
-  Entry& e = entries_[base];
-  if (e.tracker) dropped.push_back(std::move(e.tracker));
-  e.tracker = std::move(with);
-  e.weak.clear();
-  e.weak.push_back(t.storage().getWeakStorageImpl());
-  maybe_sweep(dropped);
-  update_count();
+  file_locked(base, t, std::move(with), dropped);
 }
 
 void Registry::file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,

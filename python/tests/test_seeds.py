@@ -22,6 +22,18 @@ def reference_matmul(a, b):
 # --- Article 1: torch.cpu.StreamContext ----------------------------------------------------
 
 
+def article_products(stream1, stream2, A, B):
+    """The article's example: the same product in a context on each stream, then both
+    synchronized."""
+    with cpu.StreamContext(stream1):
+        C1 = streamrt.matmul(A, B)
+    with cpu.StreamContext(stream2):
+        C2 = streamrt.matmul(A, B)
+    stream1.synchronize()
+    stream2.synchronize()
+    return C1, C2
+
+
 def test_two_streams_matmul_and_allclose():
     # Seed: stream1 = torch.cuda.Stream() (a CUDA stream given to a CPU context: corrected to
     # cpu.Stream()); torch.randn / torch.matmul / torch.allclose -> streamrt.
@@ -29,12 +41,7 @@ def test_two_streams_matmul_and_allclose():
     stream2 = cpu.Stream()
     A = streamrt.randn(N, N)
     B = streamrt.randn(N, N)
-    with cpu.StreamContext(stream1):
-        C1 = streamrt.matmul(A, B)
-    with cpu.StreamContext(stream2):
-        C2 = streamrt.matmul(A, B)
-    stream1.synchronize()
-    stream2.synchronize()
+    C1, C2 = article_products(stream1, stream2, A, B)
     assert streamrt.allclose(C1, C2)
     # And the product is right, not just equal on both streams.
     np.testing.assert_allclose(C1.numpy(), reference_matmul(A, B), rtol=1e-3, atol=1e-3)
@@ -48,12 +55,7 @@ def test_two_streams_matmul_run_on_the_streams_given(tmp_path):
     A.wait()
     B.wait()
     with streamrt.profile() as prof:
-        with cpu.StreamContext(stream1):
-            C1 = streamrt.matmul(A, B)
-        with cpu.StreamContext(stream2):
-            C2 = streamrt.matmul(A, B)
-        stream1.synchronize()
-        stream2.synchronize()
+        C1, C2 = article_products(stream1, stream2, A, B)
     assert streamrt.allclose(C1, C2)
     streams_of_matmul = {r.stream_id for r in prof.records() if r.label == "matmul"}
     assert {stream1.id, stream2.id} <= streams_of_matmul

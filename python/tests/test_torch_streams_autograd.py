@@ -27,6 +27,16 @@ def grads(net):
     return [p.grad.clone() for p in net.parameters()]
 
 
+def eager_and_held(seed):
+    """Data, a network trained one backward step eagerly, its twin (same weights) for the stream,
+    and a stream held by a gate: the set-up of the tests where the stream's work must wait."""
+    x, y = data(seed)
+    eager, streamed = mlp(seed + 1), mlp(seed + 1)
+    loss_of(eager, x, y).backward()
+    s = torch.cpu.Stream()
+    return x, y, eager, streamed, s, Gate().hold(s)
+
+
 def test_mlp_forward_and_backward_give_eager_gradients(installed):
     x, y = data(1)
     eager, streamed = mlp(0), mlp(0)
@@ -41,11 +51,7 @@ def test_mlp_forward_and_backward_give_eager_gradients(installed):
 
 
 def test_backward_ops_are_queued_on_the_stream(installed):
-    x, y = data(2)
-    eager, streamed = mlp(3), mlp(3)
-    loss_of(eager, x, y).backward()
-    s = torch.cpu.Stream()
-    gate = Gate().hold(s)
+    x, y, eager, streamed, s, gate = eager_and_held(2)
     with torch.cpu.StreamContext(s):
         loss = loss_of(streamed, x, y)
         loss.backward()  # returns with the stream still held: its ops are queued
@@ -77,11 +83,7 @@ def test_training_steps_with_an_optimizer_match_eager(installed):
 
 
 def test_backward_outside_the_context_waits_for_the_forward(installed):
-    x, y = data(6)
-    eager, streamed = mlp(7), mlp(7)
-    loss_of(eager, x, y).backward()
-    s = torch.cpu.Stream()
-    gate = Gate().hold(s)
+    x, y, eager, streamed, s, gate = eager_and_held(6)
     with torch.cpu.StreamContext(s):
         loss = loss_of(streamed, x, y)  # held
     gate.open_later()
