@@ -264,6 +264,15 @@ void print_products(const ProductRun& r, long n, long k, long iters) {
               r.all_close ? "true" : "false");
 }
 
+// A products scenario of the demo (k streams of `iters` n x n products against one stream),
+// measured, printed and checked: the streams' products must agree.
+ProductRun measured(Products& products, long n, long k, long iters, long runs) {
+  const auto r = products.measure(runs);
+  print_products(r, n, k, iters);
+  check(r.all_close, "the streams' products differ");
+  return r;
+}
+
 }  // namespace
 
 int run_demo(int argc, char** argv) {
@@ -317,9 +326,7 @@ int run_demo(int argc, char** argv) {
   std::printf("1. %s of %ldx%ld matmul (seed example 1), %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.size, opt.size, opt.iters);
   Products seed(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
-  const auto big = seed.measure(opt.runs);
-  print_products(big, opt.size, opt.streams, opt.iters);
-  check(big.all_close, "the streams' products differ");
+  const auto big = measured(seed, opt.size, opt.streams, opt.iters, opt.runs);
   if (opt.streams > 1 && speedup_of(big) < 1.3 &&
       cpu::num_threads() > 1) {
     std::printf(
@@ -332,9 +339,7 @@ int run_demo(int argc, char** argv) {
   std::printf("\n2. %s of %ldx%ld matmul, %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.small_size, opt.small_size, opt.small_iters);
   Products small_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
-  const auto small = small_products.measure(opt.runs);
-  print_products(small, opt.small_size, opt.streams, opt.small_iters);
-  check(small.all_close, "the streams' products differ");
+  const auto small = measured(small_products, opt.small_size, opt.streams, opt.small_iters, opt.runs);
   // 2b. Graph capture and replay (docs/graphs.md).
   std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
   check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
