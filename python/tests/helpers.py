@@ -1,6 +1,7 @@
 """Constants and small helpers shared by the tests (importable: pytest puts this folder on
 sys.path)."""
 
+import contextlib
 import threading
 
 import streamrt
@@ -42,3 +43,16 @@ def nested_capture(s):
         streamrt.Graph().capture_begin(s)
     finally:
         outer.capture_end()
+
+
+def timed(work, stream=None):
+    """The seed articles' timing pattern: timing events recorded before and after work() (in a
+    context on `stream` when one is given), then the end event waited for. Returns work()'s result
+    and the elapsed milliseconds between the two events."""
+    start, end = streamrt.Event(enable_timing=True), streamrt.Event(enable_timing=True)
+    with streamrt.cpu.StreamContext(stream) if stream is not None else contextlib.nullcontext():
+        start.record()
+        out = work()
+        end.record()
+    end.synchronize()
+    return out, start.elapsed_time(end)
