@@ -131,12 +131,18 @@ def operands():
     return randn(N, N, seed=10), randn(N, N, seed=11)
 
 
-def test_wait_for_an_op_to_complete(operands):
-    a, b = operands
+def product_then_wait(a, b):
+    """The article's wait: a product, an event recorded after it, the event waited for."""
     output = streamrt.matmul(a, b)
     event = streamrt.Event()
     event.record()
     event.synchronize()
+    return output, event
+
+
+def test_wait_for_an_op_to_complete(operands):
+    a, b = operands
+    output, event = product_then_wait(a, b)
     assert event.completed and output.ready()
     close(as_torch(output), a @ b)
 
@@ -179,10 +185,7 @@ def test_poll_until_complete(operands):
 
 def test_reset_event(operands):
     a, b = operands
-    output = streamrt.matmul(a, b)
-    event = streamrt.Event()
-    event.record()
-    event.synchronize()
+    output, event = product_then_wait(a, b)
     event.reset()
     assert event.completed is False
     close(as_torch(output), a @ b)
