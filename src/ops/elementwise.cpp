@@ -299,6 +299,29 @@ static_assert(detail::QueueWork::kStoresInline<SmallDenseBinary>,
 
 }  // namespace
 
+// The operands of a two-tensor op in their common dtype and broadcast shape, and the current
+// stream (looked up once for the output's memory and the kernel: each lookup is a handle copy, two
+// atomic operations on the stream's reference count). A conversion or a broadcast shape lives in
+// the holders; otherwise the references name the arguments themselves, so nothing is copied.
+class PairOperands {
+  Shape shape_holder_;  // declared first: the references below are initialised from them
+  Tensor x_holder_, y_holder_;
+
+ public:
+  PairOperands(const char* name, const Tensor& a, const Tensor& b, DType dtype)
+      : shape(broadcast_ref(name, a.shape(), b.shape(), shape_holder_)),
+        x(in_dtype(a, dtype, x_holder_)),
+        y(in_dtype(b, dtype, y_holder_)),
+        stream(current_stream(a.device())) {}
+  PairOperands(const PairOperands&) = delete;
+  PairOperands& operator=(const PairOperands&) = delete;
+
+  const Shape& shape;
+  const Tensor& x;
+  const Tensor& y;
+  Stream stream;
+};
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_pair(name, a, b);
@@ -307,15 +330,11 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     throw Error(std::string(name) + ": both tensors are bool (" + describe(a) + " and " +
                 describe(b) + "); arithmetic needs a numeric dtype (convert with to())");
   }
-  Shape broadcast_holder;
-  const Shape& shape = broadcast_ref(name, a.shape(), b.shape(), broadcast_holder);
-  Tensor x_holder, y_holder;
-  const Tensor& x = in_dtype(a, dtype, x_holder);
-  const Tensor& y = in_dtype(b, dtype, y_holder);
+  PairOperands in(name, a, b, dtype);
+  const Shape& shape = in.shape;
+  const Tensor &x = in.x, &y = in.y;
+  Stream& s = in.stream;
   bool flat = false;
-  // One lookup of the current stream for the output's memory and the kernel (each lookup is a
-  // handle copy: two atomic operations on the stream's reference count).
-  Stream s = current_stream(a.device());
   Tensor out = elementwise_output(shape, dtype, s, {&x, &y}, flat);
   void* o = data_of(out);
   if (flat) {
@@ -406,16 +425,13 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   check_pair(name, a, b);
   const DType dtype = promote_types(a.dtype(), b.dtype());
-  Shape broadcast_holder;
-  const Shape& shape = broadcast_ref(name, a.shape(), b.shape(), broadcast_holder);
-  Tensor x_holder, y_holder;
-  const Tensor& x = in_dtype(a, dtype, x_holder);
-  const Tensor& y = in_dtype(b, dtype, y_holder);
+  PairOperands in(name, a, b, dtype);
+  const Shape& shape = in.shape;
+  const Tensor &x = in.x, &y = in.y;
   bool flat = false;
-  Stream s = current_stream(a.device());
-  Tensor out = elementwise_output(shape, DType::Bool, s, {&x, &y}, flat);
+  Tensor out = elementwise_output(shape, DType::Bool, in.stream, {&x, &y}, flat);
   void* out_data = data_of(out);
-  submit(s, name, {&x, &y}, {&out},
+  submit(in.stream, name, {&x, &y}, {&out},
          [out_data, ax = flat ? flat_arg(x) : arg(x, shape),
           ay = flat ? flat_arg(y) : arg(y, shape), shape = flat ? Shape{out.numel()} : shape, dtype,
           op] {
