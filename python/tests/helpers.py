@@ -3,6 +3,7 @@ sys.path)."""
 
 import contextlib
 import threading
+import time
 
 import streamrt
 
@@ -56,3 +57,20 @@ def timed(work, stream=None):
         end.record()
     end.synchronize()
     return out, start.elapsed_time(end)
+
+
+class ArticleEvent:
+    """The MPS article's custom event class: set() by a completion callback, wait() polls (the
+    article's "do other work"), with the rendezvous time-out as the only bound."""
+
+    def __init__(self):
+        self._completed = False
+
+    def set(self):
+        self._completed = True
+
+    def wait(self):
+        deadline = time.monotonic() + RENDEZVOUS_S
+        while not self._completed:
+            assert time.monotonic() < deadline  # "do other work"
+            time.sleep(0)  # let the callback's worker take the GIL

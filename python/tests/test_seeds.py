@@ -10,7 +10,7 @@ import pytest
 
 import streamrt
 from streamrt import cpu
-from helpers import RENDEZVOUS_S, timed
+from helpers import RENDEZVOUS_S, ArticleEvent, timed
 
 N = 1000  # the articles' 1000 x 1000 matrices
 
@@ -254,19 +254,7 @@ def test_threading_event_with_completion_callback(operands):
 
 
 def test_custom_event_class(operands):
-    class MyEvent:
-        def __init__(self):
-            self._completed = False
-
-        def set(self):
-            self._completed = True
-
-        def wait(self):
-            deadline = time.monotonic() + RENDEZVOUS_S
-            while not self._completed:
-                assert time.monotonic() < deadline  # "do other work"
-                time.sleep(0)  # let the callback's worker take the GIL
-
+    MyEvent = ArticleEvent  # the article's class (helpers.py)
     a, b = operands
     output = streamrt.matmul(a, b)
     event = MyEvent()

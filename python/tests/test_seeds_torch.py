@@ -11,7 +11,7 @@ import pytest
 
 import streamrt
 from streamrt import cpu
-from helpers import RENDEZVOUS_S, timed
+from helpers import RENDEZVOUS_S, ArticleEvent, timed
 
 torch = pytest.importorskip(
     "torch", reason="torch is not importable here: the torch versions of the seed examples need it"
@@ -224,19 +224,7 @@ def test_threading_event_with_completion_callback(operands):
 
 
 def test_custom_event_class(operands):
-    class MyEvent:
-        def __init__(self):
-            self._completed = False
-
-        def set(self):
-            self._completed = True
-
-        def wait(self):
-            deadline = time.monotonic() + RENDEZVOUS_S
-            while not self._completed:
-                assert time.monotonic() < deadline
-                time.sleep(0)
-
+    MyEvent = ArticleEvent  # the article's class (helpers.py)
     a, b = operands
     output = streamrt.matmul(a, b)
     event = MyEvent()
