@@ -74,3 +74,72 @@ class ArticleEvent:
         while not self._completed:
             assert time.monotonic() < deadline  # "do other work"
             time.sleep(0)  # let the callback's worker take the GIL
+
+
+# --- The MPS article's steps, shared by its two mirrors (test_seeds.py on streamrt tensors,
+# test_seeds_torch.py on torch's), which each check the results their own way.
+
+
+def product_then_wait(a, b):
+    """A product, an event recorded after it, the event waited for."""
+    output = streamrt.matmul(a, b)
+    event = streamrt.Event()
+    event.record()
+    event.synchronize()
+    return output, event
+
+
+def polled_product(a, b):
+    """A product on a stream, an event recorded after it and polled until complete (the
+    article's `while not event.poll()`; the rendezvous time-out is the only bound). Returns the
+    product, the event and the number of polls."""
+    s = streamrt.cpu.Stream()
+    with streamrt.cpu.StreamContext(s):
+        output = streamrt.matmul(a, b)
+    event = streamrt.Event()
+    event.record(s)
+    polls = 0
+    deadline = time.monotonic() + RENDEZVOUS_S
+    while not event.query():
+        polls += 1  # "do other work"
+        assert time.monotonic() < deadline
+    return output, event, polls
+
+
+def ops_under_one_event(a, b):
+    """A product and a relu of it on a stream, one event recorded after both and waited for:
+    "an event can be associated with several ops"."""
+    s = streamrt.cpu.Stream()
+    event = streamrt.Event()
+    with streamrt.cpu.StreamContext(s):
+        first = streamrt.matmul(a, b)
+        second = streamrt.relu(first)
+        event.record()
+    event.synchronize()
+    return first, second
+
+
+def products_then_wait_all(pairs):
+    """One product per (a, b) pair, each on its own stream with an event recorded after it, then
+    all the events waited for at once (the article's torch.mps.wait_all). Returns the products
+    and the events."""
+    outputs, events = [], []
+    for a, b in pairs:
+        s, event = streamrt.cpu.Stream(), streamrt.Event()
+        with streamrt.cpu.StreamContext(s):
+            outputs.append(streamrt.matmul(a, b))
+            event.record()
+        events.append(event)
+    streamrt.wait_all(events)
+    return outputs, events
+
+
+def product_signalling(a, b, event):
+    """A product and an event recorded after it whose completion callback calls event.set()
+    (a threading.Event, or the article's own class): the article's add_completion_callback,
+    which tensors do not have. Returns the product."""
+    output = streamrt.matmul(a, b)
+    marker = streamrt.Event()
+    marker.record()
+    marker.add_done_callback(lambda ev: event.set())
+    return output

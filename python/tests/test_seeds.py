@@ -3,14 +3,15 @@ torch.mps.Event), translated to streamrt: the import changed, the wrong APIs cor
 docs/python.md for each correction), and each result checked."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import streamrt
 from streamrt import cpu
-from helpers import RENDEZVOUS_S, ArticleEvent, timed
+from helpers import (
+    RENDEZVOUS_S, ArticleEvent, ops_under_one_event, polled_product, product_then_wait,
+    product_signalling, products_then_wait_all, timed)
 
 N = 1000  # the articles' 1000 x 1000 matrices
 
@@ -157,15 +158,7 @@ def test_synchronize_several_ops_with_wait_all(operands):
     a, b = operands
     c = streamrt.randn(N, N, seed=12)
     d = streamrt.randn(N, N, seed=13)
-    s1, s2 = cpu.Stream(), cpu.Stream()
-    event1, event2 = streamrt.Event(), streamrt.Event()
-    with cpu.StreamContext(s1):
-        output1 = streamrt.matmul(a, b)
-        event1.record()
-    with cpu.StreamContext(s2):
-        output2 = streamrt.matmul(c, d)
-        event2.record()
-    streamrt.wait_all([event1, event2])  # the article's torch.mps.wait_all
+    (output1, output2), (event1, event2) = products_then_wait_all([(a, b), (c, d)])
     assert event1.completed and event2.completed
     assert output1.ready() and output2.ready()
     np.testing.assert_allclose(output1.numpy(), reference_matmul(a, b), rtol=1e-3, atol=1e-3)
@@ -185,26 +178,14 @@ def test_op_performance_with_events(operands):
 def test_poll_until_complete(operands):
     # The article's event.poll() is query() (and the `completed` property).
     a, b = operands
-    s = cpu.Stream()
-    with cpu.StreamContext(s):
-        output = streamrt.matmul(a, b)
-    event = streamrt.Event()
-    event.record(s)
-    polls = 0
-    deadline = time.monotonic() + RENDEZVOUS_S
-    while not event.query():
-        polls += 1  # "do other work"
-        assert time.monotonic() < deadline
+    output, event, _ = polled_product(a, b)
     assert event.completed
     np.testing.assert_allclose(output.numpy(), reference_matmul(a, b), rtol=1e-3, atol=1e-3)
 
 
 def test_reset_event(operands):
     a, b = operands
-    output = streamrt.matmul(a, b)
-    event = streamrt.Event()
-    event.record()
-    event.synchronize()
+    output, event = product_then_wait(a, b)
     assert event.completed
     event.reset()
     print(event.completed)
@@ -215,13 +196,7 @@ def test_reset_event(operands):
 def test_one_event_for_several_ops(operands):
     # "An event can be associated with several ops": recorded after them, it covers them all.
     a, b = operands
-    s = cpu.Stream()
-    event = streamrt.Event()
-    with cpu.StreamContext(s):
-        first = streamrt.matmul(a, b)
-        second = streamrt.relu(first)
-        event.record()
-    event.synchronize()
+    first, second = ops_under_one_event(a, b)
     assert first.ready() and second.ready()
     np.testing.assert_array_equal(second.numpy(), np.maximum(first.numpy(), 0))
 
@@ -239,32 +214,17 @@ def test_threading_event_with_completion_callback(operands):
     # The article's output.add_completion_callback(on_complete) does not exist on tensors:
     # record an event after the op and use Event.add_done_callback.
     a, b = operands
-    output = streamrt.matmul(a, b)
     event = threading.Event()
-    marker = streamrt.Event()
-    marker.record()
-
-    def on_complete(ev):
-        event.set()
-
-    marker.add_done_callback(on_complete)
+    output = product_signalling(a, b, event)
     assert event.wait(RENDEZVOUS_S)
     assert output.ready()
     np.testing.assert_allclose(output.numpy(), reference_matmul(a, b), rtol=1e-3, atol=1e-3)
 
 
 def test_custom_event_class(operands):
-    MyEvent = ArticleEvent  # the article's class (helpers.py)
     a, b = operands
-    output = streamrt.matmul(a, b)
-    event = MyEvent()
-    marker = streamrt.Event()
-    marker.record()
-
-    def on_complete(ev):
-        event.set()
-
-    marker.add_done_callback(on_complete)
+    event = ArticleEvent()  # the article's MyEvent (helpers.py)
+    output = product_signalling(a, b, event)
     event.wait()
     assert output.ready()
     np.testing.assert_allclose(output.numpy(), reference_matmul(a, b), rtol=1e-3, atol=1e-3)

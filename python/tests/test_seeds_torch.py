@@ -5,13 +5,14 @@ launched work on the streams. Checked against torch's own results. Skipped, with
 where torch is not importable."""
 
 import threading
-import time
 
 import pytest
 
 import streamrt
 from streamrt import cpu
-from helpers import RENDEZVOUS_S, ArticleEvent, timed
+from helpers import (
+    RENDEZVOUS_S, ArticleEvent, ops_under_one_event, polled_product, product_then_wait,
+    product_signalling, products_then_wait_all, timed)
 
 torch = pytest.importorskip(
     "torch", reason="torch is not importable here: the torch versions of the seed examples need it"
@@ -131,15 +132,6 @@ def operands():
     return randn(N, N, seed=10), randn(N, N, seed=11)
 
 
-def product_then_wait(a, b):
-    """The article's wait: a product, an event recorded after it, the event waited for."""
-    output = streamrt.matmul(a, b)
-    event = streamrt.Event()
-    event.record()
-    event.synchronize()
-    return output, event
-
-
 def test_wait_for_an_op_to_complete(operands):
     a, b = operands
     output, event = product_then_wait(a, b)
@@ -150,15 +142,7 @@ def test_wait_for_an_op_to_complete(operands):
 def test_synchronize_several_ops_with_wait_all(operands):
     a, b = operands
     c, d = randn(N, N, seed=12), randn(N, N, seed=13)
-    s1, s2 = cpu.Stream(), cpu.Stream()
-    event1, event2 = streamrt.Event(), streamrt.Event()
-    with cpu.StreamContext(s1):
-        output1 = streamrt.matmul(a, b)
-        event1.record()
-    with cpu.StreamContext(s2):
-        output2 = streamrt.matmul(c, d)
-        event2.record()
-    streamrt.wait_all([event1, event2])
+    (output1, output2), _ = products_then_wait_all([(a, b), (c, d)])
     close(as_torch(output1), a @ b)
     close(as_torch(output2), c @ d)
 
@@ -172,14 +156,7 @@ def test_op_performance_with_events(operands):
 
 def test_poll_until_complete(operands):
     a, b = operands
-    s = cpu.Stream()
-    with cpu.StreamContext(s):
-        output = streamrt.matmul(a, b)
-    event = streamrt.Event()
-    event.record(s)
-    deadline = time.monotonic() + RENDEZVOUS_S
-    while not event.query():
-        assert time.monotonic() < deadline
+    output, _, _ = polled_product(a, b)
     close(as_torch(output), a @ b)
 
 
@@ -193,14 +170,7 @@ def test_reset_event(operands):
 
 def test_one_event_for_several_ops(operands):
     a, b = operands
-    s = cpu.Stream()
-    event = streamrt.Event()
-    with cpu.StreamContext(s):
-        first = streamrt.matmul(a, b)
-        second = streamrt.relu(first)
-        event.record()
-    event.synchronize()
-    first, second = as_torch(first), as_torch(second)
+    first, second = map(as_torch, ops_under_one_event(a, b))
     assert torch.equal(second, torch.relu(first))
 
 
@@ -224,12 +194,8 @@ def test_threading_event_with_completion_callback(operands):
 
 
 def test_custom_event_class(operands):
-    MyEvent = ArticleEvent  # the article's class (helpers.py)
     a, b = operands
-    output = streamrt.matmul(a, b)
-    event = MyEvent()
-    marker = streamrt.Event()
-    marker.record()
-    marker.add_done_callback(lambda ev: event.set())
+    event = ArticleEvent()  # the article's MyEvent (helpers.py)
+    output = product_signalling(a, b, event)
     event.wait()
     close(as_torch(output), a @ b)
