@@ -30,6 +30,13 @@ void expect_covered(
   for (const auto& [seq, record] : want) EXPECT_EQ(f.at(seq), record) << "position " << seq;
 }
 
+// What cancel() records: positions from `first` on are dropped, up to the mark at `mark`.
+void cancel_range(FailureLedger& f, std::uint64_t first, std::uint64_t mark,
+                  const std::shared_ptr<ErrorRecord>& record) {
+  f.add_cancel(first, record);
+  f.set_cancel_mark(mark);
+}
+
 TEST(FailureLedger, NothingCoveredBeforeAnyFailure) {
   FailureLedger f;
   EXPECT_FALSE(f.ever_failed());
@@ -62,8 +69,7 @@ TEST(FailureLedger, FailureCoversItsPositionOnwardsUntilASyncConsumesIt) {
 TEST(FailureLedger, CancelCoversFromTheFirstDroppedItemToItsMark) {
   FailureLedger f;
   auto c = error("cancelled");
-  f.add_cancel(3, c);
-  f.set_cancel_mark(7);
+  cancel_range(f, 3, 7, c);
   EXPECT_EQ(f.at(3), nullptr);  // nothing until the drainer gets there
   f.reach_dropped(3);
   f.reach_dropped(4);  // the span is already open
@@ -77,8 +83,7 @@ TEST(FailureLedger, FailureInsideACancelledRangeTakesOver) {
   FailureLedger f;
   auto c = error("cancelled");
   auto e = error("inherited");
-  f.add_cancel(3, c);
-  f.set_cancel_mark(8);
+  cancel_range(f, 3, 8, c);
   f.reach_dropped(3);
   f.fail(e, 5);  // a wait at 5 inherits a failure from another stream
   expect_covered(f, {{4, c}, {5, e}});
@@ -92,8 +97,7 @@ TEST(FailureLedger, DroppedItemsAfterAFailureStayCoveredByTheFailure) {
   auto e = error("boom");
   auto c = error("cancelled");
   f.fail(e, 2);
-  f.add_cancel(3, c);
-  f.set_cancel_mark(6);
+  cancel_range(f, 3, 6, c);
   f.reach_dropped(3);
   f.reach_mark(6);
   expect_covered(f, {{3, e}, {6, e}});
@@ -104,10 +108,8 @@ TEST(FailureLedger, TwoCancelsInARowEachCoverTheirOwnRange) {
   FailureLedger f;
   auto c1 = error("first");
   auto c2 = error("second");
-  f.add_cancel(2, c1);
-  f.set_cancel_mark(4);
-  f.add_cancel(5, c2);
-  f.set_cancel_mark(7);
+  cancel_range(f, 2, 4, c1);
+  cancel_range(f, 5, 7, c2);
   f.reach_dropped(2);
   f.reach_mark(4);
   f.reach_dropped(5);
