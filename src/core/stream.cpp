@@ -64,14 +64,18 @@ void add_current_stream(const StreamRef& s) {
 
 }  // namespace
 
-Stream::Stream(Device device, int priority) {
-  impl::Backend& b = impl::backend_for(device);
-  const auto [least, greatest] = b.priority_range();
+void impl::check_priority(Backend& backend, const Device& device, int priority) {
+  const auto [least, greatest] = backend.priority_range();
   if (priority > least || priority < greatest) {
     throw Error("stream priority " + std::to_string(priority) + " is out of range for " +
                 device.str() + ": use a value from " + std::to_string(least) +
                 " (least urgent) to " + std::to_string(greatest) + " (most urgent)");
   }
+}
+
+Stream::Stream(Device device, int priority) {
+  impl::Backend& b = impl::backend_for(device);
+  impl::check_priority(b, device, priority);
   impl_ = b.new_stream(device.index, priority);
 }
 

@@ -285,15 +285,20 @@ bool CpuBackend::host_run(const impl::StreamImpl& stream) {
   return cpu_stream(stream).host_run();
 }
 
+void CpuBackend::refuse_from_stream_work(const std::string& call) {
+  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
+    throw Error(call + " called from a worker thread (from stream work or a callback, also work a "
+                "waiting host thread runs): it resizes the shared pool, which waits for the "
+                "workers' current work; call it from the host, outside stream work");
+  }
+}
+
 void CpuBackend::set_num_threads(int n) {
   if (n < 1 || n > kMaxNumThreads) {
     throw Error("set_num_threads(" + std::to_string(n) + "): the worker count must be from 1 to " +
                 std::to_string(kMaxNumThreads));
   }
-  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
-    throw Error("set_num_threads() called from a worker thread (from stream work or a callback, "
-                "also work a waiting host thread runs): call it from the host, outside stream work");
-  }
+  refuse_from_stream_work("set_num_threads()");
   check_config();
   std::unique_lock lock(pool_mutex_);
   wait_for_releases(lock, [&] { return n > reserved_locked(); });

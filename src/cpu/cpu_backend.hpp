@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "config.hpp"
@@ -112,6 +113,9 @@ class CpuBackend final : public impl::Backend {
   // worker that ran a partition's last item drops its last reference after the waiting host saw
   // the item finish, and a helper thread then gives the workers back (partition.cpp).
   void wait_for_releases(std::unique_lock<std::mutex>& lock, const std::function<bool()>& fits);
+  // Throws Error when called from stream work or a callback (also work a waiting host thread
+  // runs): `call` resizes the shared pool, which waits for the workers' current work.
+  static void refuse_from_stream_work(const std::string& call);
   // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
   // out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
@@ -141,5 +145,9 @@ class CpuBackend final : public impl::Backend {
   std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
   CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
 };
+
+// The backend registered for DeviceType::CPU when it is streamrt's own (settings.cpp); else
+// throws Error saying that `what` applies to it only (impl::register_backend() replaced it).
+CpuBackend& registered_cpu_backend(const char* what);
 
 }  // namespace streamrt::cpu

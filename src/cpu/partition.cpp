@@ -49,6 +49,14 @@ std::vector<int> allowed_cores() {
   return out;
 }
 
+// The live partition that has pinned `core`, or null.
+const PartitionEntry* pinned_by(const std::vector<PartitionEntry>& live, int core) {
+  for (const auto& p : live) {
+    if (std::find(p.cores.begin(), p.cores.end(), core) != p.cores.end()) return &p;
+  }
+  return nullptr;
+}
+
 // Throws Error when a core of `cores` is negative, repeated, outside the affinity mask or pinned
 // by a partition of `live`.
 void check_cores(const std::vector<int>& cores, const std::vector<PartitionEntry>& live) {
@@ -67,14 +75,11 @@ void check_cores(const std::vector<int>& cores, const std::vector<PartitionEntry
                   " is not one this process may run on (its affinity mask: " + list(allowed) +
                   "); name cores from that set");
     }
-    for (const auto& p : live) {
-      const auto& theirs = p.cores;
-      if (std::find(theirs.begin(), theirs.end(), c) != theirs.end()) {
-        throw Error(what + ": core " + std::to_string(c) +
-                    " is already pinned by another live partition " + list(theirs) +
-                    "; pinned sets must not overlap: name other cores or drop that partition "
-                    "(and its streams) first");
-      }
+    if (const PartitionEntry* other = pinned_by(live, c)) {
+      throw Error(what + ": core " + std::to_string(c) +
+                  " is already pinned by another live partition " + list(other->cores) +
+                  "; pinned sets must not overlap: name other cores or drop that partition "
+                  "(and its streams) first");
     }
   }
 }
@@ -149,11 +154,7 @@ PartitionState::~PartitionState() {
 
 std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vector<int> cores) {
   const std::string what = describe(workers, cores);
-  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
-    throw Error(what + " created from a worker thread (stream work or a callback): it resizes the "
-                "shared pool, which waits for the workers' current work; create it from the "
-                "host, outside stream work");
-  }
+  refuse_from_stream_work(what);
   if (workers < 1) {
     throw Error(what + ": a partition needs at least one worker");
   }
@@ -162,10 +163,8 @@ std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vect
   std::unique_lock lock(pool_mutex_);
   const int total = threads_.load(std::memory_order_relaxed);
   wait_for_releases(lock, [&] {
-    const bool overlap = std::any_of(partitions_.begin(), partitions_.end(), [&](const auto& e) {
-      return std::find_first_of(e.cores.begin(), e.cores.end(), cores.begin(), cores.end()) !=
-             e.cores.end();
-    });
+    const bool overlap = std::any_of(cores.begin(), cores.end(),
+                                     [&](int c) { return pinned_by(partitions_, c) != nullptr; });
     return reserved_locked() + workers < total && !overlap;
   });
   if (!cores.empty()) check_cores(cores, partitions_);
@@ -234,38 +233,20 @@ std::vector<std::shared_ptr<PartitionState>> CpuBackend::live_partitions() {
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_partition_stream(
     std::shared_ptr<PartitionState> partition, int priority) {
-  const auto [least, most] = priority_range();
-  if (priority > least || priority < most) {
-    throw Error("Partition::new_stream(priority=" + std::to_string(priority) +
-                "): out of range; use a value from " + std::to_string(least) + " (least urgent) "
-                "to " + std::to_string(most) + " (most urgent)");
-  }
+  impl::check_priority(*this, Device{DeviceType::CPU, 0}, priority);
   return add_stream(0, priority, std::move(partition));
 }
 
 // --- The public handle.
 
-namespace {
-
-CpuBackend& backend_for_partition() {
-  auto* b = dynamic_cast<CpuBackend*>(&impl::backend(DeviceType::CPU));
-  if (b == nullptr) {
-    throw Error("cpu::Partition needs streamrt's CPU backend, but impl::register_backend() "
-                "replaced it by another backend for DeviceType::CPU");
-  }
-  return *b;
-}
-
-}  // namespace
-
-Partition::Partition(int workers) : state_(backend_for_partition().new_partition(workers, {})) {}
+Partition::Partition(int workers) : state_(registered_cpu_backend("cpu::Partition").new_partition(workers, {})) {}
 
 Partition Partition::pinned(std::vector<int> cores) {
   if (cores.empty()) {
     throw Error("Partition::pinned({}): name at least one core (one worker is pinned to each)");
   }
   const int n = static_cast<int>(cores.size());
-  return Partition(backend_for_partition().new_partition(n, std::move(cores)));
+  return Partition(registered_cpu_backend("cpu::Partition").new_partition(n, std::move(cores)));
 }
 
 Partition::Partition(std::shared_ptr<PartitionState> state) noexcept : state_(std::move(state)) {}
@@ -275,7 +256,7 @@ int Partition::num_workers() const noexcept { return state_->workers(); }
 std::vector<int> Partition::cores() const { return state_->cores(); }
 
 Stream Partition::new_stream(int priority) const {
-  return Stream(backend_for_partition().new_partition_stream(state_, priority));
+  return Stream(registered_cpu_backend("cpu::Partition").new_partition_stream(state_, priority));
 }
 
 }  // namespace streamrt::cpu

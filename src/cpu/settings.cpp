@@ -2,21 +2,26 @@
 // for DeviceType::CPU.
 #include "streamrt/cpu.hpp"
 
+#include <string>
+
 #include "cpu_backend.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
-namespace {
 
-CpuBackend& cpu_backend() {
+CpuBackend& registered_cpu_backend(const char* what) {
   auto* b = dynamic_cast<CpuBackend*>(&impl::backend(DeviceType::CPU));
   if (b == nullptr) {
-    throw Error(
-        "streamrt::cpu settings apply to streamrt's CPU backend, but impl::register_backend() "
-        "replaced it by another backend for DeviceType::CPU; configure that backend itself");
+    throw Error(std::string(what) + " applies to streamrt's CPU backend, but "
+                "impl::register_backend() replaced it by another backend for DeviceType::CPU; "
+                "configure that backend itself");
   }
   return *b;
 }
+
+namespace {
+
+CpuBackend& cpu_backend() { return registered_cpu_backend("streamrt::cpu's setting"); }
 
 }  // namespace
 

@@ -229,6 +229,11 @@ STREAMRT_API Backend& backend(DeviceType type);
 //! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
 STREAMRT_API Backend& backend_for(const Device& device);
 
+//! Throws Error when `priority` is outside `backend.priority_range()`, naming `device` and the
+//! range: the check of Stream(device, priority), for a backend that makes streams by another route
+//! (a CPU partition's). Never blocks; thread-safe.
+STREAMRT_API void check_priority(Backend& backend, const Device& device, int priority);
+
 //! The trace hook's sink: hands one finished item to the profiler. Thread-safe; never throws (an
 //! item that cannot be stored for lack of memory is lost); takes an uncontended per-thread lock.
 STREAMRT_API void trace_item(const TraceItem& item) noexcept;
