@@ -4,6 +4,7 @@
 // a futex wake on every op. Here a block freed on the consumer goes to the consumer's list; lists
 // that grow too long hand a batch to a bounded global stock per size class, from which empty lists
 // refill: one mutex per kBatch blocks, and none while a thread's list has blocks.
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -44,20 +45,24 @@ static_assert(classes_match());
 
 // Blocks moved between a thread's list and the global stock at a time.
 constexpr int kBatch = 64;
+// A thread's list holds up to this many blocks; a free that fills it hands kBatch to the stock.
+constexpr int kListCapacity = 2 * kBatch;
+// Blocks fetched ahead of use: an allocation prefetches the block it will hand out this many
+// allocations later. The lists hold addresses, not links through the blocks, so the next blocks
+// are known without touching them: a block freed on another core (a launch's node, freed by the
+// worker that ran it) is a cache miss of its own, and fetched one at a time they stalled a
+// launching host for most of that miss on every launch.
+constexpr int kFetchAhead = 8;
+// Blocks malloc'd at a time when a thread's list and the stock are empty (one stock look per
+// that many allocations rather than one per allocation).
+constexpr int kRefill = 16;
 // Bytes the global stock keeps per class; beyond that blocks are freed (memory goes back after
 // a burst). Enough for a burst of tens of thousands of queued items to be launched again from the
 // stock rather than from malloc (a deep queue is refilled in every iteration of a training loop).
-constexpr std::size_t kMaxStockBytes = std::size_t{4} << 20;
+constexpr std::size_t kMaxStockBytes = std::size_t{8} << 20;
 constexpr std::size_t max_stock(int c) { return kMaxStockBytes / (kBatch * (class_bytes(c) + 8)); }
 
-struct Block {
-  Block* next;
-};
-
-struct Batch {
-  Block* head;
-  int count;
-};
+using Batch = std::array<void*, kBatch>;
 
 // The global stock. try_lock only: in a child of fork() it may be held by a thread that no
 // longer exists, and then blocks are simply allocated and freed.
@@ -71,22 +76,20 @@ Stock& stock(int c) {
   return (*s)[static_cast<std::size_t>(c)];
 }
 
-void free_list(Block* head) noexcept {
-  while (head != nullptr) {
-    Block* next = head->next;
-    std::free(head);
-    head = next;
-  }
+void free_blocks(void* const* blocks, int count) noexcept {
+  for (int i = 0; i < count; ++i) std::free(blocks[i]);
 }
 
-// Hands a private list to the stock, or frees it when the stock is full or busy.
-void give_back(int c, Block* head, int count) noexcept {
+// Hands `count` blocks (kBatch, or fewer at thread exit) to the stock, or frees them when the
+// stock is full or busy.
+void give_back(int c, void* const* blocks, int count) noexcept {
   auto& s = stock(c);
-  if (s.mutex.try_lock()) {
+  if (count == kBatch && s.mutex.try_lock()) {
     bool kept = false;
     if (s.batches.size() < max_stock(c)) {
       try {
-        s.batches.push_back(Batch{head, count});
+        Batch& b = s.batches.emplace_back();
+        std::copy(blocks, blocks + kBatch, b.begin());
         kept = true;
       } catch (...) {
       }
@@ -94,8 +97,14 @@ void give_back(int c, Block* head, int count) noexcept {
     s.mutex.unlock();
     if (kept) return;
   }
-  free_list(head);
+  free_blocks(blocks, count);
 }
+
+// One size class of a thread's list: a stack of block addresses.
+struct List {
+  void* blocks[kListCapacity];
+  int count;
+};
 
 // A thread's free lists: trivially constructible and destructible, so that an access costs one TLS
 // lookup with no initialisation guard, and stays valid while the thread exits. `state` says
@@ -103,7 +112,7 @@ void give_back(int c, Block* head, int count) noexcept {
 // straight to and from malloc).
 struct ThreadLists {
   enum State : int { kFresh, kActive, kGone };
-  Batch lists[kClasses];
+  List lists[kClasses];
   int state;
 };
 constinit thread_local ThreadLists tls_lists{};
@@ -115,9 +124,11 @@ void flush_at_exit(void*) {
   ThreadLists& t = tls_lists;
   t.state = ThreadLists::kGone;
   for (int c = 0; c < kClasses; ++c) {
-    Batch& l = t.lists[c];
-    if (l.head != nullptr) give_back(c, l.head, l.count);
-    l = Batch{};
+    List& l = t.lists[c];
+    for (int at = 0; at < l.count; at += kBatch) {
+      give_back(c, l.blocks + at, std::min(kBatch, l.count - at));
+    }
+    l.count = 0;
   }
 }
 
@@ -143,14 +154,45 @@ void* new_block(int c) {
   return p;
 }
 
-Block* pop(Batch& list) noexcept {
-  Block* b = list.head;
-  list.head = b->next;
-  --list.count;
-  // The next block is usually cold (freed on another core) and its caller will write it: start
-  // fetching it, to own, for the next call.
-  if (list.head != nullptr) core::prefetch_for_write(list.head);
+// Starts fetching, to own, the first 64 bytes of a block (two cache lines: malloc aligns blocks
+// to 16 bytes only, so a 56-byte node straddles a line boundary more often than not).
+void prefetch_block(void* b) noexcept {
+  core::prefetch_for_write(b);
+  core::prefetch_for_write(static_cast<char*>(b) + 63);
+}
+
+// The block on top of `list`, which must not be empty.
+void* pop(List& list) noexcept {
+  void* b = list.blocks[--list.count];
+  // The block handed out kFetchAhead allocations from now is usually cold (freed on another
+  // core), and its caller will write it.
+  if (list.count >= kFetchAhead) prefetch_block(list.blocks[list.count - kFetchAhead]);
   return b;
+}
+
+// Fills an empty list: a batch from the stock, else kRefill new blocks (at least one, or
+// bad_alloc).
+void refill(int c, List& list) {
+  auto& s = stock(c);
+  if (s.mutex.try_lock()) {
+    if (!s.batches.empty()) {
+      std::copy(s.batches.back().begin(), s.batches.back().end(), list.blocks);
+      list.count = kBatch;
+      s.batches.pop_back();
+    }
+    s.mutex.unlock();
+  }
+  if (list.count == 0) {
+    list.blocks[list.count++] = new_block(c);
+    for (; list.count < kRefill; ++list.count) {
+      void* p = std::malloc(class_bytes(c));
+      if (p == nullptr) break;  // the one block is enough for this call
+      list.blocks[list.count] = p;
+    }
+  }
+  for (int i = 1; i <= kFetchAhead && i <= list.count; ++i) {
+    prefetch_block(list.blocks[list.count - i]);
+  }
 }
 
 // cached_alloc when the thread's list is empty or the thread is new or exiting. Out of line, so
@@ -158,40 +200,27 @@ Block* pop(Batch& list) noexcept {
 [[gnu::noinline]] void* alloc_slow(int c) {
   ThreadLists* t = thread_lists();
   if (t == nullptr) return new_block(c);
-  Batch& list = t->lists[c];
-  if (list.head == nullptr) {
-    auto& s = stock(c);
-    if (s.mutex.try_lock()) {
-      if (!s.batches.empty()) {
-        list = s.batches.back();
-        s.batches.pop_back();
-      }
-      s.mutex.unlock();
-    }
-    if (list.head == nullptr) return new_block(c);
-  }
+  List& list = t->lists[c];
+  if (list.count == 0) refill(c, list);
   return pop(list);
 }
 
-// cached_free when the thread is new or exiting, or its list is long enough to give a batch away.
+// cached_free when the thread is new or exiting, or its list is full.
 [[gnu::noinline]] void free_slow(void* p, int c) noexcept {
   ThreadLists* t = thread_lists();
   if (t == nullptr) {
     std::free(p);
     return;
   }
-  Batch& list = t->lists[c];
-  auto* b = static_cast<Block*>(p);
-  b->next = list.head;
-  list.head = b;
-  if (++list.count < 2 * kBatch) return;
-  // Too many here (a consumer of another thread's blocks): hand a batch to the stock.
-  Block* last = b;
-  for (int i = 1; i < kBatch; ++i) last = last->next;
-  list.head = last->next;
-  list.count -= kBatch;
-  last->next = nullptr;
-  give_back(c, b, kBatch);
+  List& list = t->lists[c];
+  if (list.count == kListCapacity) {
+    // Too many here (a consumer of another thread's blocks): hand the older half to the stock
+    // and keep the ones freed last, which are still in this core's cache.
+    give_back(c, list.blocks, kBatch);
+    std::copy(list.blocks + kBatch, list.blocks + kListCapacity, list.blocks);
+    list.count -= kBatch;
+  }
+  list.blocks[list.count++] = p;
 }
 
 }  // namespace
@@ -200,8 +229,8 @@ void* cached_alloc(std::size_t bytes) {
   if (bytes > kMaxCachedBlock) return ::operator new(bytes);
   const int c = class_of(bytes);
   ThreadLists& t = tls_lists;  // one address computation (a call in a shared library)
-  Batch& list = t.lists[c];
-  if (t.state != ThreadLists::kActive || list.head == nullptr) [[unlikely]] {
+  List& list = t.lists[c];
+  if (t.state != ThreadLists::kActive || list.count == 0) [[unlikely]] {
     return alloc_slow(c);
   }
   return pop(list);
@@ -215,15 +244,12 @@ void cached_free(void* p, std::size_t bytes) noexcept {
   }
   const int c = class_of(bytes);
   ThreadLists& t = tls_lists;
-  Batch& list = t.lists[c];
-  if (t.state != ThreadLists::kActive || list.count + 1 >= 2 * kBatch) [[unlikely]] {
+  List& list = t.lists[c];
+  if (t.state != ThreadLists::kActive || list.count == kListCapacity) [[unlikely]] {
     free_slow(p, c);
     return;
   }
-  auto* b = static_cast<Block*>(p);
-  b->next = list.head;
-  list.head = b;
-  ++list.count;
+  list.blocks[list.count++] = p;
 }
 
 }  // namespace streamrt::detail
