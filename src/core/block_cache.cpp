@@ -57,7 +57,7 @@ constexpr int kFetchAhead = 8;
 // that many allocations rather than one per allocation).
 constexpr int kRefill = 16;
 // Bytes the global stock keeps per class; beyond that blocks are freed (memory goes back after
-// a burst). Enough for a burst of tens of thousands of queued items to be launched again from the
+// a burst). Enough for a burst of a hundred thousand queued nodes to be launched again from the
 // stock rather than from malloc (a deep queue is refilled in every iteration of a training loop).
 constexpr std::size_t kMaxStockBytes = std::size_t{8} << 20;
 constexpr std::size_t max_stock(int c) { return kMaxStockBytes / (kBatch * (class_bytes(c) + 8)); }
