@@ -2,9 +2,10 @@
 //! \file cpu.hpp
 //! streamrt::cpu: the CPU backend's own settings, the C++ side of Python's streamrt.cpu: the size
 //! of its worker pool, how idle workers wait and are scheduled, and the stream priorities it
-//! accepts, and partitions of its workers (Partition). The device-generic calls (streams, events, synchronize) are in stream.hpp, event.hpp
-//! and device.hpp. Every function applies to streamrt's CPU backend and throws Error when
-//! impl::register_backend() replaced it for DeviceType::CPU by another one.
+//! accepts, and partitions of its workers (Partition). The device-generic calls (streams, events,
+//! synchronize) are in stream.hpp, event.hpp and device.hpp. Every function applies to streamrt's
+//! CPU backend and throws Error when impl::register_backend() replaced it for DeviceType::CPU by
+//! another one.
 
 #include <chrono>
 #include <memory>

@@ -142,10 +142,6 @@ void destroy(void* prepared) noexcept { delete static_cast<Prepared*>(prepared);
 
 TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
 
-}  // namespace
-
-namespace {
-
 // Whether `op` returns several references to its arguments (a tuple of out= tensors). A single
 // `Tensor&` return is copied before the arguments are dropped.
 bool returns_several_argument_references(const c10::OperatorHandle& op) {

@@ -84,6 +84,9 @@ void check_cores(const std::vector<int>& cores, const std::vector<PartitionEntry
   }
 }
 
+// The backend partitions are made by (Error when another backend replaced streamrt's CPU one).
+CpuBackend& partition_backend() { return registered_cpu_backend("cpu::Partition"); }
+
 }  // namespace
 
 PartitionState::PartitionState(CpuBackend& backend, int workers, std::vector<int> cores,
@@ -239,14 +242,14 @@ std::shared_ptr<impl::StreamImpl> CpuBackend::new_partition_stream(
 
 // --- The public handle.
 
-Partition::Partition(int workers) : state_(registered_cpu_backend("cpu::Partition").new_partition(workers, {})) {}
+Partition::Partition(int workers) : state_(partition_backend().new_partition(workers, {})) {}
 
 Partition Partition::pinned(std::vector<int> cores) {
   if (cores.empty()) {
     throw Error("Partition::pinned({}): name at least one core (one worker is pinned to each)");
   }
   const int n = static_cast<int>(cores.size());
-  return Partition(registered_cpu_backend("cpu::Partition").new_partition(n, std::move(cores)));
+  return Partition(partition_backend().new_partition(n, std::move(cores)));
 }
 
 Partition::Partition(std::shared_ptr<PartitionState> state) noexcept : state_(std::move(state)) {}
@@ -256,7 +259,7 @@ int Partition::num_workers() const noexcept { return state_->workers(); }
 std::vector<int> Partition::cores() const { return state_->cores(); }
 
 Stream Partition::new_stream(int priority) const {
-  return Stream(registered_cpu_backend("cpu::Partition").new_partition_stream(state_, priority));
+  return Stream(partition_backend().new_partition_stream(state_, priority));
 }
 
 }  // namespace streamrt::cpu

@@ -68,6 +68,10 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
   auto describe_layout = [&] {
     return "shape " + to_string(shape) + ", strides " + to_string(strides);
   };
+  auto unaddressable = [&] {
+    return Error(kFromBlob + ": the layout (" + describe_layout() +
+                 ") spans more memory than can be addressed");
+  };
   // The lowest and highest element offsets reached, relative to `data`; the storage spans them.
   std::int64_t lo = 0, hi = 0;
   // Non-overlap: with the dimensions ordered by |stride|, each stride must step past everything
@@ -81,10 +85,7 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
       const auto reach = mul_add(strides[d], shape[d] - 1, 0);
       const auto next =
           reach ? (*reach < 0 ? mul_add(1, lo, *reach) : mul_add(1, hi, *reach)) : std::nullopt;
-      if (!next || strides[d] == std::numeric_limits<std::int64_t>::min()) {
-        throw Error(kFromBlob + ": the layout (" + describe_layout() +
-                    ") spans more memory than can be addressed");
-      }
+      if (!next || strides[d] == std::numeric_limits<std::int64_t>::min()) throw unaddressable();
       (*reach < 0 ? lo : hi) = *next;
       if (strides[d] != 0) dims.emplace_back(std::abs(strides[d]), shape[d]);
     }
@@ -92,10 +93,7 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
   // Elements from the lowest to the highest address, and their bytes.
   const auto extent = mul_add(-1, lo, hi);
   const auto span = extent && *extent < kMaxI64 ? mul_add(*extent + 1, esize, 0) : std::nullopt;
-  if (!span) {
-    throw Error(kFromBlob + ": the layout (" + describe_layout() +
-                ") spans more memory than can be addressed");
-  }
+  if (!span) throw unaddressable();
   std::sort(dims.begin(), dims.end());
   std::int64_t covered = 1;  // how far (in elements) the smaller dimensions reach, + 1
   for (const auto& [stride, size] : dims) {

@@ -339,7 +339,8 @@ int run_demo(int argc, char** argv) {
   std::printf("\n2. %s of %ldx%ld matmul, %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.small_size, opt.small_size, opt.small_iters);
   Products small_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
-  const auto small = measured(small_products, opt.small_size, opt.streams, opt.small_iters, opt.runs);
+  const auto small =
+      measured(small_products, opt.small_size, opt.streams, opt.small_iters, opt.runs);
   // 2b. Graph capture and replay (docs/graphs.md).
   std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
   check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
