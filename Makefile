@@ -14,7 +14,7 @@ APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-de
   python3-venv python3-setuptools python3-pip python3-wheel python3-torch libtorch-dev \
   libopenmpi-dev openmpi-bin python3-mpi4py
 
-.PHONY: help deps configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
+.PHONY: help deps torch2-venv test-python-torch2 configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
   build-asan test-python test-bench bench format clean test-release test-pip
 
 help:
@@ -33,12 +33,36 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "== all packages present"; fi
 
+# torch 2.x from PyPI (python/torch2-requirements.txt) in a virtual environment made from $(PYTHON),
+# cached outside the clone with its wheels: a second `make test` downloads and installs nothing.
+# `make test` builds _streamrt_torch for it too and runs the Python tests in it.
+STREAMRT_CACHE ?= $(HOME)/.cache/streamrt
+TORCH2_REQUIREMENTS := python/torch2-requirements.txt
+TORCH2_KEY := $(shell sha256sum $(TORCH2_REQUIREMENTS) 2>/dev/null | cut -c1-12)
+TORCH2_VENV ?= $(STREAMRT_CACHE)/venv-torch2-$(TORCH2_KEY)
+TORCH2_PYTHON := $(TORCH2_VENV)/bin/python
+TORCH2 ?=
+test: TORCH2 := 1
+
+torch2-venv: deps
+	@if [ -f $(TORCH2_VENV)/.complete ]; then echo "== torch 2.x environment: $(TORCH2_VENV)"; \
+	else set -e; echo "== making the torch 2.x environment $(TORCH2_VENV)"; rm -rf $(TORCH2_VENV); \
+	  mkdir -p $(STREAMRT_CACHE)/wheels; \
+	  $(PYTHON) -m pip download -q -d $(STREAMRT_CACHE)/wheels -r $(TORCH2_REQUIREMENTS); \
+	  $(PYTHON) -m venv $(TORCH2_VENV); \
+	  $(TORCH2_PYTHON) -m pip install -q --no-index --find-links $(STREAMRT_CACHE)/wheels \
+	    -r $(TORCH2_REQUIREMENTS); \
+	  $(TORCH2_PYTHON) -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)'; \
+	  touch $(TORCH2_VENV)/.complete; fi
+
 # Warnings are errors in `make test`'s builds (our own checks), never in a user's `make demo`.
 WERROR ?= OFF
 test: WERROR := ON
 
 configure: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) -DSTREAMRT_BUILD_PYTHON=ON -DSTREAMRT_WERROR=$(WERROR) $(LAUNCHER) $(CMAKE_FLAGS)
+	$(if $(TORCH2),$(MAKE) --no-print-directory torch2-venv)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE=$(PYTHON) -DSTREAMRT_BUILD_PYTHON=ON -DSTREAMRT_WERROR=$(WERROR) $(LAUNCHER) $(CMAKE_FLAGS) \
+	  -DSTREAMRT_EXTRA_TORCH_PYTHONS=$(if $(TORCH2),$(TORCH2_PYTHON))
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -49,7 +73,7 @@ demo: configure
 	cd $(BUILD) && ./tools/streamrt/streamrt demo
 
 test: build
-	$(MAKE) --no-print-directory test-cpp test-python test-bench test-schedule test-tsan test-asan \
+	$(MAKE) --no-print-directory test-cpp test-python test-python-torch2 test-bench test-schedule test-tsan test-asan \
 	  test-fuzz
 	$(MAKE) --no-print-directory test-release test-pip
 	@echo "== all test stages passed"
@@ -62,8 +86,21 @@ test-cpp:
 test-python:
 	@test -f $(BUILD)/python/streamrt/__init__.py || { echo "test-python: $(BUILD) has no Python \
 	  package (configure with -DSTREAMRT_BUILD_PYTHON=ON)"; exit 1; }
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -p no:cacheprovider -q -rs python/tests; \
+	STREAMRT_EXPECT_TORCH_NATIVE=1 PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest \
+	  -p no:cacheprovider -q -rs python/tests; \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "test-python: no tests collected"; exit 1; fi; exit $$rc
+
+# The same tests with torch 2.x and numpy 2.x (the torch2-venv environment), against the
+# _streamrt_torch built for that torch (<build>/python-torch1).
+test-python-torch2:
+	@test -f $(TORCH2_VENV)/.complete || { echo "test-python-torch2: no torch 2.x environment \
+	  (make torch2-venv, then configure with TORCH2=1; make test does both)"; exit 1; }
+	@test -f $(BUILD)/python-torch1/streamrt/__init__.py || { echo "test-python-torch2: $(BUILD) \
+	  was configured without the torch 2.x environment (make configure TORCH2=1)"; exit 1; }
+	STREAMRT_EXPECT_TORCH_NATIVE=1 PYTHONPATH=$(CURDIR)/$(BUILD)/python-torch1 $(TORCH2_PYTHON) \
+	  -m pytest -p no:cacheprovider -q \
+	  -rs python/tests; rc=$$?; if [ $$rc -eq 5 ]; then echo "test-python-torch2: no tests \
+	  collected"; exit 1; fi; exit $$rc
 
 # The runtime's tests under ThreadSanitizer. setarch -R: gcc 12's TSan cannot map its shadow
 # memory with the high ASLR entropy of recent kernels.

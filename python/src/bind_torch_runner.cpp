@@ -356,6 +356,8 @@ PYBIND11_MODULE(_streamrt_torch, m) {
   m.doc() = "streamrt.torch's native part on torch's C++ API (torch_runner.hpp)";
   m.attr("runner") = py::capsule(&tr::g_runner, streamrt::python::kTorchRunnerCapsule);
   m.attr("abi") = streamrt::python::kTorchRunnerAbi;
+  // The torch whose headers this was compiled with: loaded beside another, it is not used.
+  m.attr("built_for") = STREAMRT_TORCH_BUILT_FOR;
   tr::bind_registry(m);
   tr::bind_fast(m);
 }

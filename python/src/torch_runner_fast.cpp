@@ -537,6 +537,12 @@ bool register_fallback(std::string* why) {
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
+    // torch 2.x moved the key below Python's (its own C++ fake tensors use it): a dispatch mode
+    // would see every op before this fallback, so the fast path would never run.
+    if (kKey < c10::DispatchKey::Python) {
+      failure = "in this torch the Fake dispatch key sits below the Python key";
+      return;
+    }
     try {
       auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
                                                   __LINE__);

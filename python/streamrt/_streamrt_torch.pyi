@@ -5,6 +5,7 @@ from typing import Any, List, Tuple
 
 runner: Any  # a capsule holding the TorchRunner of torch_runner.hpp
 abi: int
+built_for: str
 
 # The fast path (torch_runner_fast.cpp): a dispatch-key fallback that enqueues small ops without
 # Python, taught by streamrt.torch's dispatch mode.

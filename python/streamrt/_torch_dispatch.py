@@ -20,9 +20,9 @@ import threading
 import warnings
 
 import torch
-from torch._C import _set_torch_dispatch_mode as _set_mode
 
 from . import _streamrt as _C
+from . import _torch_compat as _compat
 from . import _torch_tracking as _tracking
 
 _VIEW, _ALLOC, _HOST, _WRITE, _FUNCTIONAL = range(5)
@@ -33,9 +33,9 @@ _strided = torch.strided
 _cpu = torch.device("cpu")
 _meta = torch.device("meta")
 _exclude_set = torch._C._dispatch_tls_local_exclude_set
-_data_ptr = torch._C._TensorBase.data_ptr  # the C methods (install() wraps the Python ones)
-_storage_offset = torch._C._TensorBase.storage_offset
-_element_size = torch._C._TensorBase.element_size
+_data_ptr = _compat.TensorBase.data_ptr  # the C methods (install() wraps the Python ones)
+_storage_offset = _compat.TensorBase.storage_offset
+_element_size = _compat.TensorBase.element_size
 _expired = torch.UntypedStorage._expired
 _Exclude = torch._C.ExcludeDispatchKeyGuard
 _empty_strided = torch.empty_strided
@@ -73,13 +73,7 @@ _IMMEDIATE_NAMES = frozenset(
 )
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
-# Functional ops whose out= overload in torch 1.13 reallocates the output it is given (it uses
-# it as scratch of another shape, then resizes it back): the tensor handed out at the call would
-# change memory under the host. They run functionally and their results are copied.
-_REALLOCATING_OUT = frozenset(
-    "aten::" + n
-    for n in "mse_loss smooth_l1_loss huber_loss soft_margin_loss".split()
-)
+_REALLOCATING_OUT = _compat.REALLOCATING_OUT
 # Keyword arguments of a functional op that its out= overload takes from the output tensor.
 _OUTPUT_OPTIONS = frozenset(("dtype", "layout", "device", "pin_memory"))
 
@@ -439,7 +433,7 @@ def _run_copy(keys, fn, args, kwargs, outs):
         del guard
 
 
-_raw_data_ptr = torch._C._TensorBase.data_ptr
+_raw_data_ptr = _compat.TensorBase.data_ptr
 
 
 def _run_first(key, keys, fn, args, kwargs, outs):
@@ -596,7 +590,8 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
     """streamrt.torch's dispatch mode (set per thread; see the module's doc)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        _set_mode(None)
+        if _compat.MODE_STAYS_SET_IN_DISPATCH:
+            _compat.pop_mode(self)
         try:
             if kwargs is None:
                 kwargs = {}
@@ -613,7 +608,8 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
         finally:
             if tls.armed:
                 if installed:
-                    _set_mode(self)
+                    if _compat.MODE_STAYS_SET_IN_DISPATCH:
+                        _compat.push_mode(self)
                 else:
                     tls.armed = False  # uninstalled from another thread: leave this one too
 
@@ -627,13 +623,22 @@ _C._set_torch_runtime(_Exclude)
 # work items call the op through Python (bind_torch.cpp) and everything else is this file's.
 _FAST_META, _FAST_HOST = 1, 2  # teach_kind
 _FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
+fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
 try:
     from . import _streamrt_torch as _native
-except ImportError:
+except ImportError as e:
     _native = None
+    if "No module named" not in str(e):
+        fast_unavailable = f"streamrt._streamrt_torch does not load beside this torch: {e}"
+if _native is not None and _native.built_for != torch.__version__:
+    fast_unavailable = (
+        f"streamrt._streamrt_torch was built for torch {_native.built_for}, not for this torch "
+        f"{torch.__version__}: reinstall streamrt beside this torch (pip install <streamrt>)")
+    _native = None
+if _native is None and fast_unavailable != "streamrt._streamrt_torch is not built":
+    warnings.warn(f"streamrt.torch runs on its Python path: {fast_unavailable}", stacklevel=2)
 _enqueue_native = None
 _fast = None  # _native while its fast path is used
-fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
 if _native is not None:
     _C._set_torch_runner(_native.runner)
     _ok, _why = _native.connect(_C._torch_host())
@@ -690,16 +695,16 @@ set_native(True)
 def arm():
     """Sets the mode on this thread (streamrt.torch is installed and a context is entered)."""
     if not tls.armed:
-        if torch._C._len_torch_dispatch_stack() > 0:
+        if _compat.other_modes_active():
             raise RuntimeError(
                 "streamrt.torch: a torch dispatch mode (a `with SomeMode():` block) is active on "
                 "this thread; enter the stream context outside it")
         tls.armed = True
-        _set_mode(MODE)
+        _compat.push_mode(MODE)
 
 
 def disarm():
     """Clears the mode on this thread."""
     if tls.armed:
         tls.armed = False
-        _set_mode(None)
+        _compat.pop_mode(MODE)

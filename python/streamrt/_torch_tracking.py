@@ -20,12 +20,13 @@ import threading
 import torch
 
 from . import _streamrt as _C
+from . import _torch_compat as _compat
 
 # The C methods, not the ones install() wraps (those wait for pending work).
-_data_ptr = torch._C._TensorBase.data_ptr
-_storage_offset = torch._C._TensorBase.storage_offset
-_element_size = torch._C._TensorBase.element_size
-_storage = torch._C._TensorBase._storage
+_data_ptr = _compat.TensorBase.data_ptr
+_storage_offset = _compat.TensorBase.storage_offset
+_element_size = _compat.TensorBase.element_size
+_storage = _compat.untyped_storage
 _expired = torch.UntypedStorage._expired
 _free_weak_ref = torch.UntypedStorage._free_weak_ref
 

@@ -5,6 +5,7 @@ import gc
 
 import streamrt
 from streamrt import _torch_tracking
+from streamrt._torch_compat import untyped_storage as storage_of
 from torch_streams_util import installed, srt, torch  # noqa: F401  (fixture)
 
 _expired = torch.UntypedStorage._expired
@@ -33,7 +34,7 @@ def test_ten_thousand_enqueued_ops_leave_nothing_behind(installed):
             with torch.cpu.StreamContext(s1 if i % 2 else s2):  # cross-stream hand-offs too
                 y = torch.tanh(y) * 0.5 + x  # 3 ops, 3 new tensors
                 if i % 100 == 0:
-                    watch.append(y._storage()._weak_ref())
+                    watch.append(storage_of(y)._weak_ref())
         return y
 
     run(50, [])  # warm-up: plans, meta cache, first trackers
