@@ -54,7 +54,9 @@ c10::DispatchKeySet work_excluded() noexcept {
   static const c10::DispatchKeySet python_and_above =
       c10::DispatchKeySet(c10::DispatchKeySet::FULL) ^
       c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
-  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above;
+  // The fast path's key too: torch 2.x puts it below Python's.
+  static const c10::DispatchKeySet fast_key(c10::DispatchKey::Fake);
+  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above | fast_key;
 }
 
 namespace {
@@ -312,6 +314,10 @@ void bind_fast(py::module_& m) {
       "Takes streamrt._streamrt._torch_host() and registers the fast path's fallback: (whether the "
       "fast path is available, why not).");
   m.def("set_enabled", &set_enabled, "on"_a, "The fast path on or off for every thread.");
+  m.def(
+      "set_handler", [](py::object handler) { set_handler(handler.ptr()); }, "handler"_a,
+      "handler(op, args, kwargs): where ops of threads in a stream context go when the fast path "
+      "does not enqueue them (once, at import).");
   m.def("set_active", &set_active, "on"_a, "This thread enters or leaves its outermost stream context.");
   m.def("_set_probe", &set_probe, "probe"_a,
         "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "

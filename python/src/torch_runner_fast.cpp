@@ -16,6 +16,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 #include <pthread.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -31,12 +33,15 @@
 namespace streamrt::python::torch_runner {
 namespace {
 
-// The key of the fast path: out-of-core fake tensors' (torchdistx), which torch itself does not
-// use. It sits above Python's and below autograd's, ADInplaceOrView's, Functionalize's and the
-// conjugate/negative bits', so this fallback sees the ops a dispatch mode sees.
+// The key of the fast path: Fake, which torch's own eager code does not use on real tensors. It
+// sits below autograd's, ADInplaceOrView's, Functionalize's and the conjugate/negative bits', so
+// this fallback sees the ops a dispatch mode sees; torch 1.13 puts it above the Python key, 2.x
+// below it (so a thread inside a context has no dispatch mode set: see to_handler()).
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 const c10::DispatchKeySet kBelowKey(c10::DispatchKeySet::FULL_AFTER, kKey);
-const c10::DispatchKeySet kBelowPython(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
+// Below both this key and Python's, whichever order this torch puts them in: straight to the kernel.
+const c10::DispatchKeySet kBelowPython =
+    kBelowKey & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
 // The keys a plain CPU tensor may have for the fast path (no subclass, no lazy conj/neg bits, no
 // zero tensor, no names).
 const std::uint64_t kPlainCpu =
@@ -346,6 +351,73 @@ void to_python(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit
   op.redispatchBoxed(ks & kBelowKey, stack);
 }
 
+// streamrt.torch's Python handler of the ops this file does not know (set_handler; a leaked
+// reference, set once before any thread is active).
+PyObject* g_handler = nullptr;
+
+// torch.ops.<namespace>.<name>.<overload>: the OpOverload object a dispatch mode is handed, found
+// once per operator (with the GIL, which guards the map; the objects live as long as torch).
+PyObject* overload_of(const c10::OperatorHandle& op) {
+  static auto* map = new std::unordered_map<const void*, PyObject*>;  // leaked: used at exit
+  auto it = map->find(&op.schema());
+  if (it != map->end()) return it->second;
+  const auto& name = op.schema().operator_name();
+  const std::size_t colons = name.name.find("::");
+  py::object o = py::module_::import("torch")
+                     .attr("ops")
+                     .attr(name.name.substr(0, colons).c_str())
+                     .attr(name.name.substr(colons + 2).c_str())
+                     .attr(name.overload_name.empty() ? "default" : name.overload_name.c_str());
+  return map->emplace(&op.schema(), o.release().ptr()).first->second;
+}
+
+// The op as a dispatch mode would see it, handed to the Python handler: its OpOverload, its
+// positional and keyword-only arguments as Python objects; its results back on the stack. The ops
+// the handler runs meanwhile (meta inference, host ops) do not come back here: they run eagerly.
+// A Python exception travels through torch to the caller as itself (python_error).
+void to_handler(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  c10::impl::ExcludeDispatchKeyGuard no_reentry{c10::DispatchKeySet(kKey)};
+  py::gil_scoped_acquire gil;
+  const auto& schema = op.schema();
+  auto arguments = torch::jit::pop(*stack, schema.arguments().size());
+  try {
+    py::list args;
+    py::dict kwargs;
+    for (std::size_t i = 0; i < arguments.size(); ++i) {
+      const auto& a = schema.arguments()[i];
+      py::object v = torch::jit::toPyObject(std::move(arguments[i]));
+      if (a.kwarg_only()) {
+        kwargs[a.name().c_str()] = std::move(v);
+      } else {
+        args.append(std::move(v));
+      }
+    }
+    py::object out = py::reinterpret_borrow<py::object>(g_handler)(
+        py::handle(overload_of(op)), py::tuple(args), kwargs);
+    const auto& returns = schema.returns();
+    if (returns.size() == 1) {
+      stack->push_back(torch::jit::toIValue(out, returns[0].type()));
+    } else if (returns.size() > 1) {
+      py::tuple t = py::reinterpret_borrow<py::tuple>(out);
+      for (std::size_t i = 0; i < returns.size(); ++i) {
+        stack->push_back(torch::jit::toIValue(t[i], returns[i].type()));
+      }
+    }
+  } catch (py::error_already_set& e) {
+    e.restore();
+    python_error error;
+    error.persist();
+    throw error;
+  }
+}
+
+// Where an op of an active thread goes when this file does not enqueue it: the Python handler
+// (no dispatch mode is set inside a context), or the Python key before one is set.
+void not_here(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  if (g_handler != nullptr) return to_handler(op, stack);
+  to_python(op, ks, stack);
+}
+
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   if (!tls_active || !g_enabled.load(std::memory_order_relaxed)) {
     if (!g_enabled.load(std::memory_order_relaxed)) set_active(false);  // uninstalled meanwhile
@@ -363,7 +435,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   }
   if (kind == Kind::kHost) {
     g_python.fetch_add(1, std::memory_order_relaxed);
-    return to_python(op, ks, stack);
+    return not_here(op, ks, stack);
   }
   Scan s;
   scan(op, *stack, kind != Kind::kMeta, s);
@@ -383,7 +455,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   g_python.fetch_add(1, std::memory_order_relaxed);
   Pending pending{plan, std::move(s.key), s.ok && kind != Kind::kMeta};
   PendingScope scope(&pending);
-  to_python(op, ks, stack);
+  not_here(op, ks, stack);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -521,6 +593,11 @@ bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyO
   return true;
 }
 
+void set_handler(PyObject* handler) {
+  Py_XINCREF(handler);
+  g_handler = handler;  // (set once at import, before any thread is active)
+}
+
 void set_enabled(bool on) noexcept {
   g_enabled.store(on, std::memory_order_relaxed);  // see g_enabled
 }
@@ -537,12 +614,6 @@ bool register_fallback(std::string* why) {
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
-    // torch 2.x moved the key below Python's (its own C++ fake tensors use it): a dispatch mode
-    // would see every op before this fallback, so the fast path would never run.
-    if (kKey < c10::DispatchKey::Python) {
-      failure = "in this torch the Fake dispatch key sits below the Python key";
-      return;
-    }
     try {
       auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
                                                   __LINE__);

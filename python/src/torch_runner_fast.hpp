@@ -49,6 +49,11 @@ bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyO
 //! Never blocks; thread-safe.
 void set_enabled(bool on) noexcept;
 
+//! The Python callable `handler(op, args, kwargs)` that an op of a thread inside a stream context
+//! goes to when the fast path does not enqueue it (streamrt.torch's planner; no dispatch mode is
+//! set inside contexts). Requires the GIL; call once, before any thread is active.
+void set_handler(PyObject* handler);
+
 //! This thread enters (true) or leaves (false) its outermost stream context: includes the fast
 //! path's dispatch key in this thread's dispatch, or stops. Never blocks.
 void set_active(bool on);

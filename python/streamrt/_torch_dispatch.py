@@ -89,6 +89,7 @@ _HOST_TAGS = tuple(
 class _Local(threading.local):
     depth = 0  # stream contexts entered on this thread since install()
     armed = False  # whether the mode is this thread's dispatch mode
+    mode_off = False  # armed, but the mode is off while the fast path takes the thread's ops
 
 
 tls = _Local()
@@ -586,6 +587,23 @@ def _result(plan, args, kwargs, outs):
     return tuple(values)
 
 
+def dispatch(func, args, kwargs):
+    """An op of this thread, below autograd: enqueued inside a stream context, else a host op
+    that waits for the pending work on its tensors (views and allocations never wait)."""
+    if tls.depth > 0 and installed:
+        return enqueue(func, args, kwargs)
+    plan = _plans.get(id(func)) or plan_of(func)
+    if plan.kind <= _ALLOC or not _tracking.tracked():
+        return func(*args, **kwargs)
+    return host_op(func, plan, args, kwargs)
+
+
+def _from_fast_path(func, args, kwargs):
+    # The ops of a thread inside a stream context that the fast path did not enqueue (no dispatch
+    # mode is set there while the fast path is on: torch 2.x would hand it every op first).
+    return dispatch(func, args, kwargs)
+
+
 class Mode(torch.utils._python_dispatch.TorchDispatchMode):
     """streamrt.torch's dispatch mode (set per thread; see the module's doc)."""
 
@@ -599,12 +617,7 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
                 if t not in _PLAIN:
                     # Another subclass (a fake tensor...): its own __torch_dispatch__ decides.
                     return func(*args, **kwargs)
-            if tls.depth > 0 and installed:
-                return enqueue(func, args, kwargs)
-            plan = _plans.get(id(func)) or plan_of(func)
-            if plan.kind <= _ALLOC or not _tracking.tracked():
-                return func(*args, **kwargs)
-            return host_op(func, plan, args, kwargs)
+            return dispatch(func, args, kwargs)
         finally:
             if tls.armed:
                 if installed:
@@ -640,6 +653,7 @@ if _native is None and fast_unavailable != "streamrt._streamrt_torch is not buil
 _enqueue_native = None
 _fast = None  # _native while its fast path is used
 if _native is not None:
+    _native.set_handler(_from_fast_path)
     _C._set_torch_runner(_native.runner)
     _ok, _why = _native.connect(_C._torch_host())
     fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
@@ -678,7 +692,11 @@ def context_entered():
     """A stream context was entered on this thread (after arm())."""
     tls.depth += 1
     if tls.depth == 1 and _fast is not None:
+        # The fast path's fallback takes every op of the context; the mode stays off meanwhile.
         _fast.set_active(True)
+        if tls.armed:
+            _compat.pop_mode(MODE)
+            tls.mode_off = True
 
 
 def context_left():
@@ -687,6 +705,10 @@ def context_left():
         tls.depth -= 1
         if tls.depth == 0 and _native is not None:
             _native.set_active(False)
+        if tls.depth == 0 and tls.mode_off:
+            tls.mode_off = False
+            if tls.armed and installed:
+                _compat.push_mode(MODE)
 
 
 set_native(True)

@@ -20,8 +20,6 @@ from torch_streams_util import (  # noqa: F401  (fixture)
 def fast(installed):
     if _torch_dispatch._enqueue_native is None:
         pytest.skip("the fast path is part of _streamrt_torch's native path")
-    if _torch_dispatch.fast_unavailable and "below the Python key" in _torch_dispatch.fast_unavailable:
-        pytest.skip(_torch_dispatch.fast_unavailable)
     assert _torch_dispatch._fast is not None, _torch_dispatch.fast_unavailable
     return installed
 
