@@ -13,16 +13,16 @@
 #include <string>
 #include <type_traits>
 
+#include "checks.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
-#include "checks.hpp"
-#include "creation.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace ops {

@@ -231,9 +231,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
 // --list: every job as "<case>/<peer>", with the reason of the skipped ones.
 void list_jobs(const Suite& suite) {
   for (const auto& j : suite.jobs) {
-    std::printf(
-        "%s/%s%s%s\n", suite.cases[j.case_index].id.c_str(), suite.peers[j.peer_index].id.c_str(),
-        j.skip.empty() ? "" : "  (skipped: ", j.skip.empty() ? "" : (j.skip + ")").c_str());
+    std::printf("%s/%s%s%s\n", suite.cases[j.case_index].id.c_str(),
+                suite.peers[j.peer_index].id.c_str(),
+                j.skip.empty() ? "" : "  (skipped: ", j.skip.empty() ? "" : (j.skip + ")").c_str());
   }
 }
 
@@ -255,8 +255,7 @@ Result run_job(const Suite& suite, const Options& opts, std::size_t k) {
     r.status = "skipped";
     r.reason = job.skip;
   } else {
-    const int reps =
-        opts.repetitions > 0 ? opts.repetitions : (opts.quick ? c.quick_reps : c.reps);
+    const int reps = opts.repetitions > 0 ? opts.repetitions : (opts.quick ? c.quick_reps : c.reps);
     try {
       auto rep = job.setup();
       for (int w = 0; w < c.warmup; ++w) rep();
@@ -274,8 +273,9 @@ Result run_job(const Suite& suite, const Options& opts, std::size_t k) {
   }
   r.stats = stats_of(r.samples);
   if (r.status == "ok") {
-    std::fprintf(stderr, "%12s %7s  n=%zu  (%.1f s)\n", format_value(r.stats.median, c.unit).c_str(),
-                 spread_text(r).c_str(), r.samples.size(), seconds_since(t0));
+    std::fprintf(stderr, "%12s %7s  n=%zu  (%.1f s)\n",
+                 format_value(r.stats.median, c.unit).c_str(), spread_text(r).c_str(),
+                 r.samples.size(), seconds_since(t0));
   } else {
     std::fprintf(stderr, "%s: %s\n", r.status.c_str(), r.reason.c_str());
   }

@@ -135,14 +135,14 @@ void append_matmul_specs(std::vector<CaseSpec>& v) {
 
 // The graph replay cases (jobs and peers in bench_graph.cpp).
 void append_graph_specs(std::vector<CaseSpec>& v) {
-  v.push_back(with_target(spec("graph/chain=1000", "graph",
-                               "graph: chain of 1,000 empty nodes (per node)", "ns/node",
-                               Better::kLower, 11),
-                          "<= 20 ns/node", 20));
-  v.push_back(with_target(spec("graph/forkjoin=64", "graph",
-                               "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)", "ns/node",
-                               Better::kLower, 11),
-                          "<= 50 ns/node", 50));
+  v.push_back(
+      with_target(spec("graph/chain=1000", "graph", "graph: chain of 1,000 empty nodes (per node)",
+                       "ns/node", Better::kLower, 11),
+                  "<= 20 ns/node", 20));
+  v.push_back(with_target(
+      spec("graph/forkjoin=64", "graph", "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)",
+           "ns/node", Better::kLower, 11),
+      "<= 50 ns/node", 50));
 }
 
 std::vector<CaseSpec> case_specs(bool quick) {
@@ -517,8 +517,9 @@ std::string missing_peer_reason(const char* library) {
 #ifdef STREAMRT_BENCH_ALL_PEERS
   return std::string(library) + " not found at configure time";
 #else
-  return std::string("not in the installed streamrt tool, which loads no library streamrt does "
-                     "not need (") +
+  return std::string(
+             "not in the installed streamrt tool, which loads no library streamrt does "
+             "not need (") +
          library + "): run bench/streamrt_compare bench from a build tree";
 #endif
 }

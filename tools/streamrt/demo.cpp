@@ -15,8 +15,8 @@
 
 #include "commands.hpp"
 #include "demo_graph.hpp"
-#include "timeline_svg.hpp"
 #include "streamrt/streamrt.hpp"
+#include "timeline_svg.hpp"
 
 namespace streamrt_tool {
 namespace {
@@ -25,13 +25,13 @@ using namespace streamrt;
 using WallClock = std::chrono::steady_clock;
 
 struct Options {
-  long size = 1000;        // seed example 1: matrix size
-  long streams = 2;        // streams run side by side
-  long iters = 4;          // products per stream in the seed scenario
+  long size = 1000;         // seed example 1: matrix size
+  long streams = 2;         // streams run side by side
+  long iters = 4;           // products per stream in the seed scenario
   long small_size = 100;    // scenario 2: size of the small products (below the split size)
   long small_iters = 1000;  // scenario 2: products per stream
-  long runs = 3;           // measured runs of each side of a comparison
-  std::string out = ".";   // folder for the trace and the timeline
+  long runs = 3;            // measured runs of each side of a comparison
+  std::string out = ".";    // folder for the trace and the timeline
 };
 
 // The integer options: flag, the range accepted, and the field each sets.
@@ -141,8 +141,8 @@ void print_load() {
 }
 
 struct ProductRun {
-  std::vector<double> serial_ms, parallel_ms;     // one per measured run
-  std::vector<std::vector<double>> stream_ms;     // per stream, one per run (timing events)
+  std::vector<double> serial_ms, parallel_ms;  // one per measured run
+  std::vector<std::vector<double>> stream_ms;  // per stream, one per run (timing events)
   bool all_close = false;
 };
 
@@ -152,7 +152,10 @@ struct ProductRun {
 class Products {
  public:
   Products(Profiler& prof, const std::string& tag, long n, long k, long iters, std::uint64_t seed)
-      : k_(k), iters_(iters), a_(randn({n, n}, seed)), b_(randn({n, n}, seed + 1)),
+      : k_(k),
+        iters_(iters),
+        a_(randn({n, n}, seed)),
+        b_(randn({n, n}, seed + 1)),
         outs_(static_cast<std::size_t>(k)) {
     prof.name_stream(serial_, tag + ": one stream");
     for (long i = 0; i < k; ++i) {
@@ -330,8 +333,7 @@ void product_scenarios(Profiler& prof, const Options& opt) {
               streams_text(opt.streams).c_str(), opt.size, opt.size, opt.iters);
   Products seed(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
   const auto big = measured(seed, opt.size, opt.streams, opt.iters, opt.runs);
-  if (opt.streams > 1 && speedup_of(big) < 1.3 &&
-      cpu::num_threads() > 1) {
+  if (opt.streams > 1 && speedup_of(big) < 1.3 && cpu::num_threads() > 1) {
     std::printf(
         "   note: one stream already uses every worker here (each product is split in\n"
         "   row blocks across the pool), so more streams add little; streams pay off for\n"
@@ -480,10 +482,9 @@ bool write_trace(const Profiler& prof, const std::string& out) {
   const auto svg = (fs::path(out) / "streamrt-timeline.svg").string();
   try {
     prof.export_chrome_trace(trace);
-    streamrt_timeline::export_timeline_svg(
-        prof, svg,
-        "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(cpu::num_threads()) +
-            " workers)");
+    streamrt_timeline::export_timeline_svg(prof, svg,
+                                           "streamrt demo: scenarios 1, 2 and 2b (" +
+                                               std::to_string(cpu::num_threads()) + " workers)");
   } catch (const Error& e) {
     std::fprintf(stderr, "streamrt demo: %s\n", e.what());
     return false;
