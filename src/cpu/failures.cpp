@@ -34,7 +34,7 @@ bool is_cancellation(const std::exception_ptr& e) {
 
 void report_unrecorded(const std::exception_ptr& error) noexcept {
   // No allocation here: memory has just run out. The failure cannot reach a wait, so it is
-  // printed rather than lost without a word (docs/reliability.md, "Out of memory").
+  // printed rather than lost without a word (docs/reliability.md, "Failure model").
   std::fputs(
       "streamrt: out of memory recording a failure of stream work; the failure cannot be "
       "raised to a wait and is printed here instead: ",
