@@ -123,9 +123,8 @@ void append_matmul_specs(std::vector<CaseSpec>& v) {
         Mm{"matmul/256x64/streams=1", "matmul: 2 x 64 products of 256^2, one stream", 256, 64, 1},
         Mm{"matmul/256x64/streams=2", "matmul: 2 x 64 products of 256^2, a stream each", 256, 64,
            2},
-        Mm{"matmul/seed1000/streams=1", "matmul (seed): two 1000^2 products, serial", 1000, 1, 1},
-        Mm{"matmul/seed1000/streams=2", "matmul (seed): two 1000^2 products on two streams", 1000,
-           1, 2}}) {
+        Mm{"matmul/1000x1/streams=1", "matmul: two 1000^2 products, one stream", 1000, 1, 1},
+        Mm{"matmul/1000x1/streams=2", "matmul: two 1000^2 products, a stream each", 1000, 1, 2}}) {
     auto c = spec(m.id, "matmul", m.title, "ms", Better::kLower, 7, 1);
     c.params = {{"n", m.n}, {"count", m.count}, {"streams", m.streams}};
     if (m.n == 2048) c.target = ">= 95% of direct OpenBLAS";

@@ -1,5 +1,5 @@
-// `streamrt demo`: the seed articles' scenarios on CPU streams, with a readable report, a Chrome
-// trace and an SVG timeline of the matrix-product scenarios.
+// `streamrt demo`: the scenarios of the articles in docs/seeds.md on CPU streams, with a readable
+// report, a Chrome trace and an SVG timeline of the matrix-product scenarios.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,9 +25,9 @@ using namespace streamrt;
 using WallClock = std::chrono::steady_clock;
 
 struct Options {
-  long size = 1000;         // seed example 1: matrix size
+  long size = 1000;         // scenario 1: matrix size
   long streams = 2;         // streams run side by side
-  long iters = 4;           // products per stream in the seed scenario
+  long iters = 4;           // scenario 1: products per stream
   long small_size = 100;    // scenario 2: size of the small products (below the split size)
   long small_iters = 1000;  // scenario 2: products per stream
   long runs = 3;            // measured runs of each side of a comparison
@@ -52,8 +52,8 @@ constexpr IntOption kIntOptions[] = {
 constexpr const char* kUsage =
     "usage: streamrt demo [options]\n"
     "\n"
-    "Runs the seed articles' scenarios on CPU streams and prints a report:\n"
-    "  1. the seed's two streams of matrix products (per-stream time from timing events, wall\n"
+    "Runs stream and event scenarios on CPU streams and prints a report:\n"
+    "  1. two streams of large matrix products (per-stream time from timing events, wall\n"
     "     time of one stream vs the streams side by side, speedup, allclose of the results);\n"
     "  2. many small products (too small to split across workers: below 128x128) on one stream\n"
     "     vs side by side;\n"
@@ -68,7 +68,7 @@ constexpr const char* kUsage =
     "is wrong.\n"
     "\n"
     "options:\n"
-    "  --size N         matrix size of scenario 1 (default 1000: the seed's 1000x1000)\n"
+    "  --size N         matrix size of scenario 1 (default 1000: 1000x1000 products)\n"
     "  --streams K      streams side by side, 1-16 (default 2)\n"
     "  --iters I        products per stream in scenario 1 (default 4)\n"
     "  --small-size N   matrix size of scenario 2 (default 256)\n"
@@ -182,7 +182,7 @@ class Products {
   double run_parallel(std::vector<std::vector<double>>* stream_ms) {
     const auto t0 = WallClock::now();
     for (std::size_t u = 0; u < streams_.size(); ++u) {
-      StreamContext ctx(streams_[u]);  // the seed's `with torch.cpu.StreamContext(stream):`
+      StreamContext ctx(streams_[u]);  // the articles' `with torch.cpu.StreamContext(stream):`
       begin_[u].record();
       for (long j = 0; j < iters_; ++j) outs_[u] = matmul(a_, b_);
       end_[u].record();
@@ -328,11 +328,11 @@ bool prepare_out_folder(const std::string& out) {
 // Scenarios 1, 2 and 2b, measured, then one more run of them traced into `prof` (the profiler's
 // cost stays out of the figures).
 void product_scenarios(Profiler& prof, const Options& opt) {
-  // 1. The seed's example: two streams of 1000x1000 products, then allclose.
-  std::printf("1. %s of %ldx%ld matmul (seed example 1), %ld products per stream\n",
+  // 1. Two streams of 1000x1000 products, then allclose: the articles' first example.
+  std::printf("1. %s of %ldx%ld matmul, %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.size, opt.size, opt.iters);
-  Products seed(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
-  const auto big = measured(seed, opt.size, opt.streams, opt.iters, opt.runs);
+  Products large_products(prof, "1 large", opt.size, opt.streams, opt.iters, 1);
+  const auto big = measured(large_products, opt.size, opt.streams, opt.iters, opt.runs);
   if (opt.streams > 1 && speedup_of(big) < 1.3 && cpu::num_threads() > 1) {
     std::printf(
         "   note: one stream already uses every worker here (each product is split in\n"
@@ -350,15 +350,15 @@ void product_scenarios(Profiler& prof, const Options& opt) {
   check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
 
   prof.start();
-  seed.run_serial();
-  seed.run_parallel(nullptr);
+  large_products.run_serial();
+  large_products.run_parallel(nullptr);
   small_products.run_serial();
   small_products.run_parallel(nullptr);
   trace_graph_scenario(prof, std::min(opt.small_iters, 50L));
   prof.stop();
 }
 
-// 3. Poll while working (the seed's `while not event.poll()`).
+// 3. Poll while working (the articles' `while not event.poll()`).
 void poll_scenario() {
   std::printf("\n3. poll an event while the host works\n");
   Stream s;
