@@ -112,19 +112,25 @@ def broken_citations(root: pathlib.Path):
 
 
 def self_test() -> int:
-    """A wrapped citation of an existing heading passes; a missing heading and file do not."""
+    """A wrapped citation of an existing heading passes, also in joined string literals; a
+    missing heading and a missing file do not."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         root = pathlib.Path(d)
         (root / "docs").mkdir()
         (root / "src").mkdir()
-        (root / "docs" / "a.md").write_text("# A\n\n## 2. How the figures are taken\n```\n# Not\n```\n")
+        (root / "docs" / "a.md").write_text(
+            "# A\n\n## 2. How the figures are taken\n```\n# Not\n```\n")
         (root / "src" / "x.cpp").write_text(
             '// see docs/a.md, "How the\n// figures are taken"; docs/a.md "How the fig"\n'
             '// docs/a.md "Not" and docs/b.md\n')
-        found = [b.split(": ", 1)[1] for b in broken_citations(root)]
+        (root / "src" / "y.cpp").write_text(
+            'f("(docs/a.md, \\"How the figures are taken\\") or (docs/a.md, "\n'
+            '  "\\"Gone\\")");\n')
+        found = [b.split(": ", 1)[1] if "x.cpp" in b else b.split("src/", 1)[1]
+                 for b in broken_citations(root)]
     want = ['docs/a.md has no heading "How the fig"', 'docs/a.md has no heading "Not"',
-            "docs/b.md does not exist"]
+            "docs/b.md does not exist", 'y.cpp:1: docs/a.md has no heading "Gone"']
     if found != want:
         print(f"self-test failed: found {found}, expected {want}")
         return 1
