@@ -27,7 +27,8 @@ SUFFIXES = {".cpp", ".hpp", ".h", ".cc", ".py", ".pyi", ".md", ".txt", ".cmake",
 # a continued line.
 GAP = r"(?:[ \t]|\n[ \t]*(?://+!?|#+|\*(?!/))?)*"
 # `docs/` starts the citation: `${ROOT}/docs/x.md "..."` is a path given to a command, not one.
-CITATION = re.compile(r"(?<![\w/.}-])docs/([\w./-]+\.md)(,?)(" + GAP + r")(\"([^\"\n]|\n(?!\s*\n)){1,200}?\")?")
+CITATION = re.compile(r"(?<![\w/.}-])docs/([\w./-]+\.md)(,?)(" + GAP +
+                      r")(\"([^\"\n]|\n(?!\s*\n)){1,200}?\")?")
 CONTINUATION = re.compile(r"[ \t]*\n[ \t]*(?://+!?|#+|\*(?!/))?[ \t]*")
 # In code, a quoted section can sit in C string literals: `"(docs/x.md, \"Exit\")"`, or
 # `"... (docs/x.md, "` and `"\"Exit\")"` on the next line.

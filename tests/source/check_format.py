@@ -57,8 +57,12 @@ def find_clang_format(given):
         m = re.search(r"version (\d+)\.", out)
         if m and int(m.group(1)) == VERSION:
             return path, None
-        return None, f"{path} is {out.strip() or 'of an unknown version'}, not clang-format {VERSION}"
-    return None, f"no clang-format-{VERSION} on PATH (Debian: apt-get install clang-format-{VERSION})"
+        found = out.strip() or "of an unknown version"
+        return None, f"{path} is {found}, not clang-format {VERSION}"
+    if given:
+        return None, f"{given} not found"
+    return None, (f"no clang-format-{VERSION} on PATH "
+                  f"(Debian: apt-get install clang-format-{VERSION})")
 
 
 def main() -> int:
@@ -81,7 +85,8 @@ def main() -> int:
         run = subprocess.run([tool, *mode, *batch], cwd=args.root, capture_output=True, text=True)
         if run.returncode != 0:
             sys.stdout.write(run.stderr)
-            named = {line.split(":", 1)[0] for line in run.stderr.splitlines() if ": error: " in line}
+            named = {line.split(":", 1)[0] for line in run.stderr.splitlines()
+                     if ": error: " in line}
             bad += sorted(named) if named else [f"(clang-format failed on {batch[0]}..)"]
     if bad:
         print(f"{len(bad)} file(s) not formatted as .clang-format says: {' '.join(bad)}")
