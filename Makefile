@@ -10,8 +10,8 @@ CMAKE_FLAGS ?=
 # Debian packages the build, tests, benchmarks and Python package use.
 APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-dev libgmock-dev \
   libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest libboost-dev \
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang libclang-rt-14-dev libhwy-dev \
-  python3-venv python3-setuptools python3-pip python3-wheel python3-torch libtorch-dev \
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clang clang-format-14 libclang-rt-14-dev \
+  libhwy-dev python3-venv python3-setuptools python3-pip python3-wheel python3-torch libtorch-dev \
   libopenmpi-dev openmpi-bin python3-mpi4py
 
 .PHONY: help deps torch2-venv test-python-torch2 configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
@@ -210,8 +210,9 @@ test-pip: deps
 	  | grep -qx 'round_trip/streamrt'
 	@echo "== pip install . passed (build-venv)"
 
+# The C++ sources that `make test` checks (tests/source/check_format.py), formatted in place.
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
+	$(PYTHON) tests/source/check_format.py . --fix
 
 clean:
 	rm -rf build build-tsan build-asan build-release build-pip build-venv

@@ -203,8 +203,16 @@ void BM_StepReplay(benchmark::State& state) {
 
 // Second argument: launches (replays, or rounds of direct launches) per synchronize; 16 amortizes
 // the round trip to a worker, which dominates on a loaded machine.
-BENCHMARK(BM_ChainReplay)->Args({1000, 1})->Args({1000, 16})->UseRealTime()->MeasureProcessCPUTime();
-BENCHMARK(BM_ChainDirect)->Args({1000, 1})->Args({1000, 16})->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_ChainReplay)
+    ->Args({1000, 1})
+    ->Args({1000, 16})
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
+BENCHMARK(BM_ChainDirect)
+    ->Args({1000, 1})
+    ->Args({1000, 16})
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 BENCHMARK(BM_ForkJoinReplay)->Args({64, 1})->Args({64, 16})->UseRealTime()->MeasureProcessCPUTime();
 BENCHMARK(BM_ForkJoinDirect)->Args({64, 1})->Args({64, 16})->UseRealTime()->MeasureProcessCPUTime();
 #ifdef STREAMRT_BENCH_HAVE_TBB

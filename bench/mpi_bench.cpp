@@ -99,13 +99,15 @@ int main(int argc, char** argv) {
     const double lat_empty = worst(median(l_empty), plain);
     if (comm.rank() == 0) {
       const double mib = 4.0;
-      std::printf("all_reduce 4 MiB float32, %d ranks: MPI_Allreduce %.3f ms (%.0f MiB/s), on a "
-                  "stream %.3f ms (%.0f MiB/s): %.1f%% of MPI's bandwidth\n",
-                  comm.size(), bw_mpi * 1e3, mib / bw_mpi, bw_stream * 1e3, mib / bw_stream,
-                  100.0 * bw_mpi / bw_stream);
-      std::printf("all_reduce 8 bytes: MPI_Allreduce %.2f us, stream round trip (enqueue + "
-                  "synchronize) %.2f us: +%.2f us\n",
-                  lat_mpi * 1e6, lat_stream * 1e6, (lat_stream - lat_mpi) * 1e6);
+      std::printf(
+          "all_reduce 4 MiB float32, %d ranks: MPI_Allreduce %.3f ms (%.0f MiB/s), on a "
+          "stream %.3f ms (%.0f MiB/s): %.1f%% of MPI's bandwidth\n",
+          comm.size(), bw_mpi * 1e3, mib / bw_mpi, bw_stream * 1e3, mib / bw_stream,
+          100.0 * bw_mpi / bw_stream);
+      std::printf(
+          "all_reduce 8 bytes: MPI_Allreduce %.2f us, stream round trip (enqueue + "
+          "synchronize) %.2f us: +%.2f us\n",
+          lat_mpi * 1e6, lat_stream * 1e6, (lat_stream - lat_mpi) * 1e6);
       std::printf("for scale: an empty item's stream round trip (launch + synchronize) %.2f us\n",
                   lat_empty * 1e6);
     }

@@ -50,9 +50,10 @@ int main(int argc, char** argv) {
       best_wall = std::min(best_wall, std::chrono::duration<double, std::nano>(t1 - t0).count());
       best_cpu = std::min(best_cpu, c1 - c0);
     }
-    std::printf("a + b on 16 float32: %.0f ns/op wall, %.0f ns/op CPU of the launching thread "
-                "(best of 15 x %d)\n",
-                best_wall / kOps, best_cpu / kOps, kOps);
+    std::printf(
+        "a + b on 16 float32: %.0f ns/op wall, %.0f ns/op CPU of the launching thread "
+        "(best of 15 x %d)\n",
+        best_wall / kOps, best_cpu / kOps, kOps);
   }
   {
     const std::int64_t n = 4096 * 4096;

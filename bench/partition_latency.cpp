@@ -85,8 +85,8 @@ class Bulk {
     s.launch([this, s, running = running_, done = done_]() mutable {
       const auto start = Clock::now();
       busy(item_);
-      done->fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start)
-                          .count());
+      done->fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
       if (running->load()) feed(s);
     });
   }
@@ -138,10 +138,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "needs at least one item and two workers (STREAMRT_NUM_THREADS)\n");
     return 2;
   }
-  std::printf("launch-to-completion latency: %d items of %lld us per case, %d workers, bulk items "
-              "of %lld us on %d streams\n",
-              items, static_cast<long long>(item.count()), workers,
-              static_cast<long long>(bulk_item.count()), 2 * workers);
+  std::printf(
+      "launch-to-completion latency: %d items of %lld us per case, %d workers, bulk items "
+      "of %lld us on %d streams\n",
+      items, static_cast<long long>(item.count()), workers,
+      static_cast<long long>(bulk_item.count()), 2 * workers);
   for (const bool sleeping_host : {false, true}) {
     std::printf("the host waits %s\n", sleeping_host ? "on a blocking event (sleeps at once)"
                                                      : "with Stream::synchronize (polls first)");

@@ -53,14 +53,20 @@ struct Model {
   int rows;  // batch rows this model trains on
   Buf w1, w2, x, target, hpre, h, y, dy, dh, dw1, dw2;
   Model(Sizes sz, int r, const Buf& x_all, const Buf& t_all, int first_row)
-      : s(sz), rows(r), w1(static_cast<std::size_t>(sz.in) * sz.hidden),
+      : s(sz),
+        rows(r),
+        w1(static_cast<std::size_t>(sz.in) * sz.hidden),
         w2(static_cast<std::size_t>(sz.hidden) * sz.out),
         x(x_all.begin() + static_cast<std::ptrdiff_t>(first_row) * sz.in,
           x_all.begin() + static_cast<std::ptrdiff_t>(first_row + r) * sz.in),
         target(t_all.begin() + static_cast<std::ptrdiff_t>(first_row) * sz.out,
                t_all.begin() + static_cast<std::ptrdiff_t>(first_row + r) * sz.out),
-        hpre(static_cast<std::size_t>(r) * sz.hidden), h(hpre.size()),
-        y(static_cast<std::size_t>(r) * sz.out), dy(y.size()), dh(h.size()), dw1(w1.size()),
+        hpre(static_cast<std::size_t>(r) * sz.hidden),
+        h(hpre.size()),
+        y(static_cast<std::size_t>(r) * sz.out),
+        dy(y.size()),
+        dh(h.size()),
+        dw1(w1.size()),
         dw2(w2.size()) {
     fill(w1, 1, 1.0f / std::sqrt(static_cast<float>(sz.in)));
     fill(w2, 2, 1.0f / std::sqrt(static_cast<float>(sz.hidden)));
@@ -112,16 +118,16 @@ void step(Model& m, Communicator& comm, Stream& compute, Stream& comm_stream, bo
 }
 
 // Median of per-step times (ms), the slowest rank's.
-double timed_steps(Model& m, Communicator& comm, Stream& compute, Stream& comm_stream,
-                   bool overlap, int steps) {
+double timed_steps(Model& m, Communicator& comm, Stream& compute, Stream& comm_stream, bool overlap,
+                   int steps) {
   std::vector<double> ms;
   for (int i = 0; i < steps; ++i) {
     MPI_Barrier(comm.native());
     const auto t0 = std::chrono::steady_clock::now();
     step(m, comm, compute, comm_stream, overlap);
     compute.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   double med = ms[ms.size() / 2], worst = med;
@@ -144,8 +150,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--out") == 0 && i + 1 < argc) sz.out = std::atoi(argv[++i]);
   }
   if (steps < 1 || sz.hidden < 1 || sz.out < 1) {
-    std::fprintf(stderr, "usage: example_distributed_mlp [--steps N] [--trace-dir DIR] "
-                         "[--hidden N] [--out N] (all N >= 1)\n");
+    std::fprintf(stderr,
+                 "usage: example_distributed_mlp [--steps N] [--trace-dir DIR] "
+                 "[--hidden N] [--out N] (all N >= 1)\n");
     return 2;
   }
   openblas_set_num_threads(1);  // the ranks and streams are the parallelism
@@ -154,7 +161,8 @@ int main(int argc, char** argv) {
     Communicator comm;
     const int rank = comm.rank(), size = comm.size();
     const int total = sz.batch * size;
-    Buf x_all(static_cast<std::size_t>(total) * sz.in), t_all(static_cast<std::size_t>(total) * sz.out);
+    Buf x_all(static_cast<std::size_t>(total) * sz.in),
+        t_all(static_cast<std::size_t>(total) * sz.out);
     fill(x_all, 3, 1.0f);
     fill(t_all, 4, 0.5f);
     Stream compute, comm_stream;
@@ -179,8 +187,9 @@ int main(int argc, char** argv) {
     comm.all_gather(dp.w2.data(), all_w2.data(), dp.w2.size(), DType::Float32).synchronize();
     bool identical = true;
     for (int r = 0; r < size; ++r) {
-      identical = identical && std::memcmp(all_w2.data() + dp.w2.size() * static_cast<std::size_t>(r),
-                                           dp.w2.data(), dp.w2.size() * sizeof(float)) == 0;
+      identical =
+          identical && std::memcmp(all_w2.data() + dp.w2.size() * static_cast<std::size_t>(r),
+                                   dp.w2.data(), dp.w2.size() * sizeof(float)) == 0;
     }
     auto close = [](const Buf& a, const Buf& b) {
       for (std::size_t i = 0; i < a.size(); ++i) {
@@ -190,9 +199,10 @@ int main(int argc, char** argv) {
     };
     const bool matches = close(dp.w1, serial.w1) && close(dp.w2, serial.w2);
     if (rank == 0) {
-      std::printf("distributed MLP: %d ranks x %d rows, %d steps: weights identical on every "
-                  "rank: %s; allclose to one process on the whole batch: %s\n",
-                  size, sz.batch, steps, identical ? "yes" : "NO", matches ? "yes" : "NO");
+      std::printf(
+          "distributed MLP: %d ranks x %d rows, %d steps: weights identical on every "
+          "rank: %s; allclose to one process on the whole batch: %s\n",
+          size, sz.batch, steps, identical ? "yes" : "NO", matches ? "yes" : "NO");
     }
     if (!identical || !matches) rc = 1;
 
@@ -210,9 +220,10 @@ int main(int argc, char** argv) {
     const std::string trace = trace_dir + "/distributed_mlp_rank" + std::to_string(rank) + ".json";
     prof.export_chrome_trace(trace);
     if (rank == 0) {
-      std::printf("step time (median, slowest rank): without overlap %.2f ms, with overlap %.2f "
-                  "ms (%.2fx); traces: %s/distributed_mlp_rank*.json\n",
-                  plain, overlapped, overlapped / plain, trace_dir.c_str());
+      std::printf(
+          "step time (median, slowest rank): without overlap %.2f ms, with overlap %.2f "
+          "ms (%.2fx); traces: %s/distributed_mlp_rank*.json\n",
+          plain, overlapped, overlapped / plain, trace_dir.c_str());
     }
   }
   streamrt::mpi::finalize();

@@ -18,13 +18,13 @@
 
 #include <array>
 #include <atomic>
-#include <iterator>
-#include <limits>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -99,15 +99,23 @@ void throw_some(unsigned kind) {
   }
 }
 
-int g_threads_set = 0;  // worker-count changes are slow (threads start and join): few per input
+int g_threads_set = 0;    // worker-count changes are slow (threads start and join): few per input
 int g_exit_children = 0;  // exit children are slow (a process each): a few per thousand inputs
 
 // Sizes near where element counts and byte counts overflow, and a few ordinary ones.
 std::int64_t edge_size(unsigned arg) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-  static constexpr std::int64_t kSizes[] = {
-      0, 1, 7, -1, (std::int64_t{1} << 61) + 1, std::int64_t{1} << 62, kMax, kMax / 2 + 1,
-      kMax / 4 + 1, kMax / 8, kMax / 8 + 1};
+  static constexpr std::int64_t kSizes[] = {0,
+                                            1,
+                                            7,
+                                            -1,
+                                            (std::int64_t{1} << 61) + 1,
+                                            std::int64_t{1} << 62,
+                                            kMax,
+                                            kMax / 2 + 1,
+                                            kMax / 4 + 1,
+                                            kMax / 8,
+                                            kMax / 8 + 1};
   return kSizes[arg % std::size(kSizes)];
 }
 
@@ -115,8 +123,10 @@ std::int64_t edge_size(unsigned arg) {
 std::chrono::nanoseconds edge_timeout(unsigned arg) {
   using std::chrono::nanoseconds;
   static constexpr nanoseconds kTimeouts[] = {
-      nanoseconds::max(), nanoseconds::max() - nanoseconds(1), nanoseconds::max() / 2,
-      nanoseconds::min(), nanoseconds(-1), nanoseconds(0), nanoseconds(1000)};
+      nanoseconds::max(),     nanoseconds::max() - nanoseconds(1),
+      nanoseconds::max() / 2, nanoseconds::min(),
+      nanoseconds(-1),        nanoseconds(0),
+      nanoseconds(1000)};
   return kTimeouts[arg % std::size(kTimeouts)];
 }
 

@@ -60,7 +60,8 @@ class STREAMRT_API Event {
   //! Error when never recorded, or when waiting would deadlock (work waiting on its own stream).
   void synchronize() const;
 
-  //! As synchronize(), but returns false after `timeout` (nothing changes then), true when complete.
+  //! As synchronize(), but returns false after `timeout` (nothing changes then), true when
+  //! complete.
   bool wait_for(std::chrono::nanoseconds timeout) const;
 
   //! Work submitted to `s` later waits for this event (= s.wait_event(*this)). Returns at once.
@@ -68,9 +69,9 @@ class STREAMRT_API Event {
   //! The current stream of the event's device waits for this event. Returns at once.
   void wait() const;
 
-  //! Milliseconds from this event to `end`, from a monotonic clock (ns resolution), timestamps taken
-  //! when each stream reached its record. Both need enable_timing, a record, and completion, else
-  //! Error. Never blocks.
+  //! Milliseconds from this event to `end`, from a monotonic clock (ns resolution), timestamps
+  //! taken when each stream reached its record. Both need enable_timing, a record, and completion,
+  //! else Error. Never blocks.
   double elapsed_time(const Event& end) const;
 
   //! Back to never-recorded; pending work is not affected. Never blocks.

@@ -167,7 +167,8 @@ STREAMRT_API Tensor index_select(const Tensor& a, int dim, const Tensor& index);
 //! shapes when they do not broadcast, and for negative rtol or atol. Runs on the current stream,
 //! then blocks until the answer is known; rethrows a failure of the work that produced a or b.
 //! Thread-safe.
-STREAMRT_API bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+STREAMRT_API bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5,
+                           double atol = 1e-8);
 //! True when the shapes match and every element is equal (numpy's array_equal, torch.equal: no
 //! broadcasting, so different shapes give false); Error for different dtypes. Blocks like
 //! allclose; thread-safe.
@@ -233,9 +234,10 @@ STREAMRT_API bool dependency_tracking() noexcept;
 //! and host reads wait for everything `enqueue` added. With tracking off it only calls `enqueue`.
 //! Throws Error for an undefined tensor or more than 8 distinct storages (`label` names the op).
 //! Returns at once; thread-safe.
-STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label, std::span<const Tensor* const> reads,
-                     std::span<const Tensor* const> writes,
-                     const std::function<void(Stream&)>& enqueue);
+STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label,
+                                  std::span<const Tensor* const> reads,
+                                  std::span<const Tensor* const> writes,
+                                  const std::function<void(Stream&)>& enqueue);
 
 //! For bindings that import memory another framework also tracks (the same buffer reached through
 //! two imports, e.g. a torch tensor shared through DLPack): from now on `t`'s storage uses the

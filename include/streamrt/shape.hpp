@@ -204,7 +204,7 @@ class STREAMRT_API Shape {
   }
 
   std::uint32_t size_ = 0;
-  std::uint32_t heap_cap_ = 0;        // entries heap_ holds room for
+  std::uint32_t heap_cap_ = 0;            // entries heap_ holds room for
   std::unique_ptr<std::int64_t[]> heap_;  // null while the entries fit inline
   std::int64_t inline_[kMaxDims];  // NOLINT: entries past size_ are indeterminate (never read)
 };

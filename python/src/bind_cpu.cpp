@@ -47,16 +47,18 @@ std::vector<int> core_list(py::handle cores) {
     ids.push_back(static_cast<int>(id));
   }
   if (ids.empty()) {
-    throw py::value_error("Partition(cores=[]): name at least one core (one worker is pinned to "
-                          "each)");
+    throw py::value_error(
+        "Partition(cores=[]): name at least one core (one worker is pinned to "
+        "each)");
   }
   return ids;
 }
 
 std::unique_ptr<PyPartition> make_partition(py::handle workers, py::handle cores) {
   if (workers.is_none() == cores.is_none()) {
-    throw py::type_error("Partition(): give exactly one of workers= (a count of unpinned workers) "
-                         "or cores= (a list of core ids, one pinned worker each)");
+    throw py::type_error(
+        "Partition(): give exactly one of workers= (a count of unpinned workers) "
+        "or cores= (a list of core ids, one pinned worker each)");
   }
   auto out = std::make_unique<PyPartition>();
   if (!workers.is_none()) {
@@ -91,9 +93,7 @@ void bind_partition(py::module_& m) {
           "The cores the workers are pinned to (empty when unpinned).")
       .def(
           "new_stream",
-          [](py::object self, int priority) {
-            return make_stream(py::str("cpu"), priority, self);
-          },
+          [](py::object self, int priority) { return make_stream(py::str("cpu"), priority, self); },
           "priority"_a = 0,
           "A NEW stream whose work runs only on this partition's workers (as "
           "Stream(priority=priority, partition=self)).")

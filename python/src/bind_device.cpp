@@ -58,7 +58,8 @@ void bind_device(py::module_& m) {
       [](py::object device) {
         const Device d = to_device(device, "synchronize");
         // In slices on the main thread, so that Ctrl-C interrupts it (see wait_interruptibly).
-        wait_interruptibly([&](std::chrono::nanoseconds slice) { return synchronize_for(slice, d); });
+        wait_interruptibly(
+            [&](std::chrono::nanoseconds slice) { return synchronize_for(slice, d); });
       },
       "device"_a = py::none(),
       "Blocks (GIL released) until all work submitted to every stream of the device has "

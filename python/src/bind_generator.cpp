@@ -67,8 +67,7 @@ void bind_generator(py::module_& m) {
   m.def(
       "manual_seed",
       [](py::object seed) { default_generator().manual_seed(to_seed(seed, "manual_seed")); },
-      "seed"_a,
-      "Seeds the default generator used by rand/randn without seed= or generator=.");
+      "seed"_a, "Seeds the default generator used by rand/randn without seed= or generator=.");
   m.def(
       "randn",
       [](py::args size, py::object dtype, py::object seed, py::object generator,

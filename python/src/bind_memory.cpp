@@ -37,7 +37,9 @@ void bind_memory(py::module_& m) {
       "Returns cached blocks that no queued work may still use to the OS.");
   m.def(
       "reset_peak_memory_stats",
-      [](py::object device) { reset_peak_memory_stats(to_device(device, "reset_peak_memory_stats")); },
+      [](py::object device) {
+        reset_peak_memory_stats(to_device(device, "reset_peak_memory_stats"));
+      },
       "device"_a = py::none(), "Sets peak_bytes_in_use to the current bytes_in_use.");
   m.def(
       "set_memory_cache_limit",

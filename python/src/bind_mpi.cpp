@@ -23,9 +23,13 @@ namespace {
 
 // An MPI_Comm from mpi4py's MPI._handleof(comm): a pointer in Open MPI, an int in MPICH.
 // A C-style cast: it is a reinterpret_cast for a pointer handle and a conversion for an int one.
-MPI_Comm comm_from_handle(std::uintptr_t h) { return (MPI_Comm)h; }  // NOLINT
+MPI_Comm comm_from_handle(std::uintptr_t h) {
+  return (MPI_Comm)h;
+}  // NOLINT
 
-std::uintptr_t handle_of(MPI_Comm c) { return (std::uintptr_t)c; }  // NOLINT
+std::uintptr_t handle_of(MPI_Comm c) {
+  return (std::uintptr_t)c;
+}  // NOLINT
 
 using OptStream = std::optional<Stream>;
 
@@ -62,9 +66,10 @@ PYBIND11_MODULE(_streamrt_mpi, m) {
       .value("MAX", ReduceOp::Max)
       .value("AVG", ReduceOp::Avg);
 
-  m.def("init", [] { streamrt::mpi::init(); }, py::call_guard<py::gil_scoped_release>(),
-        "Initialises MPI with MPI_THREAD_MULTIPLE unless it is already initialised (then checks "
-        "the level). Blocks: collective the first time.");
+  m.def(
+      "init", [] { streamrt::mpi::init(); }, py::call_guard<py::gil_scoped_release>(),
+      "Initialises MPI with MPI_THREAD_MULTIPLE unless it is already initialised (then checks "
+      "the level). Blocks: collective the first time.");
   m.def("initialized", &streamrt::mpi::initialized, "True while MPI is initialised.");
   m.def("in_flight", &Communicator::in_flight, "Operations in flight in MPI now.");
   m.def(
@@ -94,7 +99,9 @@ PYBIND11_MODULE(_streamrt_mpi, m) {
       .def_property_readonly("handle", [](const Communicator& c) { return handle_of(c.native()); })
       .def(
           "all_reduce",
-          [](Communicator& c, Tensor& t, ReduceOp op, OptStream s) { return c.all_reduce(t, op, s); },
+          [](Communicator& c, Tensor& t, ReduceOp op, OptStream s) {
+            return c.all_reduce(t, op, s);
+          },
           "tensor"_a, "op"_a = ReduceOp::Sum, "stream"_a = py::none())
       .def(
           "broadcast",

@@ -54,8 +54,8 @@ void bind_profiler(py::module_& m) {
       .def("chrome_trace_json", &Profiler::chrome_trace_json)
       .def(
           "export_chrome_trace",
-          [](const Profiler& p, py::object path) { p.export_chrome_trace(fspath(path)); },
-          "path"_a, "Writes Chrome trace-event JSON (Perfetto, chrome://tracing).")
+          [](const Profiler& p, py::object path) { p.export_chrome_trace(fspath(path)); }, "path"_a,
+          "Writes Chrome trace-event JSON (Perfetto, chrome://tracing).")
       .def("timeline_svg", &streamrt_timeline::timeline_svg, "title"_a = "streamrt timeline")
       .def(
           "export_timeline_svg",

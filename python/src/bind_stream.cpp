@@ -61,7 +61,8 @@ Stream make_stream(py::handle device, int priority, py::handle partition) {
                          type_name(partition));
   }
   if (d.type != DeviceType::CPU) {
-    throw py::value_error("Stream(device='" + d.str() + "', partition=...): a partition holds CPU "
+    throw py::value_error("Stream(device='" + d.str() +
+                          "', partition=...): a partition holds CPU "
                           "workers; leave device as 'cpu'");
   }
   return partition.cast<PyPartition&>().partition->new_stream(priority);
@@ -134,8 +135,9 @@ void bind_stream_queue(py::class_<Stream>& cls) {
           "device_type", [](const Stream& s) { return static_cast<int>(s.device().type); },
           "The device type as torch's c10 DeviceType number: 0 = CPU, 1 = CUDA "
           "(torch.Stream.device_type).")
-      .def_static("priority_range", [] { return cpu::priority_range(); },
-                  "(least urgent, most urgent) priorities accepted.")
+      .def_static(
+          "priority_range", [] { return cpu::priority_range(); },
+          "(least urgent, most urgent) priorities accepted.")
       .def("query", &Stream::query,
            "True when all work submitted so far has finished. Never blocks.")
       .def(

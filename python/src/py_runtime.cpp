@@ -113,8 +113,12 @@ void defer(void (*fn)(void*), void* arg) noexcept {
 // the runtime's own handlers (impl::add_fork_handlers): the mutex after the stream locks, since a
 // reference drop under a stream lock may take it, and the child's reset before the runtime drops
 // the parent's work there (which counts down pending work, under this mutex).
-void lock_for_fork() { gate().mutex.lock(); }
-void unlock_in_parent() { gate().mutex.unlock(); }
+void lock_for_fork() {
+  gate().mutex.lock();
+}
+void unlock_in_parent() {
+  gate().mutex.unlock();
+}
 void reset_in_child() {
   Gate& g = gate();
   g.active = 0;
@@ -229,7 +233,8 @@ void refuse_python_work_at_exit(const char* what) {
   if (gate().exiting) {
     // RuntimeError, as for an interpreter that is shutting down.
     throw std::runtime_error(
-        std::string(what) + ": the interpreter is exiting, so Python work can no longer be "
+        std::string(what) +
+        ": the interpreter is exiting, so Python work can no longer be "
         "queued on streams (is a daemon thread still launching work? join it before the "
         "program ends)");
   }

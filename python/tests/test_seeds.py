@@ -1,4 +1,4 @@
-"""Every example of the two seed articles (shared/seeds/: torch.cpu.StreamContext, and
+"""Every example of the two seed articles (docs/seeds.md: torch.cpu.StreamContext, and
 torch.mps.Event), translated to streamrt: the import changed, the wrong APIs corrected (see
 docs/python.md for each correction), and each result checked."""
 

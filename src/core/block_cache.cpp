@@ -4,14 +4,14 @@
 // a futex wake on every op. Here a block freed on the consumer goes to the consumer's list; lists
 // that grow too long hand a batch to a bounded global stock per size class, from which empty lists
 // refill: one mutex per kBatch blocks, and none while a thread's list has blocks.
+#include "streamrt/detail/block_cache.hpp"
+
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
-
-#include "streamrt/detail/block_cache.hpp"
 
 #include "core/prefetch.hpp"
 #include "core/thread_exit.hpp"
@@ -22,7 +22,9 @@ namespace {
 // Requests round up to 56, 120, 248 or 504 bytes: with malloc's 8-byte header, chunks of 64, 128,
 // 256 and 512 bytes (a 56-byte queue node stays one 64-byte chunk).
 constexpr int kClasses = 4;
-constexpr std::size_t class_bytes(int c) { return (std::size_t{64} << c) - 8; }
+constexpr std::size_t class_bytes(int c) {
+  return (std::size_t{64} << c) - 8;
+}
 static_assert(class_bytes(kClasses - 1) == kMaxCachedBlock);
 
 // The smallest class whose blocks hold `bytes` (<= kMaxCachedBlock): class c holds up to
@@ -60,7 +62,9 @@ constexpr int kRefill = 16;
 // a burst). Enough for a burst of a hundred thousand queued nodes to be launched again from the
 // stock rather than from malloc (a deep queue is refilled in every iteration of a training loop).
 constexpr std::size_t kMaxStockBytes = std::size_t{8} << 20;
-constexpr std::size_t max_stock(int c) { return kMaxStockBytes / (kBatch * (class_bytes(c) + 8)); }
+constexpr std::size_t max_stock(int c) {
+  return kMaxStockBytes / (kBatch * (class_bytes(c) + 8));
+}
 
 using Batch = std::array<void*, kBatch>;
 

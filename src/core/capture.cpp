@@ -250,7 +250,8 @@ std::shared_ptr<impl::EventImpl> record(impl::StreamImpl& s, EventOptions option
   StreamState* st = find(s);
   if (st == nullptr) return nullptr;
   check_valid(*st->session);
-  return std::make_shared<CapturedPosition>(s.backend(), s.device(), options, st->session, st->frontier);
+  return std::make_shared<CapturedPosition>(s.backend(), s.device(), options, st->session,
+                                            st->frontier);
 }
 
 void block_slow(const std::shared_ptr<impl::EventImpl>& position,

@@ -1,9 +1,10 @@
 // Device parsing and the device-wide waits, forwarded to the backend.
+#include "streamrt/device.hpp"
+
 #include <charconv>
 #include <string>
 
 #include "capture.hpp"
-#include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
@@ -45,7 +46,9 @@ Device Device::parse(std::string_view text) {
   return d;
 }
 
-std::string Device::str() const { return std::string(to_string(type)) + ":" + std::to_string(index); }
+std::string Device::str() const {
+  return std::string(to_string(type)) + ":" + std::to_string(index);
+}
 
 void synchronize(Device device) {
   capture::refuse_device_wide("synchronize");

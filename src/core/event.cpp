@@ -1,5 +1,7 @@
 // Device-agnostic Event handle. The handle holds the current record (an immutable EventImpl);
 // re-recording swaps it, so waits that started earlier keep tracking the record they saw.
+#include "streamrt/event.hpp"
+
 #include <atomic>
 #include <string>
 #include <thread>
@@ -10,7 +12,6 @@
 #include "deadline.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 
@@ -142,8 +143,7 @@ EventState Event::state() const {
     // For reprs and debugging: never refused, never invalidates. Pending while the capture runs.
     auto real = capture::resolve(p, nullptr, false);
     if (!real) {
-      return capture::query(p->backend(), p) ? EventState::Complete
-                                                                 : EventState::Pending;
+      return capture::query(p->backend(), p) ? EventState::Complete : EventState::Pending;
     }
     p = std::move(real);
   }
@@ -243,7 +243,9 @@ std::optional<Device> Event::device() const {
   return p->device();
 }
 
-EventOptions Event::options() const noexcept { return state_->options; }
+EventOptions Event::options() const noexcept {
+  return state_->options;
+}
 
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
   if (!cb) throw Error(api::member("Event", "on_complete") + ": the callback is empty");

@@ -43,9 +43,13 @@ inline void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grai
 
 // The number of threads parallel_for can spread over (the CPU worker count in effect). Never
 // blocks after the first call (which may start the pool).
-inline int get_num_threads() { return host_parallel().num_threads(); }
+inline int get_num_threads() {
+  return host_parallel().num_threads();
+}
 
 // True on a thread that is running a parallel_for sub-range.
-inline bool in_parallel_region() noexcept { return host_parallel().in_parallel_region(); }
+inline bool in_parallel_region() noexcept {
+  return host_parallel().in_parallel_region();
+}
 
 }  // namespace streamrt::runtime

@@ -1,7 +1,8 @@
 #pragma once
 // A hint to fetch a cache line that this thread is about to write: a queue node or a free block
 // last written on another core arrives in the modified state, so the write that follows neither
-// misses nor needs a second round trip to take the line over (docs/performance.md, "Cold nodes").
+// misses nor needs a second round trip to take the line over (docs/performance.md, "Figures behind
+// constants").
 
 namespace streamrt::core {
 

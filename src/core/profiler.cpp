@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "support/escape.hpp"
 #include "streamrt/error.hpp"
+#include "support/escape.hpp"
 #include "trace.hpp"
 
 namespace streamrt {

@@ -1,4 +1,6 @@
 // The table of backends, indexed by device type (c10's device_guard_impl_registry).
+#include "registry.hpp"
+
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -6,7 +8,6 @@
 #include <vector>
 
 #include "parallel.hpp"
-#include "registry.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
@@ -61,7 +62,9 @@ void Backend::set_host_run(StreamImpl&, bool) {
   throw Error(std::string(to_string(type())) + " backend doesn't support " +
               api::member("Stream", "set_host_run") + "()");
 }
-bool Backend::host_run(const StreamImpl&) { return false; }
+bool Backend::host_run(const StreamImpl&) {
+  return false;
+}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }
@@ -79,9 +82,8 @@ void register_backend(std::unique_ptr<Backend> backend) {
 
 Backend& backend(DeviceType type) {
   const int t = static_cast<int>(type);
-  Backend* b = (t >= 0 && t < kNumDeviceTypes)
-                   ? registry().table[t].load(std::memory_order_acquire)
-                   : nullptr;
+  Backend* b = (t >= 0 && t < kNumDeviceTypes) ? registry().table[t].load(std::memory_order_acquire)
+                                               : nullptr;
   if (b == nullptr) {
     throw Error("no backend for device type '" + std::string(to_string(type)) +
                 "': this build of streamrt has only the CPU backend; use " + api::device("cpu"));

@@ -1,15 +1,16 @@
 // Device-agnostic Stream handle, the thread-local current stream and StreamContext.
+#include "streamrt/stream.hpp"
+
 #include <new>
 #include <string>
 #include <vector>
 
 #include "capture.hpp"
-#include "thread_exit.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
-#include "streamrt/stream.hpp"
 #include "streamrt/stream_context.hpp"
+#include "thread_exit.hpp"
 
 namespace streamrt {
 namespace {
@@ -89,9 +90,15 @@ std::pair<int, int> Stream::priority_range(Device device) {
   return impl::backend_for(device).priority_range();
 }
 
-Device Stream::device() const noexcept { return impl_->device(); }
-int Stream::priority() const noexcept { return impl_->priority(); }
-std::uint64_t Stream::id() const noexcept { return impl_->id(); }
+Device Stream::device() const noexcept {
+  return impl_->device();
+}
+int Stream::priority() const noexcept {
+  return impl_->priority();
+}
+std::uint64_t Stream::id() const noexcept {
+  return impl_->id();
+}
 
 void Stream::launch_work(detail::Work work, const char* label) {
   if (capture::active() && capture::launch(*impl_, work, label)) return;
@@ -118,11 +125,17 @@ std::uint64_t Stream::cancel() {
   return impl_->backend().cancel(*impl_);
 }
 
-std::uint64_t Stream::pending() const { return impl_->backend().pending(*impl_); }
+std::uint64_t Stream::pending() const {
+  return impl_->backend().pending(*impl_);
+}
 
-void Stream::set_host_run(bool allowed) { impl_->backend().set_host_run(*impl_, allowed); }
+void Stream::set_host_run(bool allowed) {
+  impl_->backend().set_host_run(*impl_, allowed);
+}
 
-bool Stream::host_run() const { return impl_->backend().host_run(*impl_); }
+bool Stream::host_run() const {
+  return impl_->backend().host_run(*impl_);
+}
 
 void Stream::wait_event(const Event& e) {
   auto position = e.impl();
@@ -161,7 +174,9 @@ Event Stream::record_event(Event& e) {
   return e;
 }
 
-bool Stream::is_capturing() const { return capture::is_capturing(*impl_); }
+bool Stream::is_capturing() const {
+  return capture::is_capturing(*impl_);
+}
 
 std::string Stream::str() const {
   return device().str() + " stream " + std::to_string(id()) + " (priority " +
@@ -173,9 +188,13 @@ Stream current_stream(Device device) {
   return Stream::default_stream(device);
 }
 
-void set_current_stream(const Stream& s) { impl::exchange_current_stream(s); }
+void set_current_stream(const Stream& s) {
+  impl::exchange_current_stream(s);
+}
 
-Stream default_stream(Device device) { return Stream::default_stream(device); }
+Stream default_stream(Device device) {
+  return Stream::default_stream(device);
+}
 
 Stream impl::exchange_current_stream(const Stream& s) {
   if (auto* slot = tls_current.find(s.device())) {

@@ -10,15 +10,16 @@
 namespace streamrt {
 
 struct UserEvent::State {
-  State(impl::Backend& b, std::shared_ptr<impl::EventImpl> p) : backend(b), position(std::move(p)) {}
+  State(impl::Backend& b, std::shared_ptr<impl::EventImpl> p)
+      : backend(b), position(std::move(p)) {}
   ~State() {
     if (done.exchange(true, std::memory_order_acq_rel)) return;
     try {
       backend.complete_user_event(
-          position, std::make_exception_ptr(Error(
-                         "a UserEvent was dropped without complete(): whatever was meant to "
-                         "complete it is gone, so work waiting on it fails instead of waiting "
-                         "for ever")));
+          position, std::make_exception_ptr(
+                        Error("a UserEvent was dropped without complete(): whatever was meant to "
+                              "complete it is gone, so work waiting on it fails instead of waiting "
+                              "for ever")));
     } catch (...) {
       // Out of memory while failing it: nothing more can be done in a destructor.
     }
@@ -38,7 +39,9 @@ UserEvent::UserEvent(Device device, EventOptions options) {
   state_ = std::make_shared<State>(b, b.new_user_event(device.index, options));
 }
 
-Event UserEvent::event() const { return Event(state_->position); }
+Event UserEvent::event() const {
+  return Event(state_->position);
+}
 
 void UserEvent::complete(std::exception_ptr failure) {
   if (state_->done.exchange(true, std::memory_order_acq_rel)) {
@@ -48,6 +51,8 @@ void UserEvent::complete(std::exception_ptr failure) {
   state_->backend.complete_user_event(state_->position, std::move(failure));
 }
 
-bool UserEvent::completed() const { return state_->done.load(std::memory_order_acquire); }
+bool UserEvent::completed() const {
+  return state_->done.load(std::memory_order_acquire);
+}
 
 }  // namespace streamrt

@@ -122,7 +122,8 @@ const Config& config() {
       return Parsed{
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
                        hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN"),
-                       std::getenv("STREAMRT_WORKER_SPIN_US"), std::getenv("STREAMRT_WORKER_BATCH")),
+                       std::getenv("STREAMRT_WORKER_SPIN_US"),
+                       std::getenv("STREAMRT_WORKER_BATCH")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

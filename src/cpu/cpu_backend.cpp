@@ -22,16 +22,24 @@ namespace {
 
 CpuBackend* g_backend = nullptr;  // set once, before any thread can see the backend
 
-CpuStream& cpu_stream(impl::StreamImpl& s) { return static_cast<CpuStream&>(s); }
-const CpuStream& cpu_stream(const impl::StreamImpl& s) { return static_cast<const CpuStream&>(s); }
-const CpuEvent& cpu_event(const impl::EventImpl& e) { return static_cast<const CpuEvent&>(e); }
+CpuStream& cpu_stream(impl::StreamImpl& s) {
+  return static_cast<CpuStream&>(s);
+}
+const CpuStream& cpu_stream(const impl::StreamImpl& s) {
+  return static_cast<const CpuStream&>(s);
+}
+const CpuEvent& cpu_event(const impl::EventImpl& e) {
+  return static_cast<const CpuEvent&>(e);
+}
 
 // Workers the pool really gets for a requested count: one under STREAMRT_SCHEDULE=serial.
 int effective_threads(const Schedule& s, int n) {
   return s.mode == Schedule::Mode::kSerial ? 1 : n;
 }
 
-void shutdown_at_exit() { g_backend->shutdown(); }
+void shutdown_at_exit() {
+  g_backend->shutdown();
+}
 
 // The layers' handlers (impl::add_fork_handlers) run inside ours: their locks are taken after the
 // streams' (the runtime's clean-up may take theirs under a stream lock) and are usable again in the
@@ -125,10 +133,9 @@ std::shared_ptr<impl::StreamImpl> CpuBackend::new_stream(int index, int priority
 std::shared_ptr<impl::StreamImpl> CpuBackend::add_stream(
     int index, int priority, std::shared_ptr<PartitionState> partition) {
   check_config();
-  auto s = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, *this,
-                                           Device{DeviceType::CPU, index}, priority,
-                                           next_id_.fetch_add(1, std::memory_order_relaxed),
-                                           std::move(partition));
+  auto s = std::allocate_shared<CpuStream>(
+      detail::CachedAllocator<CpuStream>{}, *this, Device{DeviceType::CPU, index}, priority,
+      next_id_.fetch_add(1, std::memory_order_relaxed), std::move(partition));
   std::lock_guard lock(streams_mutex_);
   if (streams_.size() >= prune_at_) {
     std::erase_if(streams_, [](const auto& w) { return w.expired(); });
@@ -162,8 +169,7 @@ std::shared_ptr<impl::EventImpl> CpuBackend::record(impl::StreamImpl& stream,
   return cpu_stream(stream).record(options);
 }
 
-void CpuBackend::block(const std::shared_ptr<impl::EventImpl>& position,
-                       impl::StreamImpl& stream) {
+void CpuBackend::block(const std::shared_ptr<impl::EventImpl>& position, impl::StreamImpl& stream) {
   cpu_stream(stream).block(std::static_pointer_cast<CpuEvent>(position));
 }
 
@@ -275,7 +281,9 @@ std::uint64_t CpuBackend::pending(const impl::StreamImpl& stream) {
   return cpu_stream(stream).pending();
 }
 
-std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) { return cpu_stream(stream).cancel(); }
+std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) {
+  return cpu_stream(stream).cancel();
+}
 
 void CpuBackend::set_host_run(impl::StreamImpl& stream, bool allowed) {
   cpu_stream(stream).set_host_run(allowed);
@@ -287,7 +295,8 @@ bool CpuBackend::host_run(const impl::StreamImpl& stream) {
 
 void CpuBackend::refuse_from_stream_work(const std::string& call) {
   if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
-    throw Error(call + " called from a worker thread (from stream work or a callback, also work a "
+    throw Error(call +
+                " called from a worker thread (from stream work or a callback, also work a "
                 "waiting host thread runs): it resizes the shared pool, which waits for the "
                 "workers' current work; call it from the host, outside stream work");
   }
@@ -305,8 +314,10 @@ void CpuBackend::set_num_threads(int n) {
   const int reserved = reserved_locked();
   if (n <= reserved) {
     throw Error("set_num_threads(" + std::to_string(n) + "): live partitions reserve " +
-                std::to_string(reserved) + " of the workers and the shared pool keeps at least "
-                "one, so the count must be at least " + std::to_string(reserved + 1) +
+                std::to_string(reserved) +
+                " of the workers and the shared pool keeps at least "
+                "one, so the count must be at least " +
+                std::to_string(reserved + 1) +
                 "; drop partitions (and their streams) first, or ask for more");
   }
   // Resized first: a count the OS refuses (resize throws) leaves the setting as it was.

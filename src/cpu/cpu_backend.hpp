@@ -140,10 +140,10 @@ class CpuBackend final : public impl::Backend {
   Schedule schedule_;                                // from STREAMRT_SCHEDULE, set once
   bool host_run_ = true;                             // from STREAMRT_HOST_RUN, set once
   std::vector<std::shared_ptr<CpuStream>> forking_;  // streams locked across a fork()
-  std::vector<PartitionEntry> partitions_;  // guarded by pool_mutex_
-  std::condition_variable released_;        // notified under pool_mutex_ by release_partition
+  std::vector<PartitionEntry> partitions_;           // guarded by pool_mutex_
+  std::condition_variable released_;  // notified under pool_mutex_ by release_partition
   std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
-  CpuParallel parallel_{*this};                      // intra-op parallelism on pool()
+  CpuParallel parallel_{*this};  // intra-op parallelism on pool()
 };
 
 // The backend registered for DeviceType::CPU when it is streamrt's own (settings.cpp); else

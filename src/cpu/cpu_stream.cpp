@@ -14,10 +14,10 @@
 #include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
 #include "partition.hpp"
-#include "tracing.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/stream.hpp"
+#include "tracing.hpp"
 
 namespace streamrt::cpu {
 namespace {
@@ -105,7 +105,9 @@ CpuStream::CpuStream(CpuBackend& backend, Device device, int priority, std::uint
       partition_(std::move(partition)),
       host_run_(backend.host_run_default()) {}
 
-WorkerPool& CpuStream::pool() const { return partition_ ? partition_->pool() : cpu_.pool(); }
+WorkerPool& CpuStream::pool() const {
+  return partition_ ? partition_->pool() : cpu_.pool();
+}
 
 WorkerPool* CpuStream::pool_if_started() const noexcept {
   return partition_ ? partition_->pool_if_started() : cpu_.pool_if_started();
@@ -116,7 +118,7 @@ CpuStream::~CpuStream() {
   // or a continuation), but a stream abandoned by fork() may still hold nodes.
   for (Node* n = local_head_; n != nullptr;) {
     Node* next = n->next.load(std::memory_order_relaxed);  // last owner: no other thread
-    NodeCache::put(n);  // destroys what it carries
+    NodeCache::put(n);                                     // destroys what it carries
     n = next;
   }
   for (Node* n : early_) NodeCache::put(n);
@@ -179,8 +181,8 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
   const auto seq = submitted_.load(std::memory_order_acquire);
   if (!options.enable_timing) {
     // From the block cache: ops tracking records one per op, often released on a worker.
-    return std::allocate_shared<CpuEvent>(detail::CachedAllocator<CpuEvent>{}, std::move(self),
-                                          seq, options, -1);
+    return std::allocate_shared<CpuEvent>(detail::CachedAllocator<CpuEvent>{}, std::move(self), seq,
+                                          options, -1);
   }
   if (completed_.load(std::memory_order_acquire) >= seq) {
     // Nothing before the record is unfinished: the stream is at the record now.
@@ -195,8 +197,7 @@ std::shared_ptr<CpuEvent> CpuStream::record(EventOptions options) {
 
 void CpuStream::block(const std::shared_ptr<CpuEvent>& position) {
   if (position->stream.get() == this) return;  // already in stream order
-  if (position->stream->is_complete(position->seq) &&
-      !position->stream->failures_.ever_failed()) {
+  if (position->stream->is_complete(position->seq) && !position->stream->failures_.ever_failed()) {
     return;  // nothing to wait for and no failure to inherit
   }
   Node* n = NodeCache::get();
@@ -328,9 +329,13 @@ bool CpuStream::held_by_this_thread() const noexcept {
   return std::find(tls_running, tls_running + tls_depth, this) != tls_running + tls_depth;
 }
 
-bool CpuStream::running_any_stream() noexcept { return tls_depth > 0; }
+bool CpuStream::running_any_stream() noexcept {
+  return tls_depth > 0;
+}
 
-int CpuStream::running_depth() noexcept { return tls_depth; }
+int CpuStream::running_depth() noexcept {
+  return tls_depth;
+}
 
 const CpuStream* CpuStream::innermost_running() noexcept {
   return tls_depth > 0 ? tls_running[tls_depth - 1] : nullptr;
@@ -709,8 +714,8 @@ void CpuStream::record_failure(std::exception_ptr error, std::shared_ptr<ErrorRe
 std::shared_ptr<CpuEvent> CpuStream::new_user_position(CpuBackend& backend, Device device,
                                                        std::uint64_t id, EventOptions options) {
   // A private stream whose one position is never pushed: only complete_user() completes it.
-  auto s = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, backend, device,
-                                           0, id);
+  auto s =
+      std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, backend, device, 0, id);
   s->submitted_.store(1, std::memory_order_relaxed);  // published by the make_shared below
   s->user_position_only_ = true;
   return std::make_shared<CpuEvent>(std::move(s), 1, options, -1);

@@ -158,9 +158,9 @@ class CpuStream final : public impl::StreamImpl,
   using Kind = Node::Kind;
   struct Continuation {
     std::uint64_t seq;
-    std::shared_ptr<Parker> parker;      // unpark a waiting thread, or
-    std::shared_ptr<CpuStream> resume;   // reschedule a stream blocked on us, or
-    std::function<void()> callback;      // post a callback task
+    std::shared_ptr<Parker> parker;     // unpark a waiting thread, or
+    std::shared_ptr<CpuStream> resume;  // reschedule a stream blocked on us, or
+    std::function<void()> callback;     // post a callback task
   };
   // What a worker's own drain holds back until it leaves the stream (or more work follows):
   // completion callbacks, which it then runs itself, and streams it resumed, which it then takes
@@ -191,8 +191,8 @@ class CpuStream final : public impl::StreamImpl,
   Exit drain_items(std::uint64_t stop_at, Deferred& deferred) noexcept;
   struct DrainState;
   // Ran dry: keeps the stream for a moment when nothing else is ready (true: look again).
-  [[gnu::always_inline]] inline bool linger_locked(DrainState& st,
-                                            std::unique_lock<core::SpinMutex>& lock) noexcept;
+  [[gnu::always_inline]] inline bool linger_locked(
+      DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
   // Ran dry: settles pending_ (kIdle when nothing is left), else waits briefly for the link.
   [[gnu::always_inline]] inline std::optional<Exit> wait_for_link_locked(
       DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
@@ -201,10 +201,10 @@ class CpuStream final : public impl::StreamImpl,
   [[gnu::always_inline]] inline std::optional<Exit> park_on_wait_locked(
       Node* front, DrainState& st, std::unique_lock<core::SpinMutex>& lock) noexcept;
   // Runs (or, after a failure, skips) one popped entry.
-  [[gnu::always_inline]] inline void run_node_locked(Node* e,
-                                              std::unique_lock<core::SpinMutex>& lock) noexcept;
-  [[gnu::always_inline]] inline void run_work_locked(Node* e,
-                                              std::unique_lock<core::SpinMutex>& lock) noexcept;
+  [[gnu::always_inline]] inline void run_node_locked(
+      Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept;
+  [[gnu::always_inline]] inline void run_work_locked(
+      Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept;
   // After entry `seq`: kIdle or kRequeue when the drainer should leave (helped far enough, or
   // the pool wants the worker for another stream).
   [[gnu::always_inline]] inline std::optional<Exit> leave_if_due_locked(
@@ -269,7 +269,6 @@ class CpuStream final : public impl::StreamImpl,
   // Continuations: a min-heap on seq, guarded by mutex_. completed_ is only advanced under
   // mutex_ too, so a registration and a completion never miss each other.
   std::vector<Continuation> continuations_;
-
 };
 
 }  // namespace streamrt::cpu

@@ -34,10 +34,11 @@ bool is_cancellation(const std::exception_ptr& e) {
 
 void report_unrecorded(const std::exception_ptr& error) noexcept {
   // No allocation here: memory has just run out. The failure cannot reach a wait, so it is
-  // printed rather than lost without a word (docs/reliability.md, "Out of memory").
-  std::fputs("streamrt: out of memory recording a failure of stream work; the failure cannot be "
-             "raised to a wait and is printed here instead: ",
-             stderr);
+  // printed rather than lost without a word (docs/reliability.md, "Failure model").
+  std::fputs(
+      "streamrt: out of memory recording a failure of stream work; the failure cannot be "
+      "raised to a wait and is printed here instead: ",
+      stderr);
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
@@ -129,7 +130,8 @@ std::shared_ptr<ErrorRecord> FailureLedger::at(std::uint64_t seq) const {
 
 void FailureLedger::reserve_span() {
   std::lock_guard lock(mutex_);
-  if (spans_.size() == spans_.capacity()) spans_.reserve(std::max<std::size_t>(4, 2 * spans_.size()));
+  if (spans_.size() == spans_.capacity())
+    spans_.reserve(std::max<std::size_t>(4, 2 * spans_.size()));
 }
 
 void FailureLedger::open_span(std::shared_ptr<ErrorRecord> error, std::uint64_t from) {

@@ -17,7 +17,8 @@ namespace streamrt::cpu {
 // A failure of work on a stream, shared by every event and stream that inherits it. Reports itself
 // on stderr when the last reference goes and nobody ever observed it.
 struct ErrorRecord {
-  ErrorRecord(std::exception_ptr e, std::string where_) : error(std::move(e)), where(std::move(where_)) {}
+  ErrorRecord(std::exception_ptr e, std::string where_)
+      : error(std::move(e)), where(std::move(where_)) {}
   ~ErrorRecord();
   ErrorRecord(const ErrorRecord&) = delete;
   ErrorRecord& operator=(const ErrorRecord&) = delete;

@@ -116,9 +116,9 @@ std::shared_ptr<void> CpuStream::reset_in_fork_child() {
   const auto done = completed_.load(std::memory_order_relaxed);
   const auto end = submitted_.load(std::memory_order_relaxed);
   auto cancelled = std::make_shared<ErrorRecord>(
-      std::make_exception_ptr(Cancelled(
-          "work on " + str() +
-          " was queued or running when the process forked: it runs in the parent only")),
+      std::make_exception_ptr(
+          Cancelled("work on " + str() +
+                    " was queued or running when the process forked: it runs in the parent only")),
       str());
   cancelled->observed.store(true, std::memory_order_relaxed);
   failures_.reset_in_fork_child(done, end, std::move(cancelled));

@@ -91,9 +91,13 @@ WorkerPool& CpuParallel::pool() {
   return backend_.pool();
 }
 
-int CpuParallel::num_threads() { return pool().size(); }
+int CpuParallel::num_threads() {
+  return pool().size();
+}
 
-bool CpuParallel::in_parallel_region() const noexcept { return tls_parallel_depth > 0; }
+bool CpuParallel::in_parallel_region() const noexcept {
+  return tls_parallel_depth > 0;
+}
 
 void CpuParallel::parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
                                const std::function<void(std::int64_t, std::int64_t)>& f) {

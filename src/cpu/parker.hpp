@@ -51,9 +51,9 @@ class Parker {
     for (;;) {
       timespec ts{};
       if (deadline != nullptr) {
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            deadline->time_since_epoch())
-                            .count();
+        const auto ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch())
+                .count();
         if (ns <= std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count()) {
@@ -75,8 +75,8 @@ class Parker {
   }
 
   void wake() noexcept {
-    syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1,
-            nullptr, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<int*>(&state_), FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, nullptr,
+            nullptr, 0);
   }
 
   static_assert(sizeof(std::atomic<int>) == sizeof(int), "the futex word is the atomic itself");

@@ -85,7 +85,9 @@ void check_cores(const std::vector<int>& cores, const std::vector<PartitionEntry
 }
 
 // The backend partitions are made by (Error when another backend replaced streamrt's CPU one).
-CpuBackend& partition_backend() { return registered_cpu_backend("cpu::Partition"); }
+CpuBackend& partition_backend() {
+  return registered_cpu_backend("cpu::Partition");
+}
 
 }  // namespace
 
@@ -176,7 +178,8 @@ std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vect
     throw Error(what + ": the process has " + std::to_string(total) +
                 " CPU workers (num_threads()), " + std::to_string(reserved) +
                 " reserved by other partitions, and the shared pool keeps at least one, so at "
-                "most " + std::to_string(std::max(0, total - reserved - 1)) +
+                "most " +
+                std::to_string(std::max(0, total - reserved - 1)) +
                 " can be reserved now; ask for fewer, or raise set_num_threads() first");
   }
   partitions_.reserve(partitions_.size() + 1);  // the push below cannot throw then
@@ -254,9 +257,13 @@ Partition Partition::pinned(std::vector<int> cores) {
 
 Partition::Partition(std::shared_ptr<PartitionState> state) noexcept : state_(std::move(state)) {}
 
-int Partition::num_workers() const noexcept { return state_->workers(); }
+int Partition::num_workers() const noexcept {
+  return state_->workers();
+}
 
-std::vector<int> Partition::cores() const { return state_->cores(); }
+std::vector<int> Partition::cores() const {
+  return state_->cores();
+}
 
 Stream Partition::new_stream(int priority) const {
   return Stream(partition_backend().new_partition_stream(state_, priority));

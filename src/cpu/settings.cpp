@@ -1,10 +1,9 @@
 // streamrt::cpu (include/streamrt/cpu.hpp): the CPU backend's settings, on the backend registered
 // for DeviceType::CPU.
-#include "streamrt/cpu.hpp"
-
 #include <string>
 
 #include "cpu_backend.hpp"
+#include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
@@ -12,7 +11,8 @@ namespace streamrt::cpu {
 CpuBackend& registered_cpu_backend(const char* what) {
   auto* b = dynamic_cast<CpuBackend*>(&impl::backend(DeviceType::CPU));
   if (b == nullptr) {
-    throw Error(std::string(what) + " applies to streamrt's CPU backend, but "
+    throw Error(std::string(what) +
+                " applies to streamrt's CPU backend, but "
                 "impl::register_backend() replaced it by another backend for DeviceType::CPU; "
                 "configure that backend itself");
   }
@@ -21,22 +21,38 @@ CpuBackend& registered_cpu_backend(const char* what) {
 
 namespace {
 
-CpuBackend& cpu_backend() { return registered_cpu_backend("streamrt::cpu's setting"); }
+CpuBackend& cpu_backend() {
+  return registered_cpu_backend("streamrt::cpu's setting");
+}
 
 }  // namespace
 
-void set_num_threads(int n) { cpu_backend().set_num_threads(n); }
+void set_num_threads(int n) {
+  cpu_backend().set_num_threads(n);
+}
 
-int num_threads() { return cpu_backend().num_threads(); }
+int num_threads() {
+  return cpu_backend().num_threads();
+}
 
-void set_worker_spin(std::chrono::microseconds spin) { cpu_backend().set_worker_spin(spin); }
+void set_worker_spin(std::chrono::microseconds spin) {
+  cpu_backend().set_worker_spin(spin);
+}
 
-std::chrono::microseconds worker_spin() { return cpu_backend().worker_spin(); }
+std::chrono::microseconds worker_spin() {
+  return cpu_backend().worker_spin();
+}
 
-void set_worker_batch(bool batch) { cpu_backend().set_worker_batch(batch); }
+void set_worker_batch(bool batch) {
+  cpu_backend().set_worker_batch(batch);
+}
 
-bool worker_batch() { return cpu_backend().worker_batch(); }
+bool worker_batch() {
+  return cpu_backend().worker_batch();
+}
 
-std::pair<int, int> priority_range() { return cpu_backend().priority_range(); }
+std::pair<int, int> priority_range() {
+  return cpu_backend().priority_range();
+}
 
 }  // namespace streamrt::cpu

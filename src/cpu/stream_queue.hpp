@@ -67,9 +67,9 @@ struct Node {
   }
 
   union {
-    NodeWork work;                     // kWork, kDropped, kMark
-    std::shared_ptr<CpuEvent> event;   // kWait: waited on; kStamp: to stamp
-    std::shared_ptr<SyncPoint> sync;   // kSync
+    NodeWork work;                    // kWork, kDropped, kMark
+    std::shared_ptr<CpuEvent> event;  // kWait: waited on; kStamp: to stamp
+    std::shared_ptr<SyncPoint> sync;  // kSync
   };
 
  private:

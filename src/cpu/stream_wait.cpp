@@ -3,9 +3,9 @@
 // and Stream::synchronize(). See docs/design.md, "Host waits" and "Host-run items".
 #include <chrono>
 
+#include "core/deadline.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_stream.hpp"
-#include "core/deadline.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
@@ -39,8 +39,8 @@ bool CpuStream::help_towards(std::uint64_t seq) {
     // it holds that item's stream, a worker waiting for that stream cannot help it (it is not
     // parked), so if every worker is blocked so, only this thread can make the progress it waits
     // for (a hang the fuzzer found with priorities and one worker).
-    if (!worker && (!s->host_run() ||
-                    (running_depth() == 0 && pool.more_urgent_waiting(s->level())))) {
+    if (!worker &&
+        (!s->host_run() || (running_depth() == 0 && pool.more_urgent_waiting(s->level())))) {
       return false;
     }
     // An idle worker that polls takes the stream within a poll; a host thread taking it instead
@@ -127,8 +127,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   // Fast path: everything submitted has finished and no failure waits to be reported. Acquire on
   // completed_ makes the work's effects visible here, and the failure flag set before it.
   const auto end = submitted_.load(std::memory_order_acquire);
-  if (completed_.load(std::memory_order_acquire) >= end &&
-      !failures_.maybe_active()) {
+  if (completed_.load(std::memory_order_acquire) >= end && !failures_.maybe_active()) {
     return true;
   }
   // No failure to hand over: a synchronize is a wait for the current end, with no Sync entry (an
@@ -145,8 +144,7 @@ bool CpuStream::synchronize(std::optional<std::chrono::nanoseconds> timeout) {
   n->set_sync(sp);
   std::uint64_t seq = 0;
   std::uint64_t idle = 0;
-  if (host_run() &&
-      pending_.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+  if (host_run() && pending_.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
     // The stream was idle with a failure to report: this thread owns it now, as the push that
     // finds it idle would (acq_rel as in push), and hands the failure over itself instead of
     // waking a worker for it. (A fork child's first synchronize thus starts no threads.)

@@ -19,7 +19,6 @@ namespace {
 thread_local int tls_worker_index = -1;
 thread_local WorkerPool* tls_pool = nullptr;
 
-
 // splitmix64: a tiny, well-mixed generator; one step per random pick.
 std::uint64_t next_random(std::uint64_t& state) noexcept {
   std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
@@ -93,11 +92,19 @@ WorkerPool::WorkerPool(int num_threads, Schedule schedule, std::chrono::nanoseco
   resize(num_threads);
 }
 
-WorkerPool::~WorkerPool() { shutdown(); }
+WorkerPool::~WorkerPool() {
+  shutdown();
+}
 
-bool WorkerPool::on_worker_thread() noexcept { return tls_worker_index >= 0; }
-int WorkerPool::worker_index() noexcept { return tls_worker_index; }
-WorkerPool* WorkerPool::current() noexcept { return tls_pool; }
+bool WorkerPool::on_worker_thread() noexcept {
+  return tls_worker_index >= 0;
+}
+int WorkerPool::worker_index() noexcept {
+  return tls_worker_index;
+}
+WorkerPool* WorkerPool::current() noexcept {
+  return tls_pool;
+}
 
 std::shared_ptr<Task> WorkerPool::pop_locked() {
   for (int level = 0; level < kNumLevels; ++level) {
@@ -238,9 +245,8 @@ std::shared_ptr<Task> WorkerPool::next_task(int index) {
     }
     // No sched_yield here: a poller that needs to give up its core does so by parking after
     // its spin (a futex sleep), and a hand-off to a polling worker then costs no system call.
-    if (i % 64 == 0 &&
-        Clock::now() - spin_start >=
-            std::chrono::nanoseconds(spin_ns_.load(std::memory_order_relaxed))) {
+    if (i % 64 == 0 && Clock::now() - spin_start >=
+                           std::chrono::nanoseconds(spin_ns_.load(std::memory_order_relaxed))) {
       break;
     }
     cpu_relax();

@@ -46,8 +46,8 @@ class Task {
   friend class ReadyList;
   // The ready queue links its tasks through these, so queueing allocates nothing: a stream that
   // has published a node must be able to schedule itself even when memory is exhausted.
-  Task* ready_next_ = nullptr;          // guarded by the pool's mutex_
-  std::shared_ptr<Task> ready_owner_;   // the queue's reference while queued; guarded likewise
+  Task* ready_next_ = nullptr;         // guarded by the pool's mutex_
+  std::shared_ptr<Task> ready_owner_;  // the queue's reference while queued; guarded likewise
 };
 
 // A FIFO of tasks linked through Task::ready_next_. Not thread-safe (the pool's mutex_ guards it).
@@ -75,10 +75,10 @@ class WorkerPool {
   // under SCHED_BATCH (set_batch). `cores` (a partition's pinned pool): worker i runs only on
   // core cores[i]; then num_threads must equal cores.size() and the pool is never resized. Throws
   // Error when the OS refuses a thread or a pinning (nothing is left running then).
-  explicit WorkerPool(int num_threads, Schedule schedule = {},
-                      std::chrono::nanoseconds spin =
-                          std::chrono::microseconds(kDefaultWorkerSpinUs),
-                      bool batch = false, std::vector<int> cores = {});
+  explicit WorkerPool(
+      int num_threads, Schedule schedule = {},
+      std::chrono::nanoseconds spin = std::chrono::microseconds(kDefaultWorkerSpinUs),
+      bool batch = false, std::vector<int> cores = {});
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -205,7 +205,7 @@ class WorkerPool {
   // Written under mutex_; read without it only for the snapshot park_helper re-checks under it.
   std::atomic<std::uint64_t> push_gen_{0};
   std::atomic<int> spinning_{0};
-  std::atomic<int> busy_{0};  // workers running a task (idle_workers)
+  std::atomic<int> busy_{0};           // workers running a task (idle_workers)
   std::atomic<std::int64_t> spin_ns_;  // set_spin
 
   WorkerPolicy policy_;  // before the threads that join it

@@ -34,11 +34,11 @@ void run_plan(const ReplayPlan& plan);
 
 struct ExecData {
   std::mutex mutex;
-  std::shared_ptr<const ReplayPlan> plan;        // guarded by mutex; swapped by update()
+  std::shared_ptr<const ReplayPlan> plan;           // guarded by mutex; swapped by update()
   std::shared_ptr<capture::ReplayTracker> replays;  // guarded by mutex
-  std::shared_ptr<impl::EventImpl> last_launch;  // guarded by mutex; end of the latest launch
-  std::uint64_t last_stream_id = 0;              // guarded by mutex
-  Device last_device;                            // guarded by mutex
+  std::shared_ptr<impl::EventImpl> last_launch;     // guarded by mutex; end of the latest launch
+  std::uint64_t last_stream_id = 0;                 // guarded by mutex
+  Device last_device;                               // guarded by mutex
 };
 
 }  // namespace streamrt::detail

@@ -1,11 +1,12 @@
 // The Graph handle and what a graph holds (GraphData, the Recording a stream capture fills).
+#include "streamrt/graph.hpp"
+
 #include <exception>
 #include <sstream>
 #include <string>
 
 #include "graph_access.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/graph.hpp"
 #include "support/escape.hpp"
 
 namespace streamrt {
@@ -113,7 +114,8 @@ std::string Graph::to_dot() const {
   out << "digraph streamrt_graph {\n  node [shape=box];\n";
   for (std::size_t i = 0; i < data_->nodes.size(); ++i) {
     const auto& node = data_->nodes[i];
-    out << "  n" << i << " [label=\"" << i << ": "
+    out << "  n" << i << " [label=\"" << i
+        << ": "
         // DOT's quoted strings take the escapes of a JSON string (\", \\, \n).
         << detail::json_escape(node.label != nullptr ? node.label : "launch") << "\\nstream "
         << node.stream_id << "\"];\n";

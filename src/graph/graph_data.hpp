@@ -26,8 +26,7 @@ struct GraphData final : capture::Recording {
   std::vector<GraphNode> nodes;  // guarded by mutex
   bool capturing = false;        // guarded by mutex; a capture is filling `nodes`
   // Guarded by mutex: replaced by Graph::clear(), so that a new capture starts afresh.
-  std::shared_ptr<capture::ReplayTracker> tracker =
-      std::make_shared<capture::ReplayTracker>();
+  std::shared_ptr<capture::ReplayTracker> tracker = std::make_shared<capture::ReplayTracker>();
 
   void start() override;
   std::uint32_t add(Work work, const char* label, std::uint64_t stream_id,

@@ -107,15 +107,17 @@ void run_plan(const ReplayPlan& plan) {
     std::atomic<std::int64_t> total{0};
     std::atomic<bool> helped{false};
     const auto caller = std::this_thread::get_id();
-    runtime::parallel_for(
-        0, count, 1,
-        [&plan, &total, &helped, caller, first](std::int64_t b, std::int64_t e) {
-          // Relaxed: parallel_for's join orders the chunks before the loads below.
-          if (std::this_thread::get_id() != caller) helped.store(true, std::memory_order_relaxed);
-          const auto t0 = Clock::now();
-          for (auto s = b; s < e; ++s) run_segment(plan, first + static_cast<std::uint32_t>(s));
-          total.fetch_add(ns_since(t0), std::memory_order_relaxed);
-        });
+    runtime::parallel_for(0, count, 1,
+                          [&plan, &total, &helped, caller, first](std::int64_t b, std::int64_t e) {
+                            // Relaxed: parallel_for's join orders the chunks before the loads
+                            // below.
+                            if (std::this_thread::get_id() != caller)
+                              helped.store(true, std::memory_order_relaxed);
+                            const auto t0 = Clock::now();
+                            for (auto s = b; s < e; ++s)
+                              run_segment(plan, first + static_cast<std::uint32_t>(s));
+                            total.fetch_add(ns_since(t0), std::memory_order_relaxed);
+                          });
     work_ns.store(helped.load(std::memory_order_relaxed) ? kInlineBelowNs
                                                          : total.load(std::memory_order_relaxed),
                   std::memory_order_relaxed);

@@ -32,7 +32,7 @@ struct detail::CommState {
   std::uint64_t next_start = 0;   // guarded by mutex: the next ticket allowed to start
   // Operations whose stream reached them, waiting for earlier tickets (null: skipped).
   std::map<std::uint64_t, std::shared_ptr<Op>> arrived;  // guarded by mutex
-  detail::Runner runner;  // large collectives, as blocking calls
+  detail::Runner runner;                                 // large collectives, as blocking calls
 
   ~CommState() {
     runner.join();  // what it still has to run uses comm
@@ -46,7 +46,8 @@ using detail::CommState;
 
 // How long the worker that starts an operation polls it before handing it to the progress
 // thread: a small message often completes within a few microseconds, and a hand-off costs a
-// thread wake-up (docs/performance.md, "Figures behind constants"). Bounded like the host waits' spin (docs/design.md).
+// thread wake-up (docs/performance.md, "Figures behind constants"). Bounded like the host waits'
+// spin (docs/design.md).
 constexpr auto kInlinePoll = std::chrono::microseconds(20);
 
 // From this buffer size on, a collective runs as a blocking MPI call on the communicator's Runner
@@ -198,8 +199,8 @@ void arrive(const std::shared_ptr<CommState>& cs, std::uint64_t ticket, std::sha
     // Out of memory in the bookkeeping: fail this operation instead of parking its stream.
     if (mine != nullptr) {
       try {
-        mine->done.complete(std::make_exception_ptr(Error(detail::op_message(
-            *mine, "could not be started (out of memory)"))));
+        mine->done.complete(std::make_exception_ptr(
+            Error(detail::op_message(*mine, "could not be started (out of memory)"))));
       } catch (...) {
       }
     }
@@ -254,7 +255,8 @@ void scale(void* buf, std::size_t n, double by) {
 // the event recorded after them.
 Event enqueue(const std::shared_ptr<CommState>& cs, Stream s, std::shared_ptr<Op> op,
               std::span<const Tensor* const> reads, std::span<const Tensor* const> writes,
-              void* avg_buf = nullptr, std::size_t avg_count = 0, DType avg_dtype = DType::Float32) {
+              void* avg_buf = nullptr, std::size_t avg_count = 0,
+              DType avg_dtype = DType::Float32) {
   if (s.device().type != DeviceType::CPU) {
     throw Error(api::function("mpi") + " " + op->name + ": stream " + s.str() +
                 " is not a CPU stream; MPI operations run on CPU streams");
@@ -366,9 +368,15 @@ Communicator::Communicator(MPI_Comm comm) : state_(std::make_shared<CommState>()
   detail::fit_workers_to_shared_cores(state_->comm);
 }
 
-int Communicator::rank() const noexcept { return state_->rank; }
-int Communicator::size() const noexcept { return state_->size; }
-MPI_Comm Communicator::native() const noexcept { return state_->comm; }
+int Communicator::rank() const noexcept {
+  return state_->rank;
+}
+int Communicator::size() const noexcept {
+  return state_->size;
+}
+MPI_Comm Communicator::native() const noexcept {
+  return state_->comm;
+}
 
 // ---- raw buffers ----
 
@@ -406,11 +414,11 @@ Event Communicator::all_gather(const void* send, void* recv, std::size_t count, 
   checked_count(count * static_cast<std::size_t>(size()), "all_gather");
   auto o = new_op("all_gather", detail::Describe::of(count, dtype, " per rank"));
   const MPI_Comm c = state_->comm;
-  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
-                 [=](MPI_Request* r) {
-                   return r ? MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
-                            : MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
-                 });
+  set_collective(
+      *o, count * element_size(dtype) * static_cast<std::size_t>(size()), [=](MPI_Request* r) {
+        return r ? MPI_Iallgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
+                 : MPI_Allgather(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
+      });
   return enqueue(state_, pick(stream), std::move(o), {}, {});
 }
 
@@ -422,11 +430,11 @@ Event Communicator::reduce_scatter(const void* send, void* recv, std::size_t cou
   auto o = new_op("reduce_scatter",
                   detail::Describe::reduction(count, dtype, " per rank", to_string(op)));
   const MPI_Comm c = state_->comm;
-  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
-                 [=](MPI_Request* r) {
-                   return r ? MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c, r)
-                            : MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c);
-                 });
+  set_collective(
+      *o, count * element_size(dtype) * static_cast<std::size_t>(size()), [=](MPI_Request* r) {
+        return r ? MPI_Ireduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c, r)
+                 : MPI_Reduce_scatter_block(send, recv, n, mpi_type(dtype), mpi_op(op), c);
+      });
   return enqueue(state_, pick(stream), std::move(o), {}, {}, op == ReduceOp::Avg ? recv : nullptr,
                  count, dtype);
 }
@@ -437,11 +445,11 @@ Event Communicator::all_to_all(const void* send, void* recv, std::size_t count, 
   checked_count(count * static_cast<std::size_t>(size()), "all_to_all");
   auto o = new_op("all_to_all", detail::Describe::of(count, dtype, " per rank pair"));
   const MPI_Comm c = state_->comm;
-  set_collective(*o, count * element_size(dtype) * static_cast<std::size_t>(size()),
-                 [=](MPI_Request* r) {
-                   return r ? MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
-                            : MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
-                 });
+  set_collective(
+      *o, count * element_size(dtype) * static_cast<std::size_t>(size()), [=](MPI_Request* r) {
+        return r ? MPI_Ialltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c, r)
+                 : MPI_Alltoall(send, n, mpi_type(dtype), recv, n, mpi_type(dtype), c);
+      });
   return enqueue(state_, pick(stream), std::move(o), {}, {});
 }
 
@@ -481,7 +489,9 @@ Event Communicator::barrier(std::optional<Stream> stream) {
 
 namespace {
 
-std::size_t numel_of(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+std::size_t numel_of(const Tensor& t) {
+  return static_cast<std::size_t>(t.numel());
+}
 
 }  // namespace
 

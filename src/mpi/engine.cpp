@@ -38,8 +38,9 @@ void fail(Op& op, int code) noexcept {
     int cls = 0;
     MPI_Error_class(code, &cls);
     if (cls == MPI_ERR_TRUNCATE) {
-      what += ". The message is larger than the buffer: the ranks passed different sizes or "
-              "dtypes; every rank must give the same count and dtype";
+      what +=
+          ". The message is larger than the buffer: the ranks passed different sizes or "
+          "dtypes; every rank must give the same count and dtype";
     }
     op.done.complete(std::make_exception_ptr(Error(op_message(op, what))));
   } catch (...) {
@@ -64,12 +65,12 @@ void finish(Op& op, const MPI_Status& status, int code) noexcept {
       int got = 0;
       MPI_Get_count(&status, MPI_BYTE, &got);
       if (got != op.recv_bytes) {
-        op.done.complete(std::make_exception_ptr(Error(op_message(
-            op, "the message from rank " + std::to_string(status.MPI_SOURCE) + " has " +
-                    std::to_string(got) + " bytes but the receive expects exactly " +
-                    std::to_string(op.recv_bytes) +
-                    ": the ranks passed different sizes or dtypes; send and recv must "
-                    "give the same count and dtype"))));
+        op.done.complete(std::make_exception_ptr(Error(
+            op_message(op, "the message from rank " + std::to_string(status.MPI_SOURCE) + " has " +
+                               std::to_string(got) + " bytes but the receive expects exactly " +
+                               std::to_string(op.recv_bytes) +
+                               ": the ranks passed different sizes or dtypes; send and recv must "
+                               "give the same count and dtype"))));
         return;
       }
     }
@@ -141,9 +142,10 @@ void Engine::loop() {
         // parked for ever.
         for (auto& op : active) {
           try {
-            op->done.complete(std::make_exception_ptr(Error(op_message(
-                *op, "MPI was finalised while this operation was in flight; synchronize the "
-                     "streams before MPI_Finalize"))));
+            op->done.complete(std::make_exception_ptr(Error(
+                op_message(*op,
+                           "MPI was finalised while this operation was in flight; synchronize the "
+                           "streams before MPI_Finalize"))));
           } catch (...) {
           }
         }
@@ -175,7 +177,8 @@ void Engine::loop() {
     for (int i = 0; i < outcount; ++i) {
       const int k = indices[static_cast<std::size_t>(i)];
       const MPI_Status& st = statuses[static_cast<std::size_t>(i)];
-      finish(*active[static_cast<std::size_t>(k)], st, rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS);
+      finish(*active[static_cast<std::size_t>(k)], st,
+             rc == MPI_ERR_IN_STATUS ? st.MPI_ERROR : MPI_SUCCESS);
       active[static_cast<std::size_t>(k)].reset();  // releases the tensors here
     }
     std::size_t w = 0;

@@ -46,8 +46,7 @@ struct Describe {
     return d;
   }
   // A reduction: "count x dtype<how>, <op>".
-  static Describe reduction(std::size_t count, DType dtype, const char* how,
-                            std::string_view op) {
+  static Describe reduction(std::size_t count, DType dtype, const char* how, std::string_view op) {
     return of(count, dtype, how, -1, std::nullopt, op);
   }
   static Describe none() {
@@ -60,19 +59,19 @@ struct Describe {
 
 // One operation from enqueue to completion.
 struct Op {
-  const char* name = "";      // "all_reduce", ...
-  Describe describe;          // for error messages
+  const char* name = "";  // "all_reduce", ...
+  Describe describe;      // for error messages
   MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0, size = 0;     // of the communicator, for messages
+  int rank = 0, size = 0;                  // of the communicator, for messages
   std::function<int(MPI_Request*)> start;  // the nonblocking MPI call
   // Collectives: the blocking MPI call doing the same, run by the communicator's Runner for large
   // buffers (see Runner); empty for point-to-point and barrier.
   std::function<int()> run;
-  std::size_t bytes = 0;      // this rank's buffer size, which picks start or run
-  int recv_bytes = -1;        // recv: the exact message size expected
-  int peer = -1;              // recv: source, for messages
-  std::vector<Tensor> keep;   // tensors whose memory the transfer uses
-  UserEvent done;             // completed when MPI says the transfer is done
+  std::size_t bytes = 0;     // this rank's buffer size, which picks start or run
+  int recv_bytes = -1;       // recv: the exact message size expected
+  int peer = -1;             // recv: source, for messages
+  std::vector<Tensor> keep;  // tensors whose memory the transfer uses
+  UserEvent done;            // completed when MPI says the transfer is done
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -156,8 +155,8 @@ class Runner {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<std::shared_ptr<Op>, bool>> queue_;  // guarded by mutex_; bool: blocking
-  bool stopping_ = false;                  // guarded by mutex_
-  std::thread thread_;                     // guarded by mutex_
+  bool stopping_ = false;                                   // guarded by mutex_
+  std::thread thread_;                                      // guarded by mutex_
   std::atomic<std::size_t> outstanding_{0};
 };
 

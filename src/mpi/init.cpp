@@ -7,8 +7,8 @@
 #include <string>
 
 #include "engine.hpp"
-#include "streamrt/error.hpp"
 #include "streamrt/device.hpp"
+#include "streamrt/error.hpp"
 #include "streamrt/mpi.hpp"
 #include "streamrt/stream.hpp"
 
@@ -171,6 +171,8 @@ void finalize() {
   if (ours) MPI_Finalize();
 }
 
-std::size_t Communicator::in_flight() noexcept { return detail::Engine::get().in_flight(); }
+std::size_t Communicator::in_flight() noexcept {
+  return detail::Engine::get().in_flight();
+}
 
 }  // namespace streamrt::mpi

@@ -164,9 +164,9 @@ class CachingAllocator {
   }
 
   static bool idle(FreeBlock& b) {
-    return owner_idle(b) &&
-           std::all_of(b.uses.begin(), b.uses.end(),
-                       [](const PendingUse& u) { return capture::query(*u.backend, u.position); });
+    return owner_idle(b) && std::all_of(b.uses.begin(), b.uses.end(), [](const PendingUse& u) {
+             return capture::query(*u.backend, u.position);
+           });
   }
 
   static void* fresh(std::size_t capacity) noexcept {
@@ -206,9 +206,9 @@ class CachingAllocator {
   // reference: a polling mutex keeps that hand-over off the futex.
   core::SpinMutex mutex_;
   std::map<std::size_t, std::vector<FreeBlock>> free_;  // by class bytes; guarded by mutex_
-  MemoryStats stats_;                                    // guarded by mutex_
-  std::size_t limit_ = kDefaultLimit;                    // guarded by mutex_
-  std::string env_error_;                                // guarded by mutex_
+  MemoryStats stats_;                                   // guarded by mutex_
+  std::size_t limit_ = kDefaultLimit;                   // guarded by mutex_
+  std::string env_error_;                               // guarded by mutex_
 };
 
 // Leaked on purpose: storages may be freed during static destruction.

@@ -7,10 +7,10 @@
 #include "fill_copy.hpp"
 #include "kernels.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace ops {

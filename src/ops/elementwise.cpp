@@ -12,21 +12,21 @@
 #include <optional>
 #include <string>
 
-#include "layout.hpp"
 #include "checks.hpp"
 #include "creation.hpp"
 #include "fill_copy.hpp"
+#include "layout.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace ops {
 
 #define STREAMRT_CASE(Name, name, ...) \
-  case Op::k##Name:                     \
+  case Op::k##Name:                    \
     return #name;
 const char* op_name(BinaryOp op) noexcept {
   using Op = BinaryOp;
@@ -143,7 +143,6 @@ Arg flat_arg(const Tensor& t) {
   a.strides = {1};
   return a;
 }
-
 
 // `t` in `dtype`: t itself when it has that dtype, else a converted copy held in `holder`.
 const Tensor& in_dtype(const Tensor& t, DType dtype, Tensor& holder) {
@@ -277,16 +276,20 @@ struct SmallDenseBinary {
         n > std::numeric_limits<std::uint32_t>::max()) {
       return std::nullopt;
     }
-    return SmallDenseBinary{out, static_cast<std::int32_t>(dx), static_cast<std::int32_t>(dy),
-                            static_cast<std::uint32_t>(n), dtype, static_cast<std::uint8_t>(op)};
+    return SmallDenseBinary{out,
+                            static_cast<std::int32_t>(dx),
+                            static_cast<std::int32_t>(dy),
+                            static_cast<std::uint32_t>(n),
+                            dtype,
+                            static_cast<std::uint8_t>(op)};
   }
 
   void operator()() const {
     const auto base = reinterpret_cast<std::uintptr_t>(out);
-    const void* x = reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(
-                                                             static_cast<std::int64_t>(dx)));
-    const void* y = reinterpret_cast<const void*>(base + static_cast<std::uintptr_t>(
-                                                             static_cast<std::int64_t>(dy)));
+    const void* x = reinterpret_cast<const void*>(
+        base + static_cast<std::uintptr_t>(static_cast<std::int64_t>(dx)));
+    const void* y = reinterpret_cast<const void*>(
+        base + static_cast<std::uintptr_t>(static_cast<std::int64_t>(dy)));
     dispatch(dtype, [&](auto tag) {
       using T = decltype(tag);
       binary_contiguous<T>(static_cast<BinaryOp>(op), static_cast<const T*>(x),
@@ -354,16 +357,14 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
     });
     return out;
   }
-  submit(s, name, {&x, &y}, {&out},
-         [o, ax = arg(x, shape), ay = arg(y, shape), shape, dtype, op] {
-           dispatch(dtype, [&](auto tag) {
-             using T = decltype(tag);
-             with_binary(op, [&](auto f) {
-               binary_strided(shape, static_cast<T*>(o), ax.ptr<const T>(), ax, ay.ptr<const T>(),
-                              ay, f);
-             });
-           });
-         });
+  submit(s, name, {&x, &y}, {&out}, [o, ax = arg(x, shape), ay = arg(y, shape), shape, dtype, op] {
+    dispatch(dtype, [&](auto tag) {
+      using T = decltype(tag);
+      with_binary(op, [&](auto f) {
+        binary_strided(shape, static_cast<T*>(o), ax.ptr<const T>(), ax, ay.ptr<const T>(), ay, f);
+      });
+    });
+  });
   return out;
 }
 
@@ -431,22 +432,22 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   bool flat = false;
   Tensor out = elementwise_output(shape, DType::Bool, in.stream, {&x, &y}, flat);
   void* out_data = data_of(out);
-  submit(in.stream, name, {&x, &y}, {&out},
-         [out_data, ax = flat ? flat_arg(x) : arg(x, shape),
-          ay = flat ? flat_arg(y) : arg(y, shape), shape = flat ? Shape{out.numel()} : shape, dtype,
-          op] {
-           dispatch_all(dtype, [&](auto tag) {
-             using T = decltype(tag);
-             bool* o = static_cast<bool*>(out_data);
-             const T* p = ax.ptr<const T>();
-             const T* q = ay.ptr<const T>();
-#define STREAMRT_CASE(Name, name, op)                                               \
-  case CompareOp::k##Name:                                                          \
+  submit(
+      in.stream, name, {&x, &y}, {&out},
+      [out_data, ax = flat ? flat_arg(x) : arg(x, shape), ay = flat ? flat_arg(y) : arg(y, shape),
+       shape = flat ? Shape{out.numel()} : shape, dtype, op] {
+        dispatch_all(dtype, [&](auto tag) {
+          using T = decltype(tag);
+          bool* o = static_cast<bool*>(out_data);
+          const T* p = ax.ptr<const T>();
+          const T* q = ay.ptr<const T>();
+#define STREAMRT_CASE(Name, name, op) \
+  case CompareOp::k##Name:            \
     return binary_strided(shape, o, p, ax, q, ay, [](T u, T v) { return u op v; });
-             switch (op) { STREAMRT_COMPARE_OPS(STREAMRT_CASE) }
+          switch (op) { STREAMRT_COMPARE_OPS(STREAMRT_CASE) }
 #undef STREAMRT_CASE
-           });
-         });
+        });
+      });
   return out;
 }
 
@@ -485,16 +486,16 @@ using ops::BinaryOp;
 using ops::CompareOp;
 using ops::UnaryOp;
 
-#define STREAMRT_TENSOR_TENSOR(Name, name, ...)         \
-  Tensor name(const Tensor& a, const Tensor& b) {         \
-    return ops::binary(BinaryOp::k##Name, a, b);          \
+#define STREAMRT_TENSOR_TENSOR(Name, name, ...)   \
+  Tensor name(const Tensor& a, const Tensor& b) { \
+    return ops::binary(BinaryOp::k##Name, a, b);  \
   }
-#define STREAMRT_TENSOR_SCALAR(Name, name, ...)           \
-  Tensor name(const Tensor& a, double s) {                \
+#define STREAMRT_TENSOR_SCALAR(Name, name, ...)                \
+  Tensor name(const Tensor& a, double s) {                     \
     return ops::binary_scalar(BinaryOp::k##Name, a, s, false); \
   }
-#define STREAMRT_UNARY(Name, name, ...) \
-  Tensor name(const Tensor& a) {        \
+#define STREAMRT_UNARY(Name, name, ...)     \
+  Tensor name(const Tensor& a) {            \
     return ops::unary(UnaryOp::k##Name, a); \
   }
 STREAMRT_ARITHMETIC_OPS(STREAMRT_TENSOR_TENSOR)
@@ -565,12 +566,12 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
       });
 }
 
-#define STREAMRT_COMPARE(Name, name, ...)                     \
-  Tensor name(const Tensor& a, const Tensor& b) {               \
-    return ops::compare(CompareOp::k##Name, a, b);              \
-  }                                                             \
-  Tensor name(const Tensor& a, double s) {                      \
-    return ops::compare_scalar(CompareOp::k##Name, a, s);       \
+#define STREAMRT_COMPARE(Name, name, ...)                 \
+  Tensor name(const Tensor& a, const Tensor& b) {         \
+    return ops::compare(CompareOp::k##Name, a, b);        \
+  }                                                       \
+  Tensor name(const Tensor& a, double s) {                \
+    return ops::compare_scalar(CompareOp::k##Name, a, s); \
   }
 STREAMRT_COMPARE_OPS(STREAMRT_COMPARE)
 #undef STREAMRT_COMPARE

@@ -151,11 +151,11 @@ constexpr bool is_floating_op(UnaryOp op) noexcept {
 // Calls f(Unary<op>{}). T must be floating for the floating ops (callers convert first).
 template <class T, class F>
 void with_unary(UnaryOp op, F&& f) {
-#define STREAMRT_CASE(Name, name, floating)                           \
-  case UnaryOp::k##Name:                                              \
-    if constexpr (!(floating) || std::is_floating_point_v<T>) {       \
-      return f(Unary<UnaryOp::k##Name>{});                            \
-    }                                                                 \
+#define STREAMRT_CASE(Name, name, floating)                     \
+  case UnaryOp::k##Name:                                        \
+    if constexpr (!(floating) || std::is_floating_point_v<T>) { \
+      return f(Unary<UnaryOp::k##Name>{});                      \
+    }                                                           \
     break;
   switch (op) { STREAMRT_UNARY_OPS(STREAMRT_CASE) }
 #undef STREAMRT_CASE
@@ -177,9 +177,8 @@ constexpr bool has_simd(BinaryOp op) noexcept {
 #undef STREAMRT_CASE
   return false;
 }
-#define STREAMRT_SAME_ORDER(Name, ...)                                        \
-  static_assert(static_cast<int>(BinaryOp::k##Name) ==                        \
-                static_cast<int>(simd::Binary::k##Name));
+#define STREAMRT_SAME_ORDER(Name, ...) \
+  static_assert(static_cast<int>(BinaryOp::k##Name) == static_cast<int>(simd::Binary::k##Name));
 STREAMRT_ARITHMETIC_OPS(STREAMRT_SAME_ORDER)
 #undef STREAMRT_SAME_ORDER
 
@@ -236,9 +235,8 @@ void unary_contiguous(UnaryOp op, const T* a, T* out, std::int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
     if (op == UnaryOp::kRelu) {
       const bool nt = streams_output<T>(n);
-      parallel_ranges(n, [&](std::int64_t i0, std::int64_t i1) {
-        simd::relu(a + i0, out + i0, i1 - i0, nt);
-      });
+      parallel_ranges(
+          n, [&](std::int64_t i0, std::int64_t i1) { simd::relu(a + i0, out + i0, i1 - i0, nt); });
       return;
     }
   }

@@ -13,16 +13,16 @@
 #include <string>
 #include <type_traits>
 
+#include "checks.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
-#include "checks.hpp"
-#include "creation.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace ops {
@@ -104,7 +104,7 @@ bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, const 
 // Products smaller than this many multiply-adds (about 128^3) run as one BLAS call on the
 // stream's worker: below it a block's share of the product costs about as much as the hand-off to
 // a helper and the re-packing of B. Above it a product is cut into blocks of rows that the workers
-// idle at the call help with (docs/performance.md, "Matrix products").
+// idle at the call help with (docs/performance.md, "Figures behind constants").
 constexpr double kSplitMacs = 2.0 * 1024 * 1024;
 // A batch of products each smaller than this (about 320^3) spreads whole products over the pool,
 // at least this many multiply-adds per chunk; larger ones are split one after the other.

@@ -1,18 +1,19 @@
 // Random numbers: Generator (a seed and an offset into a Philox sequence, random.hpp) and the
 // rand/randn creation ops.
+#include "random.hpp"
+
 #include <atomic>
 #include <memory>
 #include <string>
 
 #include "creation.hpp"
 #include "kernels.hpp"
-#include "random.hpp"
 #include "simd_kernels.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 

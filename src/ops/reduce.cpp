@@ -8,17 +8,17 @@
 #include <type_traits>
 #include <vector>
 
+#include "checks.hpp"
+#include "creation.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
 #include "op_list.hpp"
 #include "reduce_kernels.hpp"
-#include "checks.hpp"
-#include "creation.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace ops {
@@ -91,8 +91,8 @@ template <class Fn>
 void for_each_line(const Shape& shape, const Shape& in_strides, const Shape& out_strides, int dim,
                    Fn&& fn) {
   for_each_line_run(shape, in_strides, out_strides, dim,
-                    [&](std::int64_t in, std::int64_t out, std::int64_t count,
-                        std::int64_t in_step, std::int64_t out_step) {
+                    [&](std::int64_t in, std::int64_t out, std::int64_t count, std::int64_t in_step,
+                        std::int64_t out_step) {
                       for (std::int64_t i = 0; i < count; ++i) {
                         fn(in + i * in_step, out + i * out_step);
                       }
@@ -223,11 +223,11 @@ Tensor reduce_dim(Reduce r, const Tensor& a, int dim_arg, bool keepdim) {
           const T* in = static_cast<const T*>(pa) + offset;
           if (r == Reduce::kSum || r == Reduce::kMean) {
             if constexpr (std::is_floating_point_v<T>) {
-              sum_lines<T, double>(in, static_cast<T*>(po), shape, strides, out_strides,
-                                   dim, r == Reduce::kMean);
+              sum_lines<T, double>(in, static_cast<T*>(po), shape, strides, out_strides, dim,
+                                   r == Reduce::kMean);
             } else {
-              sum_lines<T, std::uint64_t>(in, static_cast<std::int64_t*>(po), shape,
-                                          strides, out_strides, dim, false);
+              sum_lines<T, std::uint64_t>(in, static_cast<std::int64_t*>(po), shape, strides,
+                                          out_strides, dim, false);
             }
             return;
           }
@@ -319,22 +319,21 @@ Tensor softmax_impl(const char* name, const Tensor& a, int dim_arg, bool log) {
   return out;
 }
 
-
 }  // namespace
 }  // namespace ops
 
 using ops::Reduce;
 
-#define STREAMRT_SUM(Name, name)                               \
-  Tensor name(const Tensor& a) {                               \
+#define STREAMRT_SUM(Name, name)                                        \
+  Tensor name(const Tensor& a) {                                        \
     return ops::reduce_all(#name, a, Reduce::k##Name == Reduce::kMean); \
   }
-#define STREAMRT_SELECT(Name, name)          \
-  Tensor name(const Tensor& a) {             \
+#define STREAMRT_SELECT(Name, name)              \
+  Tensor name(const Tensor& a) {                 \
     return ops::reduce_flat(Reduce::k##Name, a); \
   }
-#define STREAMRT_DIM(Name, name)                             \
-  Tensor name(const Tensor& a, int dim, bool keepdim) {      \
+#define STREAMRT_DIM(Name, name)                              \
+  Tensor name(const Tensor& a, int dim, bool keepdim) {       \
     return ops::reduce_dim(Reduce::k##Name, a, dim, keepdim); \
   }
 STREAMRT_SUM_REDUCTIONS(STREAMRT_SUM)

@@ -1,5 +1,7 @@
 // Shape arithmetic: element counts, sizes in bytes, row-major strides and broadcasting (numpy
 // rules), with the errors that name the shape at fault.
+#include "streamrt/shape.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -7,7 +9,6 @@
 
 #include "layout.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/shape.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt {

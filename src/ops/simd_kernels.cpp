@@ -3,11 +3,11 @@
 // first call.
 #include "ops/simd_kernels.hpp"
 
-#include "ops/random.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "ops/random.hpp"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/simd_kernels.cpp"
@@ -83,7 +83,9 @@ void BinaryT(Binary op, const T* HWY_RESTRICT a, const T* HWY_RESTRICT b, T* out
              bool stream_ok) {
   ForEach(
       out, n, stream_ok,
-      [&](auto d, std::int64_t i) { return Apply(d, op, hn::LoadU(d, a + i), hn::LoadU(d, b + i)); },
+      [&](auto d, std::int64_t i) {
+        return Apply(d, op, hn::LoadU(d, a + i), hn::LoadU(d, b + i));
+      },
       [&](std::int64_t i) { return ApplyScalar(op, a[i], b[i]); });
 }
 
@@ -94,11 +96,13 @@ void BinaryScalarT(Binary op, const T* HWY_RESTRICT a, T s, bool reversed, T* ou
   const auto vs = hn::Set(d, s);
   if (reversed) {
     ForEach(
-        out, n, stream_ok, [&](auto dd, std::int64_t i) { return Apply(dd, op, vs, hn::LoadU(dd, a + i)); },
+        out, n, stream_ok,
+        [&](auto dd, std::int64_t i) { return Apply(dd, op, vs, hn::LoadU(dd, a + i)); },
         [&](std::int64_t i) { return ApplyScalar(op, s, a[i]); });
   } else {
     ForEach(
-        out, n, stream_ok, [&](auto dd, std::int64_t i) { return Apply(dd, op, hn::LoadU(dd, a + i), vs); },
+        out, n, stream_ok,
+        [&](auto dd, std::int64_t i) { return Apply(dd, op, hn::LoadU(dd, a + i), vs); },
         [&](std::int64_t i) { return ApplyScalar(op, a[i], s); });
   }
 }
@@ -118,7 +122,8 @@ template <class T>
 void FillT(T* out, T v, std::int64_t n, bool stream_ok) {
   const hn::ScalableTag<T> d;
   const auto vv = hn::Set(d, v);
-  ForEach(out, n, stream_ok, [&](auto, std::int64_t) { return vv; }, [&](std::int64_t) { return v; });
+  ForEach(
+      out, n, stream_ok, [&](auto, std::int64_t) { return vv; }, [&](std::int64_t) { return v; });
 }
 
 void BinaryF32(Binary op, const float* a, const float* b, float* out, std::int64_t n, bool s) {
@@ -135,10 +140,18 @@ void BinaryScalarF64(Binary op, const double* a, double v, bool r, double* out, 
                      bool s) {
   BinaryScalarT(op, a, v, r, out, n, s);
 }
-void ReluF32(const float* a, float* out, std::int64_t n, bool s) { ReluT(a, out, n, s); }
-void ReluF64(const double* a, double* out, std::int64_t n, bool s) { ReluT(a, out, n, s); }
-void FillF32(float* out, float v, std::int64_t n, bool s) { FillT(out, v, n, s); }
-void FillF64(double* out, double v, std::int64_t n, bool s) { FillT(out, v, n, s); }
+void ReluF32(const float* a, float* out, std::int64_t n, bool s) {
+  ReluT(a, out, n, s);
+}
+void ReluF64(const double* a, double* out, std::int64_t n, bool s) {
+  ReluT(a, out, n, s);
+}
+void FillF32(float* out, float v, std::int64_t n, bool s) {
+  FillT(out, v, n, s);
+}
+void FillF64(double* out, double v, std::int64_t n, bool s) {
+  FillT(out, v, n, s);
+}
 
 // ---- reductions ----------------------------------------------------------------------------
 
@@ -170,8 +183,12 @@ double SumT(const T* HWY_RESTRICT p, std::int64_t n) {
   return total;
 }
 
-double SumF32(const float* p, std::int64_t n) { return SumT(p, n); }
-double SumF64(const double* p, std::int64_t n) { return SumT(p, n); }
+double SumF32(const float* p, std::int64_t n) {
+  return SumT(p, n);
+}
+double SumF64(const double* p, std::int64_t n) {
+  return SumT(p, n);
+}
 
 // ---- Philox4x32-10 and the random fills ----------------------------------------------------
 
@@ -307,7 +324,9 @@ void NormalF64(double* p, std::uint64_t first, std::int64_t count, std::uint64_t
   NormalT(p, first, count, seed);
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+const char* TargetName() {
+  return hwy::TargetName(HWY_TARGET);
+}
 
 }  // namespace streamrt::ops::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -337,8 +356,7 @@ void binary(Binary op, const float* a, const float* b, float* out, std::int64_t 
 void binary(Binary op, const double* a, const double* b, double* out, std::int64_t n, bool s) {
   HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, b, out, n, s);
 }
-void binary_scalar(Binary op, const float* a, float v, bool r, float* out, std::int64_t n,
-                   bool s) {
+void binary_scalar(Binary op, const float* a, float v, bool r, float* out, std::int64_t n, bool s) {
   HWY_DYNAMIC_DISPATCH(BinaryScalarF32)(op, a, v, r, out, n, s);
 }
 void binary_scalar(Binary op, const double* a, double v, bool r, double* out, std::int64_t n,
@@ -357,8 +375,12 @@ void fill(float* out, float v, std::int64_t n, bool s) {
 void fill(double* out, double v, std::int64_t n, bool s) {
   HWY_DYNAMIC_DISPATCH(FillF64)(out, v, n, s);
 }
-double sum_block(const float* p, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(p, n); }
-double sum_block(const double* p, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(SumF64)(p, n); }
+double sum_block(const float* p, std::int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(SumF32)(p, n);
+}
+double sum_block(const double* p, std::int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(SumF64)(p, n);
+}
 void fill_uniform(float* p, std::uint64_t first, std::int64_t count, std::uint64_t seed) {
   HWY_DYNAMIC_DISPATCH(UniformF32)(p, first, count, seed);
 }
@@ -371,7 +393,9 @@ void fill_normal(float* p, std::uint64_t first, std::int64_t count, std::uint64_
 void fill_normal(double* p, std::uint64_t first, std::int64_t count, std::uint64_t seed) {
   HWY_DYNAMIC_DISPATCH(NormalF64)(p, first, count, seed);
 }
-const char* target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+const char* target_name() {
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
 
 }  // namespace streamrt::ops::simd
 #endif  // HWY_ONCE

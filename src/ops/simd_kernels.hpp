@@ -20,14 +20,13 @@ enum class Binary : std::uint8_t { STREAMRT_ARITHMETIC_OPS(STREAMRT_ENUMERATOR) 
 
 // out[i] = a[i] (op) b[i] for i in [0, n). out may alias a or b exactly.
 void binary(Binary op, const float* a, const float* b, float* out, std::int64_t n, bool stream);
-void binary(Binary op, const double* a, const double* b, double* out, std::int64_t n,
-            bool stream);
+void binary(Binary op, const double* a, const double* b, double* out, std::int64_t n, bool stream);
 
 // out[i] = a[i] (op) s, or s (op) a[i] when `reversed`.
 void binary_scalar(Binary op, const float* a, float s, bool reversed, float* out, std::int64_t n,
                    bool stream);
-void binary_scalar(Binary op, const double* a, double s, bool reversed, double* out,
-                   std::int64_t n, bool stream);
+void binary_scalar(Binary op, const double* a, double s, bool reversed, double* out, std::int64_t n,
+                   bool stream);
 
 // out[i] = a[i] < 0 ? 0 : a[i] (NaN stays NaN).
 void relu(const float* a, float* out, std::int64_t n, bool stream);

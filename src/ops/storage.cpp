@@ -37,7 +37,8 @@ Storage::~Storage() {
     } catch (...) {
       // Out of memory while describing the uses: the block cannot be proven free, so it is kept
       // out of circulation (leaked) rather than risk handing it to a racing stream.
-      std::fputs("streamrt: a tensor's memory could not be freed in stream order; leaked\n", stderr);
+      std::fputs("streamrt: a tensor's memory could not be freed in stream order; leaked\n",
+                 stderr);
       return;
     }
     // The allocating stream: the free is ordered there (raw pointers in launched work, tracked

@@ -7,14 +7,14 @@
 #include <utility>
 
 #include "checks.hpp"
-#include "creation.hpp"
 #include "core/deadline.hpp"
+#include "creation.hpp"
 #include "fill_copy.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 namespace detail {

@@ -1,5 +1,7 @@
 // Automatic dependency tracking: the op submission path. See ops.hpp for the rules and
 // docs/design.md ("Automatic dependency tracking") for why reads only wait for the last write.
+#include "tracking.hpp"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -7,13 +9,12 @@
 #include <mutex>
 #include <utility>
 
-#include "core/capture.hpp"
 #include "checks.hpp"
+#include "core/capture.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "tensor_access.hpp"
 
 namespace streamrt {
 namespace {
@@ -73,8 +74,7 @@ class LockedUses {
     // Insertion sort: at most kMax entries (and std::sort on a partial std::array trips g++ 12's
     // -Warray-bounds).
     for (std::size_t i = 1; i < count_; ++i) {
-      for (std::size_t j = i; j > 0 && std::less<>()(uses_[j].storage, uses_[j - 1].storage);
-           --j) {
+      for (std::size_t j = i; j > 0 && std::less<>()(uses_[j].storage, uses_[j - 1].storage); --j) {
         std::swap(uses_[j], uses_[j - 1]);
       }
     }

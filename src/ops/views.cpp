@@ -7,16 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "kernels.hpp"
-#include "layout.hpp"
 #include "checks.hpp"
 #include "creation.hpp"
 #include "fill_copy.hpp"
+#include "kernels.hpp"
+#include "layout.hpp"
 #include "storage.hpp"
-#include "tensor_access.hpp"
-#include "tracking.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
+#include "tensor_access.hpp"
+#include "tracking.hpp"
 
 namespace streamrt {
 

@@ -24,9 +24,9 @@ using streamrt::detail::kMaxCachedBlock;
 
 TEST(BlockCache, BlocksOfEverySizeAreWritableAlignedAndDistinctWhileLive) {
   std::vector<std::pair<unsigned char*, std::size_t>> live;
-  for (std::size_t bytes : {std::size_t{1}, std::size_t{56}, std::size_t{57}, std::size_t{120},
-                            std::size_t{200}, kMaxCachedBlock, kMaxCachedBlock + 1,
-                            std::size_t{4096}}) {
+  for (std::size_t bytes :
+       {std::size_t{1}, std::size_t{56}, std::size_t{57}, std::size_t{120}, std::size_t{200},
+        kMaxCachedBlock, kMaxCachedBlock + 1, std::size_t{4096}}) {
     for (int i = 0; i < 300; ++i) {
       auto* p = static_cast<unsigned char*>(cached_alloc(bytes));
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % __STDCPP_DEFAULT_NEW_ALIGNMENT__, 0u);
@@ -44,7 +44,9 @@ TEST(BlockCache, BlocksOfEverySizeAreWritableAlignedAndDistinctWhileLive) {
 }
 
 // Bytes malloc counts as in use, over all arenas.
-std::size_t malloc_in_use() { return mallinfo2().uordblks; }
+std::size_t malloc_in_use() {
+  return mallinfo2().uordblks;
+}
 
 // Thread A allocates, thread B frees, thread C (with an empty list) allocates: B's frees keep the
 // blocks (malloc still counts them in use: without the cache they would go back, bar the few its

@@ -38,7 +38,8 @@ bool ordering_for_tests() {
   return v == nullptr || std::string(v) != "0";
 }
 
-// The negative controls make a real data race on purpose; ThreadSanitizer would (rightly) report it.
+// The negative controls make a real data race on purpose; ThreadSanitizer would (rightly) report
+// it.
 #if defined(__SANITIZE_THREAD__)
 #define STREAMRT_TEST_UNDER_TSAN 1
 #elif defined(__has_feature)
@@ -49,8 +50,8 @@ bool ordering_for_tests() {
 #ifndef STREAMRT_TEST_UNDER_TSAN
 #define STREAMRT_TEST_UNDER_TSAN 0
 #endif
-#define SKIP_UNDER_TSAN_RACE()                                                               \
-  if (STREAMRT_TEST_UNDER_TSAN)                                                              \
+#define SKIP_UNDER_TSAN_RACE()                                                                \
+  if (STREAMRT_TEST_UNDER_TSAN)                                                               \
   GTEST_SKIP() << "this negative control makes a real data race on purpose; ThreadSanitizer " \
                   "would (rightly) report it"
 
@@ -174,9 +175,10 @@ LoopUse queued_matmul_loop(int iterations) {
   const auto after = memory_stats();
   gate.open();
   EXPECT_TRUE(equal(out, expected));
-  return LoopUse{after.peak_bytes_in_use - before.bytes_in_use,
-                 after.bytes_in_use + after.bytes_cached - before.bytes_in_use - before.bytes_cached,
-                 after.cache_hits - before.cache_hits};
+  return LoopUse{
+      after.peak_bytes_in_use - before.bytes_in_use,
+      after.bytes_in_use + after.bytes_cached - before.bytes_in_use - before.bytes_cached,
+      after.cache_hits - before.cache_hits};
 }
 
 TEST_P(Allocator, AQueuedLoopOnOneStreamReusesItsResultsAtOnce) {
@@ -223,8 +225,8 @@ CrossStreamOutcome queued_result_case() {
 
 // queued_result_case() holds a worker at a gate while stream b's fill must run: it needs a
 // second worker, or host-run items (b's wait runs the fill on the waiting thread).
-#define SKIP_UNLESS_B_CAN_RUN_WHILE_A_IS_HELD()                                                \
-  if (!Stream().host_run() && (GetParam() < 2 || ::streamrt_schedule::serial()))              \
+#define SKIP_UNLESS_B_CAN_RUN_WHILE_A_IS_HELD()                                  \
+  if (!Stream().host_run() && (GetParam() < 2 || ::streamrt_schedule::serial())) \
   GTEST_SKIP() << "one worker held at a gate and no host-run items: stream b's fill cannot run"
 
 TEST_P(Allocator, AQueuedOpsDroppedResultIsNotReusedByAnotherStream) {

@@ -20,7 +20,9 @@ using streamrt::cpu::MpscQueue;
 using streamrt::cpu::Node;
 using streamrt::cpu::NodeCache;
 
-bool sanitized() { return std::string_view(STREAMRT_TEST_SANITIZER).size() > 0; }
+bool sanitized() {
+  return std::string_view(STREAMRT_TEST_SANITIZER).size() > 0;
+}
 
 // Producer p pushes nodes tagged (p, i) for i = 0..n-1; the consumer must see, per producer,
 // exactly 0, 1, ..., n-1 in that order.

@@ -155,7 +155,8 @@ TEST(Collectives, RawVariantsOfTheOtherCollectives) {
   c.barrier(s).synchronize();
   for (int r = 0; r < c.size(); ++r) {
     auto v = data_of<double>(r, n);
-    EXPECT_TRUE(std::equal(v.begin(), v.end(), gathered.begin() + static_cast<std::ptrdiff_t>(n * r)));
+    EXPECT_TRUE(
+        std::equal(v.begin(), v.end(), gathered.begin() + static_cast<std::ptrdiff_t>(n * r)));
     auto vb = data_of<double>(r, n * p);
     EXPECT_TRUE(std::equal(vb.begin() + static_cast<std::ptrdiff_t>(n * c.rank()),
                            vb.begin() + static_cast<std::ptrdiff_t>(n * (c.rank() + 1)),

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     // Nobody sends tag 99: the receive stays in flight until MPI goes away.
     comm.recv(&never, 1, streamrt::DType::Int32, 1 - rank, 99, s);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (streamrt::mpi::Communicator::in_flight() == 0 && std::chrono::steady_clock::now() < until) {
+    while (streamrt::mpi::Communicator::in_flight() == 0 &&
+           std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (streamrt::mpi::Communicator::in_flight() == 0) {

@@ -23,7 +23,9 @@ inline Communicator& world() {
 
 // Element i of rank r's data: small integers, exact in every dtype, so that sums, products, minima
 // and maxima over up to 4 ranks are exact too.
-inline double value(int r, std::size_t i) { return static_cast<double>((r + 1) * (i % 13 + 1)); }
+inline double value(int r, std::size_t i) {
+  return static_cast<double>((r + 1) * (i % 13 + 1));
+}
 
 template <class T>
 std::vector<T> data_of(int r, std::size_t n) {

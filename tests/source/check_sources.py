@@ -7,7 +7,8 @@
              those too (each layer compiles with an include root that holds only the layers it
              may use, src/CMakeLists.txt); this check names the file and the rule, and also
              covers headers no source of the layer includes yet.
-  (function lengths: function_length.py, beside this file)
+  (function lengths, formatting and doc citations: function_length.py, check_format.py and
+  check_doc_citations.py, beside this file)
   issues     no tracker issue numbers (the word "issue" and a number, or a number after "(#") in
              code, tests, build files or output text of the C++ tree: names and comments say
              what, not which ticket.

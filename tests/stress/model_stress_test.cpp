@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "stress_model.hpp"
 #include "streamrt/streamrt.hpp"
+#include "stress_model.hpp"
 
 namespace {
 

@@ -75,14 +75,18 @@ void* memalign(std::size_t align, std::size_t n) {
   }
   return __libc_memalign(align, n);
 }
-void* aligned_alloc(std::size_t align, std::size_t n) { return memalign(align, n); }
+void* aligned_alloc(std::size_t align, std::size_t n) {
+  return memalign(align, n);
+}
 int posix_memalign(void** out, std::size_t align, std::size_t n) {
   void* p = memalign(align, n);
   if (p == nullptr) return ENOMEM;
   *out = p;
   return 0;
 }
-void free(void* p) { __libc_free(p); }
+void free(void* p) {
+  __libc_free(p);
+}
 }
 
 namespace {
@@ -96,8 +100,12 @@ void* allocate(std::size_t n, std::size_t align) {
 
 }  // namespace
 
-void* operator new(std::size_t n) { return allocate(n, alignof(std::max_align_t)); }
-void* operator new[](std::size_t n) { return allocate(n, alignof(std::max_align_t)); }
+void* operator new(std::size_t n) {
+  return allocate(n, alignof(std::max_align_t));
+}
+void* operator new[](std::size_t n) {
+  return allocate(n, alignof(std::max_align_t));
+}
 void* operator new(std::size_t n, std::align_val_t a) {
   return allocate(n, static_cast<std::size_t>(a));
 }
@@ -118,14 +126,30 @@ void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
     return nullptr;
   }
 }
-void operator delete(void* p) noexcept { free(p); }
-void operator delete[](void* p) noexcept { free(p); }
-void operator delete(void* p, std::size_t) noexcept { free(p); }
-void operator delete[](void* p, std::size_t) noexcept { free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { free(p); }
+void operator delete(void* p) noexcept {
+  free(p);
+}
+void operator delete[](void* p) noexcept {
+  free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  free(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  free(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  free(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  free(p);
+}
 
 namespace {
 
@@ -207,9 +231,10 @@ long check_every_failure_point(const char* what, const std::function<void(Scene&
     }
     scene.s.synchronize();  // nothing left to report now
     // Nothing lost, nothing run twice, nothing of a call that threw left behind.
-    EXPECT_TRUE(streamrt_test::eventually(
-        [&] { return scene.counter->runs.load() == scene.queued + scene.extra; }))
-        << scene.counter->runs.load() << " runs, expected " << scene.queued + scene.extra;
+    EXPECT_TRUE(streamrt_test::eventually([&] {
+      return scene.counter->runs.load() == scene.queued + scene.extra;
+    })) << scene.counter->runs.load()
+        << " runs, expected " << scene.queued + scene.extra;
     auto ran = std::make_shared<std::atomic<bool>>(false);
     scene.s.launch([ran] { ran->store(true); });
     EXPECT_TRUE(scene.s.synchronize_for(kTimeout));
@@ -242,18 +267,21 @@ TEST(AllocationFailure, LaunchOfALargeItem) {
 
 TEST(AllocationFailure, RecordAndWaitAcrossStreams) {
   // A timing event and a cross-stream wait allocate: there are points to fail at.
-  EXPECT_GT(check_every_failure_point("record + wait_event", [](Scene& sc) {
-    streamrt::Event e({.enable_timing = true});
-    e.record(sc.s);
-    sc.other.wait_event(e);
-    sc.other.synchronize();
-  }), 0);
+  EXPECT_GT(check_every_failure_point("record + wait_event",
+                                      [](Scene& sc) {
+                                        streamrt::Event e({.enable_timing = true});
+                                        e.record(sc.s);
+                                        sc.other.wait_event(e);
+                                        sc.other.synchronize();
+                                      }),
+            0);
 }
 
 TEST(AllocationFailure, SynchronizeThatRunsQueuedWork) {
   // The stream is still held by its gate when the call starts: the host helps run the items.
   check_every_failure_point(
-      "synchronize", [](Scene& sc) {
+      "synchronize",
+      [](Scene& sc) {
         sc.release();
         sc.s.synchronize();
       },
@@ -261,13 +289,15 @@ TEST(AllocationFailure, SynchronizeThatRunsQueuedWork) {
 }
 
 TEST(AllocationFailure, SynchronizeThatReportsAFailure) {
-  EXPECT_GT(check_every_failure_point("synchronize reporting a failure", [](Scene& sc) {
-    sc.s.launch([] { throw std::runtime_error("boom"); });
-    try {
-      sc.s.synchronize();
-    } catch (const std::runtime_error&) {
-    }
-  }), 0);
+  EXPECT_GT(check_every_failure_point("synchronize reporting a failure",
+                                      [](Scene& sc) {
+                                        sc.s.launch([] { throw std::runtime_error("boom"); });
+                                        try {
+                                          sc.s.synchronize();
+                                        } catch (const std::runtime_error&) {
+                                        }
+                                      }),
+            0);
 }
 
 TEST(AllocationFailure, Cancel) {
@@ -282,13 +312,16 @@ TEST(AllocationFailure, Cancel) {
 }
 
 TEST(AllocationFailure, CompletionCallback) {
-  EXPECT_GT(check_every_failure_point("on_complete", [](Scene& sc) {
-    auto e = sc.s.record_event();
-    auto c = sc.counter;
-    e.on_complete([c](std::exception_ptr) { c->runs.fetch_add(1); });
-    sc.extra = 1;
-    e.synchronize();
-  }), 0);
+  EXPECT_GT(
+      check_every_failure_point("on_complete",
+                                [](Scene& sc) {
+                                  auto e = sc.s.record_event();
+                                  auto c = sc.counter;
+                                  e.on_complete([c](std::exception_ptr) { c->runs.fetch_add(1); });
+                                  sc.extra = 1;
+                                  e.synchronize();
+                                }),
+      0);
 }
 
 TEST(AllocationFailure, DeviceSynchronize) {

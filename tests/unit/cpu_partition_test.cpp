@@ -293,8 +293,11 @@ TEST(PartitionErrors, BadCores) {
   const int c = cores.front();
   expect_error([] { cpu::Partition::pinned({}); }, {"at least one core"});
   expect_error([] { cpu::Partition::pinned({-1}); }, {"core -1", "negative"});
-  expect_error([&] { cpu::Partition::pinned({c, c}); },
-               {"core " + std::to_string(c), "named twice"});
+  expect_error(
+      [&] {
+        cpu::Partition::pinned({c, c});
+      },
+      {"core " + std::to_string(c), "named twice"});
   int outside = -1;
   for (int i = CPU_SETSIZE - 1; i >= 0 && outside < 0; --i) {
     if (!std::binary_search(cores.begin(), cores.end(), i)) outside = i;

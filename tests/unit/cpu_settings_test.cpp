@@ -86,8 +86,9 @@ TEST(WorkerCount, SetNumThreadsFromWorkIsAnError) {
 TEST(WorkerCount, EnvironmentVariableSetsTheCount) {
   // The child counts workers that meet, so it runs with the normal scheduler even when this suite
   // runs under STREAMRT_SCHEDULE=serial (one worker whatever the count).
-  const auto r = run_child(std::string("env -u STREAMRT_SCHEDULE STREAMRT_NUM_THREADS=3 timeout 120 ") +
-                           STREAMRT_TEST_CHILD + " num-threads");
+  const auto r =
+      run_child(std::string("env -u STREAMRT_SCHEDULE STREAMRT_NUM_THREADS=3 timeout 120 ") +
+                STREAMRT_TEST_CHILD + " num-threads");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("num_threads=3\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("met=3\n"), std::string::npos) << r.output;

@@ -139,8 +139,11 @@ TEST(ErrorText, FromBlobRefusalsNameFromBlob) {
     }
   };
   // Windows whose rows overlap; a null pointer for elements.
-  expect_named([&] { streamrt::from_blob(buf.data(), {4, 3}, {2, 1}, streamrt::DType::Float64); },
-               "distinct elements");
+  expect_named(
+      [&] {
+        streamrt::from_blob(buf.data(), {4, 3}, {2, 1}, streamrt::DType::Float64);
+      },
+      "distinct elements");
   expect_named([] { streamrt::from_blob(nullptr, {2}, streamrt::DType::Float64); }, "data is null");
 }
 

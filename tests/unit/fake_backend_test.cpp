@@ -66,8 +66,8 @@ class FakeBackend final : public impl::Backend {
     const std::int64_t start = tracing_ ? now_ns() : 0;
     work();
     if (tracing_) {
-      impl::trace_item(impl::TraceItem{s.device(), s.id(), s.priority(), label, start, start,
-                                       now_ns(), 0});
+      impl::trace_item(
+          impl::TraceItem{s.device(), s.id(), s.priority(), label, start, start, now_ns(), 0});
     }
   }
   void set_tracing(bool on) noexcept override {
@@ -299,10 +299,9 @@ TEST_F(FakeBackendTest, EventCallsGoToTheBackendOfTheRecord) {
   EXPECT_TRUE(called);
   e.wait(other);
   const auto from = std::to_string(cuda.id());
-  EXPECT_EQ(fake().take(),
-            (std::vector<std::string>{"query_event", "event_state", "synchronize_event",
-                                      "on_complete",
-                                      "block(" + from + "->" + std::to_string(other.id()) + ")"}));
+  EXPECT_EQ(fake().take(), (std::vector<std::string>{
+                               "query_event", "event_state", "synchronize_event", "on_complete",
+                               "block(" + from + "->" + std::to_string(other.id()) + ")"}));
   {
     // wait() and record() without a stream use the current stream of the event's device.
     streamrt::StreamContext ctx(other);
@@ -335,10 +334,9 @@ TEST_F(FakeBackendTest, EventCallsGoToTheBackendThatMadeTheRecordAfterAReplaceme
   EXPECT_TRUE(called);
   EXPECT_EQ(e.elapsed_time(end), 1.5);
   streamrt::wait_all(std::vector<streamrt::Event>{e});
-  EXPECT_EQ(first.take(),
-            (std::vector<std::string>{"query_event", "event_state", "event_state",
-                                      "synchronize_event", "on_complete", "elapsed_time",
-                                      "query_event", "synchronize_event"}));
+  EXPECT_EQ(first.take(), (std::vector<std::string>{
+                              "query_event", "event_state", "event_state", "synchronize_event",
+                              "on_complete", "elapsed_time", "query_event", "synchronize_event"}));
   EXPECT_TRUE(second.take().empty());
   // A stream of the new backend cannot wait on the old backend's record (its block() would cast
   // it), nor can two records of different backends be timed against each other.

@@ -360,8 +360,8 @@ TEST(MillionQueued, CancelDropsThemAllAndDestroysTheirState) {
 
 TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
   // Measured in a fresh process, so freed memory of other tests does not hide the growth.
-  const auto r = run_child(std::string(STREAMRT_PROCESS_CHILD) + " queue-memory " +
-                           std::to_string(kMillion));
+  const auto r =
+      run_child(std::string(STREAMRT_PROCESS_CHILD) + " queue-memory " + std::to_string(kMillion));
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string figure = value_after(r.output, "bytes_per_item: ");
   ASSERT_FALSE(figure.empty()) << r.output;
@@ -373,7 +373,8 @@ TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
   EXPECT_LT(bytes, 2048.0);
 }
 
-// ---- threads the OS refuses ----------------------------------------------------------------------
+// ---- threads the OS refuses
+// ----------------------------------------------------------------------
 
 TEST(RefusedThreads, MoreWorkersThanTheOsStartsIsAnErrorAndThePoolKeepsWorking) {
   if (kSanitized) GTEST_SKIP() << "an address-space limit leaves a sanitizer no room to run";

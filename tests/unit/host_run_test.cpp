@@ -52,9 +52,9 @@ class HostRunTest : public ::testing::Test {
   std::thread watchdog_;
 };
 
-#define SKIP_UNLESS_HOST_RUN(s)                                                             \
-  if (!(s).host_run())                                                                      \
-  GTEST_SKIP() << "host-run items are off in this process (STREAMRT_HOST_RUN=0, or a "      \
+#define SKIP_UNLESS_HOST_RUN(s)                                                        \
+  if (!(s).host_run())                                                                 \
+  GTEST_SKIP() << "host-run items are off in this process (STREAMRT_HOST_RUN=0, or a " \
                   "STREAMRT_SCHEDULE fuzzer, which decides every pick itself)"
 
 TEST_F(HostRunTest, SynchronizeRunsTheItemsOnTheWaitingThreadInOrderOnTheirStream) {
@@ -168,8 +168,9 @@ TEST(HostRunEnv, SwitchedOffByTheEnvironmentAndBadValuesAreAClearError) {
                                            STREAMRT_TEST_CHILD + " host-run");
   EXPECT_EQ(on.status, 0) << on.output;
   EXPECT_NE(on.output.find("host_run=1 ran_on_host=1"), std::string::npos) << on.output;
-  const auto off = streamrt_test::run_child(std::string("env -u STREAMRT_SCHEDULE STREAMRT_HOST_RUN=0 ") +
-                                            STREAMRT_TEST_CHILD + " host-run");
+  const auto off =
+      streamrt_test::run_child(std::string("env -u STREAMRT_SCHEDULE STREAMRT_HOST_RUN=0 ") +
+                               STREAMRT_TEST_CHILD + " host-run");
   EXPECT_EQ(off.status, 0) << off.output;
   EXPECT_NE(off.output.find("host_run=0 ran_on_host=0"), std::string::npos) << off.output;
   const auto bad = streamrt_test::run_child(std::string("STREAMRT_HOST_RUN=yes ") +

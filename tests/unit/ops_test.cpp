@@ -188,7 +188,7 @@ TEST(OpsElementwise, IntegerEdgeCases) {
   StreamContext ctx(s);
   Tensor q = big / zeros({2}, DType::Int32);
   EXPECT_THROW(q.data<std::int32_t>(), Error);
-  EXPECT_NO_THROW(s.synchronize());  // the read reported it (design.md rule 10)
+  EXPECT_NO_THROW(s.synchronize());                   // the read reported it (design.md rule 10)
   EXPECT_EQ((big / big).data<std::int32_t>()[1], 1);  // the stream works again after reporting
 }
 
@@ -226,8 +226,11 @@ TEST(OpsElementwise, MismatchesNameBothShapes) {
   expect_error_containing([] { ones({4}, DType::Bool) * ones({4}, DType::Bool); },
                           {"mul", "bool [4]", "numeric"});
   expect_error_containing([] { ones({2}).copy_(ones({3})); }, {"copy_", "[2]", "[3]"});
-  expect_error_containing([] { allclose(ones({2, 3}), ones({4})); },
-                          {"allclose", "[2, 3]", "[4]", "broadcast"});
+  expect_error_containing(
+      [] {
+        allclose(ones({2, 3}), ones({4}));
+      },
+      {"allclose", "[2, 3]", "[4]", "broadcast"});
 }
 
 TEST(OpsUnary, ReluKeepsNanAndZeroesNegatives) {
@@ -332,8 +335,11 @@ TEST(OpsCompare, AllcloseBroadcastsLikeNumpy) {
     // Empty broadcasts are vacuously close (numpy: np.allclose(np.zeros((0, 3)), [1, 2, 3])).
     EXPECT_TRUE(allclose(zeros({0, 3}), arange(3, DType::Float32)));
   }
-  expect_error_containing([] { allclose(zeros({3, 2}), zeros({3})); },
-                          {"allclose", "[3, 2]", "[3]", "cannot be broadcast"});
+  expect_error_containing(
+      [] {
+        allclose(zeros({3, 2}), zeros({3}));
+      },
+      {"allclose", "[3, 2]", "[3]", "cannot be broadcast"});
   // equal stays numpy's array_equal: no broadcasting, different shapes are not equal.
   EXPECT_FALSE(equal(ones({2, 3}), ones({3})));
   EXPECT_FALSE(equal(ones({1, 3}), ones({3})));

@@ -254,7 +254,7 @@ TEST_P(Tracking, FailureFlowsToConsumersOnOtherStreams) {
     consumer = bad + 1.0;
   }
   EXPECT_THROW(consumer.data<std::int64_t>(), Error);
-  EXPECT_NO_THROW(s2.synchronize());  // the read reported it on the consumer's stream (rule 10)
+  EXPECT_NO_THROW(s2.synchronize());      // the read reported it on the consumer's stream (rule 10)
   EXPECT_THROW(s1.synchronize(), Error);  // still active where it happened
 }
 

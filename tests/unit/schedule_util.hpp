@@ -19,7 +19,7 @@ inline bool serial() {
 }  // namespace streamrt_schedule
 
 // Returns from the test (or its SetUp) as skipped under STREAMRT_SCHEDULE=serial.
-#define STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE()                                                 \
-  if (::streamrt_schedule::serial())                                                         \
+#define STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE()                                                   \
+  if (::streamrt_schedule::serial())                                                            \
   GTEST_SKIP() << "STREAMRT_SCHEDULE=serial runs all work on one worker, and this test proves " \
                   "that work runs on several workers at once"

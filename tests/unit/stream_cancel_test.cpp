@@ -20,7 +20,6 @@ using streamrt_test::runtime_error_of;
 using streamrt_test::WorkersTest;
 using namespace std::chrono_literals;
 
-
 // Work that must be dropped: it records that it ran.
 auto never(std::atomic<int>& ran) {
   return [&ran] { ran.fetch_add(1); };

@@ -292,10 +292,16 @@ TEST(TensorLifetime, FromBlobWithStridesIsAView) {
   EXPECT_EQ(to_vector(wide)[8], buf[0]);
   expect_error_containing([&] { wide.fill_(1.0); }, {"expanded"});
   // Sliding windows overlap: refused, naming the layout.
-  expect_error_containing([&] { from_blob(buf.data(), {4, 3}, {2, 1}, DType::Float64); },
-                          {"[4, 3]", "[2, 1]", "share memory"});
-  expect_error_containing([&] { from_blob(buf.data(), {4, 3}, {1}, DType::Float64); },
-                          {"1 strides", "[4, 3]"});
+  expect_error_containing(
+      [&] {
+        from_blob(buf.data(), {4, 3}, {2, 1}, DType::Float64);
+      },
+      {"[4, 3]", "[2, 1]", "share memory"});
+  expect_error_containing(
+      [&] {
+        from_blob(buf.data(), {4, 3}, {1}, DType::Float64);
+      },
+      {"1 strides", "[4, 3]"});
   expect_error_containing(
       [&] {
         from_blob(buf.data(), {3, 2}, {std::numeric_limits<std::int64_t>::max(), 1},

@@ -274,8 +274,7 @@ inline void expect_bad_setting(const std::string& variable, const std::string& b
                                const std::string& child_command) {
   const auto r = run_child(variable + "=" + bad + " timeout 120 " + child_command);
   EXPECT_EQ(r.status, 3) << variable << "=" << bad << ": " << r.output;
-  EXPECT_NE(r.output.find("error: " + variable + "='" + bad + "'"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("error: " + variable + "='" + bad + "'"), std::string::npos) << r.output;
 }
 
 // True when the thread `tid` of this process is asleep in the kernel (state S), as a host is

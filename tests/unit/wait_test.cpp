@@ -97,7 +97,7 @@ TEST_P(Timeouts, WaitAllForReturnsFalseWithoutThrowingAndChangesNothing) {
     if (!g.wait()) fail_hard("never released");
   });
   events[1].record(slow);
-  EXPECT_FALSE(streamrt::wait_all_for(events, kShort));      // no throw: timed out first
+  EXPECT_FALSE(streamrt::wait_all_for(events, kShort));  // no throw: timed out first
   EXPECT_EQ(events[1].state(), streamrt::EventState::Pending);
   g.open();
   EXPECT_THROW(streamrt::wait_all_for(events, kTimeout), std::out_of_range);

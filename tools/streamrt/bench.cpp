@@ -16,6 +16,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -158,16 +159,22 @@ const Result* CaseResult::streamrt() const {
   return nullptr;
 }
 
-}  // namespace bench
+namespace {
 
-int run_bench(int argc, char** argv) {
-  using namespace bench;
+// The command line: the options of the run, and what else it asks for.
+struct CommandLine {
   Options opts;
   bool list = false;
-  std::string idle_probe;
+  std::string idle_probe;  // non-empty: this process is one idle probe (run_idle_probe)
   double idle_seconds = 1.0;
-  std::string command_line = "streamrt";
-  for (int i = 0; i < argc; ++i) command_line += std::string(" ") + argv[i];
+  std::string text = "streamrt";  // as typed, for the report
+};
+
+// Reads argv into `cl`; returns the exit code when the command ends here (--help, or an option it
+// cannot use), nothing when the run goes on.
+std::optional<int> parse_command_line(int argc, char** argv, CommandLine& cl) {
+  Options& opts = cl.opts;
+  for (int i = 0; i < argc; ++i) cl.text += std::string(" ") + argv[i];
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* flag) -> const char* {
@@ -183,7 +190,7 @@ int run_bench(int argc, char** argv) {
     } else if (a == "--quick") {
       opts.quick = true;
     } else if (a == "--list") {
-      list = true;
+      cl.list = true;
     } else if (a == "--filter") {
       opts.filter = value("--filter");
       try {
@@ -210,30 +217,134 @@ int run_bench(int argc, char** argv) {
     } else if (a == "--out") {
       opts.out = value("--out");
     } else if (a == "--idle-probe") {  // internal: one idle measurement in a fresh process
-      idle_probe = value("--idle-probe");
+      cl.idle_probe = value("--idle-probe");
     } else if (a == "--idle-seconds") {
-      idle_seconds = std::atof(value("--idle-seconds"));
+      cl.idle_seconds = std::atof(value("--idle-seconds"));
     } else {
       std::fprintf(stderr, "streamrt bench: unknown option '%s' (see --help)\n", a.c_str());
       return 2;
     }
   }
-  if (!idle_probe.empty()) return run_idle_probe(idle_probe, idle_seconds);
+  return std::nullopt;
+}
+
+// --list: every job as "<case>/<peer>", with the reason of the skipped ones.
+void list_jobs(const Suite& suite) {
+  for (const auto& j : suite.jobs) {
+    std::printf("%s/%s%s%s\n", suite.cases[j.case_index].id.c_str(),
+                suite.peers[j.peer_index].id.c_str(),
+                j.skip.empty() ? "" : "  (skipped: ", j.skip.empty() ? "" : (j.skip + ")").c_str());
+  }
+}
+
+// Runs job `k` of the suite (its warm-up, then its repetitions) with a progress line on stderr.
+// A peer that cannot start is reported as skipped; any other exception as failed.
+Result run_job(const Suite& suite, const Options& opts, std::size_t k) {
+  const std::size_t total = suite.jobs.size();
+  const Job& job = suite.jobs[k];
+  const CaseSpec& c = suite.cases[job.case_index];
+  const PeerInfo& peer = suite.peers[job.peer_index];
+  std::fprintf(stderr, "[%3zu/%zu, %3zu left] %-34s %-16s ", k + 1, total, total - k - 1,
+               c.id.c_str(), peer.name.c_str());
+  std::fflush(stderr);
+  Result r;
+  r.peer_index = job.peer_index;
+  r.note = job.note;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!job.skip.empty()) {
+    r.status = "skipped";
+    r.reason = job.skip;
+  } else {
+    const int reps = opts.repetitions > 0 ? opts.repetitions : (opts.quick ? c.quick_reps : c.reps);
+    try {
+      auto rep = job.setup();
+      for (int w = 0; w < c.warmup; ++w) rep();
+      for (int i = 0; i < reps; ++i) r.samples.push_back(rep());
+      r.status = "ok";
+    } catch (const PeerUnavailable& e) {
+      r.status = "skipped";  // the peer's library is there but could not start
+      r.reason = e.what();
+      r.samples.clear();
+    } catch (const std::exception& e) {
+      r.status = "failed";
+      r.reason = e.what();
+      r.samples.clear();
+    }
+  }
+  r.stats = stats_of(r.samples);
+  if (r.status == "ok") {
+    std::fprintf(stderr, "%12s %7s  n=%zu  (%.1f s)\n",
+                 format_value(r.stats.median, c.unit).c_str(), spread_text(r).c_str(),
+                 r.samples.size(), seconds_since(t0));
+  } else {
+    std::fprintf(stderr, "%s: %s\n", r.status.c_str(), r.reason.c_str());
+  }
+  return r;
+}
+
+// Runs every job into `report.cases` (one CaseResult per case that has at least one job, in case
+// order); returns whether a streamrt job failed.
+bool run_jobs(const Suite& suite, const Options& opts, Report& report) {
+  std::vector<int> case_slot(suite.cases.size(), -1);
+  for (const auto& j : suite.jobs) {
+    if (case_slot[j.case_index] < 0) {
+      case_slot[j.case_index] = static_cast<int>(report.cases.size());
+      report.cases.push_back(CaseResult{suite.cases[j.case_index], {}});
+    }
+  }
+  bool streamrt_failed = false;
+  for (std::size_t k = 0; k < suite.jobs.size(); ++k) {
+    const Job& job = suite.jobs[k];
+    Result r = run_job(suite, opts, k);
+    if (r.status == "failed" && job.peer_index == 0) streamrt_failed = true;
+    report.cases[static_cast<std::size_t>(case_slot[job.case_index])].results.push_back(
+        std::move(r));
+  }
+  return streamrt_failed;
+}
+
+// The table on stdout, then bench.json, table.md and the plots in `out`; false (with the reason
+// on stderr) when one cannot be written.
+bool write_outputs(const Report& report, const std::string& out) {
+  print_table(report, stdout);
+  std::string error;
+  const auto json_path = (std::filesystem::path(out) / "bench.json").string();
+  const auto md_path = (std::filesystem::path(out) / "table.md").string();
+  if (!write_json(report, json_path, error) || !write_markdown(report, md_path, error)) {
+    std::fprintf(stderr, "streamrt bench: %s\n", error.c_str());
+    return false;
+  }
+  const auto plots = write_plots(report, out, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "streamrt bench: %s\n", error.c_str());
+    return false;
+  }
+  std::fprintf(stderr, "streamrt bench: wrote %s, %s", json_path.c_str(), md_path.c_str());
+  for (const auto& p : plots) std::fprintf(stderr, ", %s", p.c_str());
+  std::fprintf(stderr, " (%.1f s)\n", report.wall_seconds);
+  return true;
+}
+
+}  // namespace
+}  // namespace bench
+
+int run_bench(int argc, char** argv) {
+  using namespace bench;
+  CommandLine cl;
+  if (const auto done = parse_command_line(argc, argv, cl)) return *done;
+  const Options& opts = cl.opts;
+  if (!cl.idle_probe.empty()) return run_idle_probe(cl.idle_probe, cl.idle_seconds);
 
   const auto t_start = std::chrono::steady_clock::now();
   const auto cal = streamrt_bench::calibrate();
   Report report;
   report.options = opts;
-  report.command_line = command_line;
+  report.command_line = cl.text;
   report.machine = describe_machine(cal.iters_per_us);
   Suite suite = make_suite(opts, cal.iters_per_us, self_exe());
 
-  if (list) {
-    for (const auto& j : suite.jobs) {
-      std::printf(
-          "%s/%s%s%s\n", suite.cases[j.case_index].id.c_str(), suite.peers[j.peer_index].id.c_str(),
-          j.skip.empty() ? "" : "  (skipped: ", j.skip.empty() ? "" : (j.skip + ")").c_str());
-    }
+  if (cl.list) {
+    list_jobs(suite);
     return 0;
   }
   if (suite.jobs.empty()) {
@@ -261,60 +372,7 @@ int run_bench(int argc, char** argv) {
   // loaded, which took a core from whichever job ran first (docs/performance.md, "How the
   // figures are taken"). The idle case waits the same way before it measures.
   std::this_thread::sleep_for(kStartupSettle);
-
-  // One CaseResult per case that has at least one job, in case order.
-  std::vector<int> case_slot(suite.cases.size(), -1);
-  for (const auto& j : suite.jobs) {
-    if (case_slot[j.case_index] < 0) {
-      case_slot[j.case_index] = static_cast<int>(report.cases.size());
-      report.cases.push_back(CaseResult{suite.cases[j.case_index], {}});
-    }
-  }
-  bool streamrt_failed = false;
-  const std::size_t total = suite.jobs.size();
-  for (std::size_t k = 0; k < total; ++k) {
-    const Job& job = suite.jobs[k];
-    const CaseSpec& c = suite.cases[job.case_index];
-    const PeerInfo& peer = suite.peers[job.peer_index];
-    std::fprintf(stderr, "[%3zu/%zu, %3zu left] %-34s %-16s ", k + 1, total, total - k - 1,
-                 c.id.c_str(), peer.name.c_str());
-    std::fflush(stderr);
-    Result r;
-    r.peer_index = job.peer_index;
-    r.note = job.note;
-    const auto t0 = std::chrono::steady_clock::now();
-    if (!job.skip.empty()) {
-      r.status = "skipped";
-      r.reason = job.skip;
-    } else {
-      const int reps =
-          opts.repetitions > 0 ? opts.repetitions : (opts.quick ? c.quick_reps : c.reps);
-      try {
-        auto rep = job.setup();
-        for (int w = 0; w < c.warmup; ++w) rep();
-        for (int i = 0; i < reps; ++i) r.samples.push_back(rep());
-        r.status = "ok";
-      } catch (const PeerUnavailable& e) {
-        r.status = "skipped";  // the peer's library is there but could not start
-        r.reason = e.what();
-        r.samples.clear();
-      } catch (const std::exception& e) {
-        r.status = "failed";
-        r.reason = e.what();
-        r.samples.clear();
-        if (job.peer_index == 0) streamrt_failed = true;
-      }
-    }
-    r.stats = stats_of(r.samples);
-    if (r.status == "ok") {
-      std::fprintf(stderr, "%12s %7s  n=%zu  (%.1f s)\n", format_value(r.stats.median, c.unit).c_str(),
-                   spread_text(r).c_str(), r.samples.size(), seconds_since(t0));
-    } else {
-      std::fprintf(stderr, "%s: %s\n", r.status.c_str(), r.reason.c_str());
-    }
-    report.cases[static_cast<std::size_t>(case_slot[job.case_index])].results.push_back(
-        std::move(r));
-  }
+  const bool streamrt_failed = run_jobs(suite, opts, report);
 
   report.peers = suite.peers;
   describe_peers(report.peers);
@@ -322,23 +380,7 @@ int run_bench(int argc, char** argv) {
     std::fill_n(report.machine.load_after, 3, -1.0);
   }
   report.wall_seconds = seconds_since(t_start);
-
-  print_table(report, stdout);
-  std::string error;
-  const auto json_path = (std::filesystem::path(opts.out) / "bench.json").string();
-  const auto md_path = (std::filesystem::path(opts.out) / "table.md").string();
-  if (!write_json(report, json_path, error) || !write_markdown(report, md_path, error)) {
-    std::fprintf(stderr, "streamrt bench: %s\n", error.c_str());
-    return 1;
-  }
-  const auto plots = write_plots(report, opts.out, error);
-  if (!error.empty()) {
-    std::fprintf(stderr, "streamrt bench: %s\n", error.c_str());
-    return 1;
-  }
-  std::fprintf(stderr, "streamrt bench: wrote %s, %s", json_path.c_str(), md_path.c_str());
-  for (const auto& p : plots) std::fprintf(stderr, ", %s", p.c_str());
-  std::fprintf(stderr, " (%.1f s)\n", report.wall_seconds);
+  if (!write_outputs(report, opts.out)) return 1;
   if (streamrt_failed) {
     std::fputs("streamrt bench: a streamrt job FAILED (see above)\n", stderr);
     return 1;

@@ -111,6 +111,39 @@ std::string streams_text(int s) {
   return std::to_string(s) + (s == 1 ? " stream" : " streams");
 }
 
+// The matrix-product cases (jobs and peers in add_matmul_jobs).
+void append_matmul_specs(std::vector<CaseSpec>& v) {
+  struct Mm {
+    const char* id;
+    const char* title;
+    int n, count, streams;
+  };
+  for (const Mm& m :
+       {Mm{"matmul/2048", "matmul: one 2048^2 float32 product", 2048, 1, 1},
+        Mm{"matmul/256x64/streams=1", "matmul: 2 x 64 products of 256^2, one stream", 256, 64, 1},
+        Mm{"matmul/256x64/streams=2", "matmul: 2 x 64 products of 256^2, a stream each", 256, 64,
+           2},
+        Mm{"matmul/1000x1/streams=1", "matmul: two 1000^2 products, one stream", 1000, 1, 1},
+        Mm{"matmul/1000x1/streams=2", "matmul: two 1000^2 products, a stream each", 1000, 1, 2}}) {
+    auto c = spec(m.id, "matmul", m.title, "ms", Better::kLower, 7, 1);
+    c.params = {{"n", m.n}, {"count", m.count}, {"streams", m.streams}};
+    if (m.n == 2048) c.target = ">= 95% of direct OpenBLAS";
+    v.push_back(std::move(c));
+  }
+}
+
+// The graph replay cases (jobs and peers in bench_graph.cpp).
+void append_graph_specs(std::vector<CaseSpec>& v) {
+  v.push_back(
+      with_target(spec("graph/chain=1000", "graph", "graph: chain of 1,000 empty nodes (per node)",
+                       "ns/node", Better::kLower, 11),
+                  "<= 20 ns/node", 20));
+  v.push_back(with_target(
+      spec("graph/forkjoin=64", "graph", "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)",
+           "ns/node", Better::kLower, 11),
+      "<= 50 ns/node", 50));
+}
+
 std::vector<CaseSpec> case_specs(bool quick) {
   std::vector<CaseSpec> v;
   v.push_back(
@@ -176,33 +209,8 @@ std::vector<CaseSpec> case_specs(bool quick) {
     c.warmup = 0;
     v.push_back(with_target(std::move(c), "<= 1 ms/s", 1));
   }
-  struct Mm {
-    const char* id;
-    const char* title;
-    int n, count, streams;
-  };
-  for (const Mm& m :
-       {Mm{"matmul/2048", "matmul: one 2048^2 float32 product", 2048, 1, 1},
-        Mm{"matmul/256x64/streams=1", "matmul: 2 x 64 products of 256^2, one stream", 256, 64, 1},
-        Mm{"matmul/256x64/streams=2", "matmul: 2 x 64 products of 256^2, a stream each", 256, 64,
-           2},
-        Mm{"matmul/seed1000/streams=1", "matmul (seed): two 1000^2 products, serial", 1000, 1, 1},
-        Mm{"matmul/seed1000/streams=2", "matmul (seed): two 1000^2 products on two streams", 1000,
-           1, 2}}) {
-    auto c = spec(m.id, "matmul", m.title, "ms", Better::kLower, 7, 1);
-    c.params = {{"n", m.n}, {"count", m.count}, {"streams", m.streams}};
-    if (m.n == 2048) c.target = ">= 95% of direct OpenBLAS";
-    v.push_back(std::move(c));
-  }
-  // Graph replay (jobs and peers in bench_graph.cpp).
-  v.push_back(with_target(spec("graph/chain=1000", "graph",
-                               "graph: chain of 1,000 empty nodes (per node)", "ns/node",
-                               Better::kLower, 11),
-                          "<= 20 ns/node", 20));
-  v.push_back(with_target(spec("graph/forkjoin=64", "graph",
-                               "graph: fork-join 1 -> 64 -> 1 empty nodes (per node)", "ns/node",
-                               Better::kLower, 11),
-                          "<= 50 ns/node", 50));
+  append_matmul_specs(v);
+  append_graph_specs(v);
   return v;
 }
 
@@ -235,7 +243,146 @@ std::vector<typename P::Stream> make_streams(P& p, int n) {
   return v;
 }
 
-// Adds the jobs of peer P (index `pi`) for every case it has the concept for.
+// Sets `job` for peer P in a round-trip or enqueue case; false for the other groups.
+template <class P>
+bool set_submit_job(Job& job, const CaseSpec& c, const std::shared_ptr<Lazy<P>>& lazy,
+                    const Config& cfg) {
+  const int ops = cfg.quick ? 200 : 2000;
+  if (c.group == "round_trip") {
+    job.setup = [lazy, ops]() -> RepFn {
+      auto& p = lazy->get();
+      auto s = std::make_shared<typename P::Stream>(p.make_stream());
+      return [&p, s, ops] { return sb::round_trip(p, *s, P::kThreadPerItem ? ops / 10 : ops); };
+    };
+    return true;
+  }
+  if (c.group != "enqueue" && c.group != "enqueue_cpu") return false;
+  const bool cpu = c.group == "enqueue_cpu";
+  const int streams = static_cast<int>(param(c, "streams"));
+  int items = enqueue_items(cfg.quick);
+  if (P::kThreadPerItem) {
+    items = 2000;
+    job.note = "2,000 items, not " + std::to_string(enqueue_items(cfg.quick)) +
+               ": one thread per item (100,000 outstanding fail with EAGAIN)";
+  }
+  job.setup = [lazy, streams, items, cpu]() -> RepFn {
+    auto& p = lazy->get();
+    auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
+    return [&p, v, items, cpu] {
+      return cpu ? sb::enqueue_cpu(p, *v, items) : sb::enqueue_throughput(p, *v, items);
+    };
+  };
+  return true;
+}
+
+// Sets `job` for peer P in an event, hand-off or callback case; false for the other groups and
+// when P has no such concept (the case does not list P).
+template <class P>
+bool set_latency_job(Job& job, const CaseSpec& c, const std::shared_ptr<Lazy<P>>& lazy,
+                     const Config& cfg) {
+  const int ops = cfg.quick ? 200 : 2000;
+  const int latency_ops = cfg.quick ? 40 : 200;
+  if (c.group == "event") {
+    if constexpr (!P::kHasEvents) {
+      return false;
+    } else {
+      const bool poll = c.id == "record_poll";
+      job.setup = [lazy, ops, poll]() -> RepFn {
+        auto& p = lazy->get();
+        auto s = std::make_shared<typename P::Stream>(p.make_stream());
+        return [&p, s, ops, poll] {
+          return poll ? sb::record_poll(p, *s, ops) : sb::record_wait(p, *s, ops);
+        };
+      };
+      return true;
+    }
+  } else if (c.group == "handoff") {
+    if constexpr (!P::kHasEvents) {
+      return false;
+    } else {
+      job.setup = [lazy, latency_ops]() -> RepFn {
+        auto& p = lazy->get();
+        auto a = std::make_shared<typename P::Stream>(p.make_stream());
+        auto b = std::make_shared<typename P::Stream>(p.make_stream());
+        return [&p, a, b, latency_ops] {
+          std::vector<double> v;
+          for (int i = 0; i < latency_ops; ++i) v.push_back(sb::handoff_once(p, *a, *b));
+          return sb::median_of(std::move(v));
+        };
+      };
+      job.note = "median of " + std::to_string(latency_ops) + " hand-offs per repetition";
+      return true;
+    }
+  } else if (c.group == "callback") {
+    if constexpr (!P::kHasCallbacks) {
+      return false;
+    } else {
+      job.setup = [lazy, latency_ops]() -> RepFn {
+        auto& p = lazy->get();
+        auto s = std::make_shared<typename P::Stream>(p.make_stream());
+        return [&p, s, latency_ops] {
+          std::vector<double> v;
+          for (int i = 0; i < latency_ops; ++i) v.push_back(sb::callback_once(p, *s));
+          return sb::median_of(std::move(v));
+        };
+      };
+      return true;
+    }
+  }
+  return false;
+}
+
+// Sets `job` for peer P in an overlap, granularity, many-streams or idle case; false for the
+// other groups.
+template <class P>
+bool set_load_job(Job& job, const CaseSpec& c, const std::shared_ptr<Lazy<P>>& lazy,
+                  const Config& cfg) {
+  if (c.group == "overlap") {
+    const auto iters = cfg.cal.iters(20'000);
+    job.setup = [lazy, iters]() -> RepFn {
+      auto& p = lazy->get();
+      return [&p, iters] { return sb::overlap_speedup(p, iters); };
+    };
+  } else if (c.group == "granularity") {
+    const double item_us = param(c, "item_us");
+    const int streams = static_cast<int>(param(c, "streams"));
+    const int items = static_cast<int>(granularity_total_us(cfg.quick) / item_us);
+    if (P::kThreadPerItem && items > kMaxThreadsPerCase) {
+      job.skip = "one thread per item: " + std::to_string(items) +
+                 " items would need that many threads (this suite allows " +
+                 std::to_string(kMaxThreadsPerCase) + ")";
+    }
+    const auto cal = cfg.cal;
+    job.setup = [lazy, streams, items, item_us, cal]() -> RepFn {
+      auto& p = lazy->get();
+      auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
+      return [&p, v, items, item_us, cal] {
+        return 100.0 * sb::efficiency(p, *v, items, item_us, cal);
+      };
+    };
+  } else if (c.group == "many_streams") {
+    const int streams = static_cast<int>(param(c, "streams"));
+    const auto iters = cfg.cal.iters(kManyItemUs);
+    job.setup = [lazy, streams, iters]() -> RepFn {
+      auto& p = lazy->get();
+      auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
+      return
+          [&p, v, iters] { return kManyItems / (sb::run_items(p, *v, kManyItems, iters) / 1e9); };
+    };
+  } else if (c.group == "idle") {
+    const double seconds = cfg.quick ? 0.25 : 1.0;
+    const std::string exe = cfg.self_exe;
+    job.setup = [exe, seconds]() -> RepFn {
+      return [exe, seconds] { return idle_in_child(exe, P::kId, seconds); };
+    };
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Adds the jobs of peer P (index `pi`) for every case it has the concept for. Matmul and graph
+// cases have their own peers (add_matmul_jobs, add_graph_jobs).
 template <class P>
 void add_peer_jobs(Suite& suite, std::size_t pi, const std::shared_ptr<Lazy<P>>& lazy,
                    const Config& cfg) {
@@ -244,115 +391,10 @@ void add_peer_jobs(Suite& suite, std::size_t pi, const std::shared_ptr<Lazy<P>>&
     Job job;
     job.case_index = ci;
     job.peer_index = pi;
-    const int ops = cfg.quick ? 200 : 2000;
-    const int latency_ops = cfg.quick ? 40 : 200;
-    if (c.group == "round_trip") {
-      job.setup = [lazy, ops]() -> RepFn {
-        auto& p = lazy->get();
-        auto s = std::make_shared<typename P::Stream>(p.make_stream());
-        return [&p, s, ops] { return sb::round_trip(p, *s, P::kThreadPerItem ? ops / 10 : ops); };
-      };
-    } else if (c.group == "enqueue" || c.group == "enqueue_cpu") {
-      const bool cpu = c.group == "enqueue_cpu";
-      const int streams = static_cast<int>(param(c, "streams"));
-      int items = enqueue_items(cfg.quick);
-      if (P::kThreadPerItem) {
-        items = 2000;
-        job.note = "2,000 items, not " + std::to_string(enqueue_items(cfg.quick)) +
-                   ": one thread per item (100,000 outstanding fail with EAGAIN)";
-      }
-      job.setup = [lazy, streams, items, cpu]() -> RepFn {
-        auto& p = lazy->get();
-        auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
-        return [&p, v, items, cpu] {
-          return cpu ? sb::enqueue_cpu(p, *v, items) : sb::enqueue_throughput(p, *v, items);
-        };
-      };
-    } else if (c.group == "event") {
-      if constexpr (!P::kHasEvents) {
-        continue;  // no such concept: not listed
-      } else {
-        const bool poll = c.id == "record_poll";
-        job.setup = [lazy, ops, poll]() -> RepFn {
-          auto& p = lazy->get();
-          auto s = std::make_shared<typename P::Stream>(p.make_stream());
-          return [&p, s, ops, poll] {
-            return poll ? sb::record_poll(p, *s, ops) : sb::record_wait(p, *s, ops);
-          };
-        };
-      }
-    } else if (c.group == "handoff") {
-      if constexpr (!P::kHasEvents) {
-        continue;
-      } else {
-        job.setup = [lazy, latency_ops]() -> RepFn {
-          auto& p = lazy->get();
-          auto a = std::make_shared<typename P::Stream>(p.make_stream());
-          auto b = std::make_shared<typename P::Stream>(p.make_stream());
-          return [&p, a, b, latency_ops] {
-            std::vector<double> v;
-            for (int i = 0; i < latency_ops; ++i) v.push_back(sb::handoff_once(p, *a, *b));
-            return sb::median_of(std::move(v));
-          };
-        };
-        job.note = "median of " + std::to_string(latency_ops) + " hand-offs per repetition";
-      }
-    } else if (c.group == "callback") {
-      if constexpr (!P::kHasCallbacks) {
-        continue;
-      } else {
-        job.setup = [lazy, latency_ops]() -> RepFn {
-          auto& p = lazy->get();
-          auto s = std::make_shared<typename P::Stream>(p.make_stream());
-          return [&p, s, latency_ops] {
-            std::vector<double> v;
-            for (int i = 0; i < latency_ops; ++i) v.push_back(sb::callback_once(p, *s));
-            return sb::median_of(std::move(v));
-          };
-        };
-      }
-    } else if (c.group == "overlap") {
-      const auto iters = cfg.cal.iters(20'000);
-      job.setup = [lazy, iters]() -> RepFn {
-        auto& p = lazy->get();
-        return [&p, iters] { return sb::overlap_speedup(p, iters); };
-      };
-    } else if (c.group == "granularity") {
-      const double item_us = param(c, "item_us");
-      const int streams = static_cast<int>(param(c, "streams"));
-      const int items = static_cast<int>(granularity_total_us(cfg.quick) / item_us);
-      if (P::kThreadPerItem && items > kMaxThreadsPerCase) {
-        job.skip = "one thread per item: " + std::to_string(items) +
-                   " items would need that many threads (this suite allows " +
-                   std::to_string(kMaxThreadsPerCase) + ")";
-      }
-      const auto cal = cfg.cal;
-      job.setup = [lazy, streams, items, item_us, cal]() -> RepFn {
-        auto& p = lazy->get();
-        auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
-        return [&p, v, items, item_us, cal] {
-          return 100.0 * sb::efficiency(p, *v, items, item_us, cal);
-        };
-      };
-    } else if (c.group == "many_streams") {
-      const int streams = static_cast<int>(param(c, "streams"));
-      const auto iters = cfg.cal.iters(kManyItemUs);
-      job.setup = [lazy, streams, iters]() -> RepFn {
-        auto& p = lazy->get();
-        auto v = std::make_shared<std::vector<typename P::Stream>>(make_streams(p, streams));
-        return
-            [&p, v, iters] { return kManyItems / (sb::run_items(p, *v, kManyItems, iters) / 1e9); };
-      };
-    } else if (c.group == "idle") {
-      const double seconds = cfg.quick ? 0.25 : 1.0;
-      const std::string exe = cfg.self_exe;
-      job.setup = [exe, seconds]() -> RepFn {
-        return [exe, seconds] { return idle_in_child(exe, P::kId, seconds); };
-      };
-    } else {
-      continue;  // matmul and graph: their own peers (add_matmul_jobs, add_graph_jobs)
+    if (set_submit_job(job, c, lazy, cfg) || set_latency_job(job, c, lazy, cfg) ||
+        set_load_job(job, c, lazy, cfg)) {
+      suite.jobs.push_back(std::move(job));
     }
-    suite.jobs.push_back(std::move(job));
   }
 }
 
@@ -474,8 +516,9 @@ std::string missing_peer_reason(const char* library) {
 #ifdef STREAMRT_BENCH_ALL_PEERS
   return std::string(library) + " not found at configure time";
 #else
-  return std::string("not in the installed streamrt tool, which loads no library streamrt does "
-                     "not need (") +
+  return std::string(
+             "not in the installed streamrt tool, which loads no library streamrt does "
+             "not need (") +
          library + "): run bench/streamrt_compare bench from a build tree";
 #endif
 }

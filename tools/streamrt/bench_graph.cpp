@@ -26,7 +26,9 @@ using RepFn = std::function<double()>;
 constexpr int kChain = 1000;  // nodes in the chain
 constexpr int kWidth = 64;    // parallel nodes of the fork-join (plus its source and sink)
 
-int nodes_of(bool chain) { return chain ? kChain : kWidth + 2; }
+int nodes_of(bool chain) {
+  return chain ? kChain : kWidth + 2;
+}
 
 // Builds the shape on `s` (and `side` for the fork-join) with empty items; used both to capture
 // the graph and, without a capture, to launch the items directly.

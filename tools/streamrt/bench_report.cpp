@@ -74,7 +74,8 @@ std::string caveat(const Report& report, const CaseSpec& c, const Result& r) {
                            printf_string("%.1f", m.load_after[0]) + " after";
   if (c.group == "granularity" && r.stats.median > 100.0) {
     return "above 100 %: the bare threads ran slower than this peer, so other processes took "
-           "cores from them (load " + load + "); noise, not a gain";
+           "cores from them (load " +
+           load + "); noise, not a gain";
   }
   // Streams against one stream on the same work: more than the cores would be parallelism the
   // machine does not have.

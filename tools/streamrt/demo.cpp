@@ -1,5 +1,5 @@
-// `streamrt demo`: the seed articles' scenarios on CPU streams, with a readable report, a Chrome
-// trace and an SVG timeline of the matrix-product scenarios.
+// `streamrt demo`: the scenarios of the articles in docs/seeds.md on CPU streams, with a readable
+// report, a Chrome trace and an SVG timeline of the matrix-product scenarios.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,14 +8,15 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "commands.hpp"
 #include "demo_graph.hpp"
-#include "timeline_svg.hpp"
 #include "streamrt/streamrt.hpp"
+#include "timeline_svg.hpp"
 
 namespace streamrt_tool {
 namespace {
@@ -24,13 +25,13 @@ using namespace streamrt;
 using WallClock = std::chrono::steady_clock;
 
 struct Options {
-  long size = 1000;        // seed example 1: matrix size
-  long streams = 2;        // streams run side by side
-  long iters = 4;          // products per stream in the seed scenario
+  long size = 1000;         // scenario 1: matrix size
+  long streams = 2;         // streams run side by side
+  long iters = 4;           // scenario 1: products per stream
   long small_size = 100;    // scenario 2: size of the small products (below the split size)
   long small_iters = 1000;  // scenario 2: products per stream
-  long runs = 3;           // measured runs of each side of a comparison
-  std::string out = ".";   // folder for the trace and the timeline
+  long runs = 3;            // measured runs of each side of a comparison
+  std::string out = ".";    // folder for the trace and the timeline
 };
 
 // The integer options: flag, the range accepted, and the field each sets.
@@ -51,8 +52,8 @@ constexpr IntOption kIntOptions[] = {
 constexpr const char* kUsage =
     "usage: streamrt demo [options]\n"
     "\n"
-    "Runs the seed articles' scenarios on CPU streams and prints a report:\n"
-    "  1. the seed's two streams of matrix products (per-stream time from timing events, wall\n"
+    "Runs stream and event scenarios on CPU streams and prints a report:\n"
+    "  1. two streams of large matrix products (per-stream time from timing events, wall\n"
     "     time of one stream vs the streams side by side, speedup, allclose of the results);\n"
     "  2. many small products (too small to split across workers: below 128x128) on one stream\n"
     "     vs side by side;\n"
@@ -67,7 +68,7 @@ constexpr const char* kUsage =
     "is wrong.\n"
     "\n"
     "options:\n"
-    "  --size N         matrix size of scenario 1 (default 1000: the seed's 1000x1000)\n"
+    "  --size N         matrix size of scenario 1 (default 1000: 1000x1000 products)\n"
     "  --streams K      streams side by side, 1-16 (default 2)\n"
     "  --iters I        products per stream in scenario 1 (default 4)\n"
     "  --small-size N   matrix size of scenario 2 (default 256)\n"
@@ -140,8 +141,8 @@ void print_load() {
 }
 
 struct ProductRun {
-  std::vector<double> serial_ms, parallel_ms;     // one per measured run
-  std::vector<std::vector<double>> stream_ms;     // per stream, one per run (timing events)
+  std::vector<double> serial_ms, parallel_ms;  // one per measured run
+  std::vector<std::vector<double>> stream_ms;  // per stream, one per run (timing events)
   bool all_close = false;
 };
 
@@ -151,7 +152,10 @@ struct ProductRun {
 class Products {
  public:
   Products(Profiler& prof, const std::string& tag, long n, long k, long iters, std::uint64_t seed)
-      : k_(k), iters_(iters), a_(randn({n, n}, seed)), b_(randn({n, n}, seed + 1)),
+      : k_(k),
+        iters_(iters),
+        a_(randn({n, n}, seed)),
+        b_(randn({n, n}, seed + 1)),
         outs_(static_cast<std::size_t>(k)) {
     prof.name_stream(serial_, tag + ": one stream");
     for (long i = 0; i < k; ++i) {
@@ -178,7 +182,7 @@ class Products {
   double run_parallel(std::vector<std::vector<double>>* stream_ms) {
     const auto t0 = WallClock::now();
     for (std::size_t u = 0; u < streams_.size(); ++u) {
-      StreamContext ctx(streams_[u]);  // the seed's `with torch.cpu.StreamContext(stream):`
+      StreamContext ctx(streams_[u]);  // the articles' `with torch.cpu.StreamContext(stream):`
       begin_[u].record();
       for (long j = 0; j < iters_; ++j) outs_[u] = matmul(a_, b_);
       end_[u].record();
@@ -273,10 +277,9 @@ ProductRun measured(Products& products, long n, long k, long iters, long runs) {
   return r;
 }
 
-}  // namespace
-
-int run_demo(int argc, char** argv) {
-  Options opt;
+// Reads the options into `opt`; returns the exit code when the command ends here (--help, or an
+// option it cannot use), nothing when the demo goes on.
+std::optional<int> parse_options(int argc, char** argv, Options& opt) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -306,29 +309,31 @@ int run_demo(int argc, char** argv) {
       return 2;
     }
   }
+  return std::nullopt;
+}
+
+// Creates the output folder when missing; says why and returns false when it cannot be used.
+bool prepare_out_folder(const std::string& out) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  fs::create_directories(opt.out, ec);
-  if (!fs::is_directory(opt.out)) {
-    std::fprintf(stderr, "streamrt demo: cannot use '%s' as the output folder%s%s\n",
-                 opt.out.c_str(), ec ? ": " : "", ec ? ec.message().c_str() : "");
-    return 2;
+  fs::create_directories(out, ec);
+  if (!fs::is_directory(out)) {
+    std::fprintf(stderr, "streamrt demo: cannot use '%s' as the output folder%s%s\n", out.c_str(),
+                 ec ? ": " : "", ec ? ec.message().c_str() : "");
+    return false;
   }
+  return true;
+}
 
-  std::printf(
-      "streamrt demo: CPU streams, events and tensors (%d worker threads; OpenBLAS runs\n"
-      "single-threaded inside workers, large products are split across them)\n",
-      cpu::num_threads());
-  print_load();
-  Profiler prof;
-
-  // 1. The seed's example: two streams of 1000x1000 products, then allclose.
-  std::printf("1. %s of %ldx%ld matmul (seed example 1), %ld products per stream\n",
+// Scenarios 1, 2 and 2b, measured, then one more run of them traced into `prof` (the profiler's
+// cost stays out of the figures).
+void product_scenarios(Profiler& prof, const Options& opt) {
+  // 1. Two streams of 1000x1000 products, then allclose: the articles' first example.
+  std::printf("1. %s of %ldx%ld matmul, %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.size, opt.size, opt.iters);
-  Products seed(prof, "1 seed", opt.size, opt.streams, opt.iters, 1);
-  const auto big = measured(seed, opt.size, opt.streams, opt.iters, opt.runs);
-  if (opt.streams > 1 && speedup_of(big) < 1.3 &&
-      cpu::num_threads() > 1) {
+  Products large_products(prof, "1 large", opt.size, opt.streams, opt.iters, 1);
+  const auto big = measured(large_products, opt.size, opt.streams, opt.iters, opt.runs);
+  if (opt.streams > 1 && speedup_of(big) < 1.3 && cpu::num_threads() > 1) {
     std::printf(
         "   note: one stream already uses every worker here (each product is split in\n"
         "   row blocks across the pool), so more streams add little; streams pay off for\n"
@@ -339,148 +344,150 @@ int run_demo(int argc, char** argv) {
   std::printf("\n2. %s of %ldx%ld matmul, %ld products per stream\n",
               streams_text(opt.streams).c_str(), opt.small_size, opt.small_size, opt.small_iters);
   Products small_products(prof, "2 small", opt.small_size, opt.streams, opt.small_iters, 3);
-  const auto small =
-      measured(small_products, opt.small_size, opt.streams, opt.small_iters, opt.runs);
+  measured(small_products, opt.small_size, opt.streams, opt.small_iters, opt.runs);
   // 2b. Graph capture and replay (docs/graphs.md).
   std::printf("\n2b. a two-stream step captured once and replayed (graph) vs launched eagerly\n");
   check(run_graph_scenario(opt.small_iters, opt.runs), "graph replay result");
 
-  // One more run of scenarios 1, 2 and 2b, traced (the profiler's cost stays out of the figures).
   prof.start();
-  seed.run_serial();
-  seed.run_parallel(nullptr);
+  large_products.run_serial();
+  large_products.run_parallel(nullptr);
   small_products.run_serial();
   small_products.run_parallel(nullptr);
   trace_graph_scenario(prof, std::min(opt.small_iters, 50L));
   prof.stop();
+}
 
-  // 3. Poll while working (the seed's `while not event.poll()`).
+// 3. Poll while working (the articles' `while not event.poll()`).
+void poll_scenario() {
   std::printf("\n3. poll an event while the host works\n");
+  Stream s;
+  Event done;
+  Tensor out;
   {
-    Stream s;
-    Event done;
-    Tensor out;
-    {
-      StreamContext ctx(s);
-      Tensor x = randn({600, 600}, 5);
-      out = matmul(x, x);
-      done.record();
-    }
-    long steps = 0;
-    while (!done.query()) ++steps;
-    std::printf("   host loop ran %ld times before completed() became true; result ready: %s\n",
-                steps, out.ready() ? "yes" : "no");
-    check(out.ready(), "result not ready after its event completed");
+    StreamContext ctx(s);
+    Tensor x = randn({600, 600}, 5);
+    out = matmul(x, x);
+    done.record();
   }
+  long steps = 0;
+  while (!done.query()) ++steps;
+  std::printf("   host loop ran %ld times before completed() became true; result ready: %s\n",
+              steps, out.ready() ? "yes" : "no");
+  check(out.ready(), "result not ready after its event completed");
+}
 
-  // 4. Reset and completed.
+// 4. Reset and completed.
+void reset_scenario() {
   std::printf("\n4. event reset and completed\n");
-  {
-    Stream s;
-    Event e;
-    s.launch([] {});
-    e.record(s);
+  Stream s;
+  Event e;
+  s.launch([] {});
+  e.record(s);
+  e.synchronize();
+  const bool before = e.completed();
+  e.reset();
+  const bool after = e.completed();
+  bool refused = false;
+  try {
     e.synchronize();
-    const bool before = e.completed();
-    e.reset();
-    const bool after = e.completed();
-    bool refused = false;
-    try {
-      e.synchronize();
-    } catch (const Error&) {
-      refused = true;
-    }
-    std::printf("   completed: %s; after reset: %s; waiting on the reset event: %s\n",
-                before ? "true" : "false", after ? "true" : "false",
-                refused ? "Error (never recorded)" : "returned");
-    check(before && !after && refused, "reset/completed");
+  } catch (const Error&) {
+    refused = true;
   }
+  std::printf("   completed: %s; after reset: %s; waiting on the reset event: %s\n",
+              before ? "true" : "false", after ? "true" : "false",
+              refused ? "Error (never recorded)" : "returned");
+  check(before && !after && refused, "reset/completed");
+}
 
-  // 5. wait_all on several events.
-  std::printf("\n5. wait_all on %ld events (one per stream)\n", opt.streams);
-  {
-    std::vector<Stream> ss(static_cast<std::size_t>(opt.streams));
-    for (auto& s : ss) s = Stream();
-    std::vector<Event> events;
-    std::vector<Tensor> outs;
-    for (std::size_t i = 0; i < ss.size(); ++i) {
-      StreamContext ctx(ss[i]);
-      outs.push_back(sum(matmul(ones({200, 200}), ones({200, 200}))));
-      events.push_back(ss[i].record_event());
-    }
-    wait_all(events);
-    bool all = true;
-    for (std::size_t i = 0; i < ss.size(); ++i) all = all && events[i].completed() && ss[i].query();
-    std::printf("   all complete after wait_all: %s; sum = %.0f\n", all ? "true" : "false",
-                static_cast<double>(outs[0].item<float>()));
-    check(all && outs[0].item<float>() == 200.0f * 200.0f * 200.0f, "wait_all");
+// 5. wait_all on several events.
+void wait_all_scenario(long streams) {
+  std::printf("\n5. wait_all on %ld events (one per stream)\n", streams);
+  std::vector<Stream> ss(static_cast<std::size_t>(streams));
+  for (auto& s : ss) s = Stream();
+  std::vector<Event> events;
+  std::vector<Tensor> outs;
+  for (std::size_t i = 0; i < ss.size(); ++i) {
+    StreamContext ctx(ss[i]);
+    outs.push_back(sum(matmul(ones({200, 200}), ones({200, 200}))));
+    events.push_back(ss[i].record_event());
   }
+  wait_all(events);
+  bool all = true;
+  for (std::size_t i = 0; i < ss.size(); ++i) all = all && events[i].completed() && ss[i].query();
+  std::printf("   all complete after wait_all: %s; sum = %.0f\n", all ? "true" : "false",
+              static_cast<double>(outs[0].item<float>()));
+  check(all && outs[0].item<float>() == 200.0f * 200.0f * 200.0f, "wait_all");
+}
 
-  // 6. Completion callbacks.
+// 6. Completion callbacks.
+void callback_scenario() {
   std::printf("\n6. completion callback\n");
+  Stream s;
+  Tensor out;
   {
-    Stream s;
-    Tensor out;
-    {
-      StreamContext ctx(s);
-      out = relu(randn({500, 500}, 9));
-    }
-    std::promise<bool> called;
-    s.record_event().on_complete(
-        [&](std::exception_ptr failure) { called.set_value(failure == nullptr); });
-    auto fut = called.get_future();
-    const bool ran = fut.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
-    const bool clean = ran && fut.get();
-    std::printf("   callback ran on a runtime thread: %s; no failure: %s\n", ran ? "yes" : "no",
-                clean ? "yes" : "no");
-    check(ran && clean, "completion callback");
+    StreamContext ctx(s);
+    out = relu(randn({500, 500}, 9));
   }
+  std::promise<bool> called;
+  s.record_event().on_complete(
+      [&](std::exception_ptr failure) { called.set_value(failure == nullptr); });
+  auto fut = called.get_future();
+  const bool ran = fut.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  const bool clean = ran && fut.get();
+  std::printf("   callback ran on a runtime thread: %s; no failure: %s\n", ran ? "yes" : "no",
+              clean ? "yes" : "no");
+  check(ran && clean, "completion callback");
+}
 
-  // 7. Device-wide synchronize.
+// 7. Device-wide synchronize.
+void device_synchronize_scenario() {
   std::printf("\n7. device-wide synchronize\n");
-  {
-    std::vector<Stream> ss;
-    std::vector<Tensor> ys;
-    for (int i = 0; i < 4; ++i) {
-      ss.emplace_back();
-      StreamContext ctx(ss.back());
-      Tensor x = full({500, 500}, i);
-      ys.push_back(x + x);
-    }
-    synchronize(Device::parse("cpu"));
-    bool idle = true;
-    for (auto& s : ss) idle = idle && s.query();
-    std::printf("   4 streams idle after synchronize(cpu): %s\n", idle ? "true" : "false");
-    check(idle && ys[3].data<float>()[0] == 6.0f, "device synchronize");
+  std::vector<Stream> ss;
+  std::vector<Tensor> ys;
+  for (int i = 0; i < 4; ++i) {
+    ss.emplace_back();
+    StreamContext ctx(ss.back());
+    Tensor x = full({500, 500}, i);
+    ys.push_back(x + x);
   }
+  synchronize(Device::parse("cpu"));
+  bool idle = true;
+  for (auto& s : ss) idle = idle && s.query();
+  std::printf("   4 streams idle after synchronize(cpu): %s\n", idle ? "true" : "false");
+  check(idle && ys[3].data<float>()[0] == 6.0f, "device synchronize");
+}
 
-  // 8. Explicit stream guard.
+// 8. Explicit stream guard.
+void stream_guard_scenario() {
   std::printf("\n8. explicit stream guard (StreamContext)\n");
+  Stream s;
+  const Stream before = current_stream();
+  bool inside = false;
   {
-    Stream s;
-    const Stream before = current_stream();
-    bool inside = false;
-    {
-      StreamContext guard(s);
-      inside = current_stream() == s;
-    }
-    const bool restored = current_stream() == before;
-    std::printf("   current stream inside the guard: %s; restored after: %s\n",
-                inside ? "the guarded stream" : "WRONG", restored ? "yes" : "no");
-    check(inside && restored, "stream guard");
+    StreamContext guard(s);
+    inside = current_stream() == s;
   }
+  const bool restored = current_stream() == before;
+  std::printf("   current stream inside the guard: %s; restored after: %s\n",
+              inside ? "the guarded stream" : "WRONG", restored ? "yes" : "no");
+  check(inside && restored, "stream guard");
+}
 
-  const auto trace = (fs::path(opt.out) / "streamrt-trace.json").string();
-  const auto svg = (fs::path(opt.out) / "streamrt-timeline.svg").string();
+// Writes the traced run as a Chrome trace and an SVG timeline into `out` and says where; false
+// (with the reason on stderr) when they cannot be written.
+bool write_trace(const Profiler& prof, const std::string& out) {
+  namespace fs = std::filesystem;
+  const auto trace = (fs::path(out) / "streamrt-trace.json").string();
+  const auto svg = (fs::path(out) / "streamrt-timeline.svg").string();
   try {
     prof.export_chrome_trace(trace);
-    streamrt_timeline::export_timeline_svg(
-        prof, svg,
-        "streamrt demo: scenarios 1, 2 and 2b (" + std::to_string(cpu::num_threads()) +
-            " workers)");
+    streamrt_timeline::export_timeline_svg(prof, svg,
+                                           "streamrt demo: scenarios 1, 2 and 2b (" +
+                                               std::to_string(cpu::num_threads()) + " workers)");
   } catch (const Error& e) {
     std::fprintf(stderr, "streamrt demo: %s\n", e.what());
-    return 1;
+    return false;
   }
   std::printf("\n%zu work items traced (one more run of scenarios 1, 2 and 2b):\n",
               prof.records().size());
@@ -488,6 +495,31 @@ int run_demo(int argc, char** argv) {
               fs::absolute(trace).lexically_normal().c_str());
   std::printf("   timeline: %s  (one row per stream)\n",
               fs::absolute(svg).lexically_normal().c_str());
+  return true;
+}
+
+}  // namespace
+
+int run_demo(int argc, char** argv) {
+  Options opt;
+  if (const auto done = parse_options(argc, argv, opt)) return *done;
+  if (!prepare_out_folder(opt.out)) return 2;
+
+  std::printf(
+      "streamrt demo: CPU streams, events and tensors (%d worker threads; OpenBLAS runs\n"
+      "single-threaded inside workers, large products are split across them)\n",
+      cpu::num_threads());
+  print_load();
+  Profiler prof;
+  product_scenarios(prof, opt);
+  poll_scenario();
+  reset_scenario();
+  wait_all_scenario(opt.streams);
+  callback_scenario();
+  device_synchronize_scenario();
+  stream_guard_scenario();
+
+  if (!write_trace(prof, opt.out)) return 1;
   if (g_failures > 0) {
     std::printf("\n%d check(s) FAILED\n", g_failures);
     return 1;

@@ -94,10 +94,11 @@ bool run_graph_scenario(long steps, long runs) {
   const double e = median(eager_us), r = median(replay_us);
   std::printf("   captured once (%zu nodes over 2 streams), replayed %ld times per run\n", nodes,
               steps);
-  std::printf("   eager: %.1f us per step; replay: %.1f us per step (%.2fx faster); results %s\n", e,
-              r, e / r, same ? "identical" : "DIFFER");
-  std::printf("   (%s; runs alternated, after an unrecorded warm-up run of each)\n",
-              runs == 1 ? "one run each" : ("medians of " + std::to_string(runs) + " runs").c_str());
+  std::printf("   eager: %.1f us per step; replay: %.1f us per step (%.2fx faster); results %s\n",
+              e, r, e / r, same ? "identical" : "DIFFER");
+  std::printf(
+      "   (%s; runs alternated, after an unrecorded warm-up run of each)\n",
+      runs == 1 ? "one run each" : ("medians of " + std::to_string(runs) + " runs").c_str());
   return same;
 }
 

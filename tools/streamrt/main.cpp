@@ -13,7 +13,7 @@ void usage(std::FILE* out) {
       "usage: streamrt <command> [options]\n"
       "\n"
       "commands:\n"
-      "  demo    run the seed scenarios on CPU streams and report timings (demo --help)\n"
+      "  demo    run stream and event scenarios on CPU streams and report timings (demo --help)\n"
       "  bench   compare streamrt with other ways to run stream-ordered work (bench --help)\n"
       "  stress  run model-checked random programs for a while (stress --help)\n"
       "  help    show this text\n"

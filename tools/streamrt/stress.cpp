@@ -23,7 +23,7 @@ namespace {
 
 struct StressOptions {
   double seconds = 60;
-  long ops = 100'000;  // per round
+  long ops = 100'000;      // per round
   std::uint64_t seed = 0;  // 0: from the clock
 };
 
@@ -102,9 +102,9 @@ int run_stress(int argc, char** argv) {
   StressOptions opt;
   if (const int rc = parse(argc, argv, opt); rc != 0) return rc < 0 ? 0 : rc;
   if (opt.seed == 0) {
-    opt.seed = static_cast<std::uint64_t>(
-                   std::chrono::steady_clock::now().time_since_epoch().count()) &
-               0xffffffffULL;
+    opt.seed =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) &
+        0xffffffffULL;
   }
   static constexpr int kWorkers[] = {1, 2, 4, 8};
   std::printf("streamrt stress: %.0f s of rounds of %ld operations (seed %" PRIu64
@@ -149,10 +149,11 @@ int run_stress(int argc, char** argv) {
   const long allowed_kib = std::max<long>(64 * 1024, base_kib / 8);
   const bool memory_flat = end_kib - base_kib <= allowed_kib;
   const bool fds_flat = end_fds == base_fds;
-  std::printf("%ld rounds, %ld operations checked, %ld violations; RSS %ld -> %ld MiB (%s), open "
-              "fds %d -> %d (%s)\n",
-              rounds, checked, violations, base_kib / 1024, end_kib / 1024,
-              memory_flat ? "flat" : "GREW", base_fds, end_fds, fds_flat ? "flat" : "GREW");
+  std::printf(
+      "%ld rounds, %ld operations checked, %ld violations; RSS %ld -> %ld MiB (%s), open "
+      "fds %d -> %d (%s)\n",
+      rounds, checked, violations, base_kib / 1024, end_kib / 1024, memory_flat ? "flat" : "GREW",
+      base_fds, end_fds, fds_flat ? "flat" : "GREW");
   return violations == 0 && memory_flat && fds_flat ? 0 : 1;
 }
 

@@ -78,12 +78,24 @@ std::string timeline_colour(std::size_t i) {
   const double m = light - c / 2;
   double r = 0, g = 0, b = 0;
   switch (static_cast<int>(h)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
+    case 0:
+      r = c, g = x;
+      break;
+    case 1:
+      r = x, g = c;
+      break;
+    case 2:
+      g = c, b = x;
+      break;
+    case 3:
+      g = x, b = c;
+      break;
+    case 4:
+      r = x, b = c;
+      break;
+    default:
+      r = c, b = x;
+      break;
   }
   char buf[8];
   auto byte = [&](double v) { return static_cast<unsigned>(std::lround((v + m) * 255)); };
@@ -188,9 +200,8 @@ void write_items(std::ostringstream& o, const Layout& l, const std::vector<Trace
     // The label inside the box when it fits, in a colour that reads on the fill.
     if (w > text_width(r.label) + 6 && text_length(r.label) <= kMaxText) {
       o << "<text x=\"" << fmt("%.2f", x + w / 2) << "\" y=\"" << y + kBoxH / 2 + 4
-        << "\" text-anchor=\"middle\" fill=\""
-        << (timeline_light_colour(fill) ? "#222" : "white") << "\">" << xml_escape(r.label)
-        << "</text>";
+        << "\" text-anchor=\"middle\" fill=\"" << (timeline_light_colour(fill) ? "#222" : "white")
+        << "\">" << xml_escape(r.label) << "</text>";
     }
     o << "</g>\n";
   }
@@ -225,8 +236,8 @@ std::string render(const std::vector<TraceRecord>& recs,
 
   std::ostringstream o;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt("%.0f", l.width)
-    << "\" height=\"" << fmt("%.0f", l.height) << "\" viewBox=\"0 0 " << fmt("%.0f", l.width)
-    << " " << fmt("%.0f", l.height)
+    << "\" height=\"" << fmt("%.0f", l.height) << "\" viewBox=\"0 0 " << fmt("%.0f", l.width) << " "
+    << fmt("%.0f", l.height)
     << "\" font-family=\"DejaVu Sans, Arial, sans-serif\" font-size=\"12\">\n";
   o << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o << "<text x=\"" << l.left << "\" y=\"24\" font-size=\"16\" font-weight=\"bold\">"
@@ -253,8 +264,8 @@ std::string timeline_svg(const streamrt::Profiler& profiler, const std::string& 
     if (rows.count(key) != 0) continue;
     std::string name = profiler.stream_name(r);
     if (name.empty()) {
-      name = r.device.str() + (r.stream_id == 0 ? " default stream"
-                                                : " stream " + std::to_string(r.stream_id));
+      name = r.device.str() +
+             (r.stream_id == 0 ? " default stream" : " stream " + std::to_string(r.stream_id));
       if (r.stream_priority != 0) name += " (prio " + std::to_string(r.stream_priority) + ")";
     }
     rows.emplace(key, std::move(name));

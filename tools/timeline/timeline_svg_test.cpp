@@ -35,10 +35,9 @@ TEST(TimelineSvg, NamedStreamsShowTheirName) {
 // Many kinds of work on a stream with a long name: every label gets a colour of its own (no
 // palette wrap-around), and the name column is wide enough for the name.
 TEST(TimelineSvg, TellsLabelsApartAndHasRoomForLongStreamNames) {
-  static const char* const kLabels[] = {"l00", "l01", "l02", "l03", "l04", "l05", "l06",
-                                        "l07", "l08", "l09", "l10", "l11", "l12", "l13",
-                                        "l14", "l15", "l16", "l17", "l18", "l19", "l20",
-                                        "l21", "l22", "l23", "l24"};
+  static const char* const kLabels[] = {
+      "l00", "l01", "l02", "l03", "l04", "l05", "l06", "l07", "l08", "l09", "l10", "l11", "l12",
+      "l13", "l14", "l15", "l16", "l17", "l18", "l19", "l20", "l21", "l22", "l23", "l24"};
   Stream s;
   Profiler prof;
   const std::string name = "a data loader stream with a rather long descriptive name";

@@ -24,19 +24,19 @@ struct WorkOps {
 
 //! Callable D stored in the buffer.
 template <class D>
-inline constexpr WorkOps kInlineWorkOps{
-    [](void* p) { (*static_cast<D*>(p))(); },
-    [](void* dst, void* src) noexcept {
-      ::new (dst) D(std::move(*static_cast<D*>(src)));
-      static_cast<D*>(src)->~D();
-    },
-    [](void* p) noexcept { static_cast<D*>(p)->~D(); }, sizeof(D), alignof(D)};
+inline constexpr WorkOps kInlineWorkOps{[](void* p) { (*static_cast<D*>(p))(); },
+                                        [](void* dst, void* src) noexcept {
+                                          ::new (dst) D(std::move(*static_cast<D*>(src)));
+                                          static_cast<D*>(src)->~D();
+                                        },
+                                        [](void* p) noexcept { static_cast<D*>(p)->~D(); },
+                                        sizeof(D), alignof(D)};
 
 //! True when D's heap copy comes from the block cache (a queued callable is usually freed by the
 //! worker that ran it, not by the thread that made it).
 template <class D>
-inline constexpr bool kCachedWork =
-    sizeof(D) <= kMaxCachedBlock && alignof(D) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+inline constexpr bool kCachedWork = sizeof(D) <= kMaxCachedBlock &&
+                                    alignof(D) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__;
 
 //! A heap copy of callable D.
 template <class D, class F>
@@ -67,13 +67,13 @@ void delete_work(D* d) noexcept {
 
 //! Callable D on the heap, the buffer holding its pointer.
 template <class D>
-inline constexpr WorkOps kHeapWorkOps{
-    [](void* p) { (**static_cast<D**>(p))(); },
-    [](void* dst, void* src) noexcept {
-      *static_cast<D**>(dst) = *static_cast<D**>(src);
-      *static_cast<D**>(src) = nullptr;
-    },
-    [](void* p) noexcept { delete_work(*static_cast<D**>(p)); }, sizeof(D*), alignof(D*)};
+inline constexpr WorkOps kHeapWorkOps{[](void* p) { (**static_cast<D**>(p))(); },
+                                      [](void* dst, void* src) noexcept {
+                                        *static_cast<D**>(dst) = *static_cast<D**>(src);
+                                        *static_cast<D**>(src) = nullptr;
+                                      },
+                                      [](void* p) noexcept { delete_work(*static_cast<D**>(p)); },
+                                      sizeof(D*), alignof(D*)};
 
 template <std::size_t N, std::size_t A>
 class BasicWork;
@@ -95,8 +95,8 @@ class BasicWork {
   //! True when a callable of type D is stored inline (no allocation): it fits, and moves
   //! without throwing.
   template <class D>
-  static constexpr bool kStoresInline =
-      sizeof(D) <= N && alignof(D) <= A && std::is_nothrow_move_constructible_v<D>;
+  static constexpr bool kStoresInline = sizeof(D) <= N &&
+                                        alignof(D) <= A&& std::is_nothrow_move_constructible_v<D>;
 
   //! An empty Work (invoking it is a bug).
   BasicWork() noexcept = default;
