@@ -15,8 +15,8 @@
 
 #include <exception>
 #include <new>
-#include <typeinfo>
 #include <string>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 
@@ -32,7 +32,9 @@ namespace {
 const TorchHost* g_host = nullptr;  // set once by connect(), then constant
 }  // namespace
 
-const TorchHost* host() noexcept { return g_host; }
+const TorchHost* host() noexcept {
+  return g_host;
+}
 
 const c10::OperatorHandle& operator_of(PyObject* op) {
   // OpOverload object -> its operator, found once. The objects are kept (torch caches them for
@@ -116,8 +118,8 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
         handle.schema(), torch::jit::tuple_slice(py::reinterpret_borrow<py::tuple>(args)),
         std::move(kw), c10::nullopt);
     for (c10::IValue& v : stack) v = for_work(v);
-    return new Prepared{handle, std::move(stack), c10::impl::tls_local_dispatch_key_set().excluded_,
-                        {}};
+    return new Prepared{
+        handle, std::move(stack), c10::impl::tls_local_dispatch_key_set().excluded_, {}};
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const std::exception& e) {
@@ -140,7 +142,9 @@ bool run(void* prepared, std::string* type, std::string* message) {
   return run_prepared(*static_cast<Prepared*>(prepared), type, message);
 }
 
-void destroy(void* prepared) noexcept { delete static_cast<Prepared*>(prepared); }
+void destroy(void* prepared) noexcept {
+  delete static_cast<Prepared*>(prepared);
+}
 
 TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
 
@@ -266,9 +270,11 @@ void bind_registry(py::module_& m) {
       },
       "tensor"_a, "with"_a,
       "Torch work on the tensor is tracked as work on the streamrt tensor `with`'s storage.");
-  m.def("registry_sweep", [] { registry().sweep(); },
-        "Drops the entries whose storages are gone and whose work has finished.");
-  m.def("registry_size", [] { return registry().size(); }, "Entries now.");
+  m.def(
+      "registry_sweep", [] { registry().sweep(); },
+      "Drops the entries whose storages are gone and whose work has finished.");
+  m.def(
+      "registry_size", [] { return registry().size(); }, "Entries now.");
   m.def(
       "registry_take_all",
       [] {
@@ -290,14 +296,17 @@ void bind_registry(py::module_& m) {
         for (py::handle item : items) {
           auto t = item.cast<py::tuple>();
           void* handle = host()->tracker_from_python(t[1].ptr());
-          if (handle == nullptr) throw py::type_error("registry_put: expected streamrt.Tensor trackers");
+          if (handle == nullptr)
+            throw py::type_error("registry_put: expected streamrt.Tensor trackers");
           Registry::Exported x{t[0].cast<std::uintptr_t>(), std::make_shared<Tracker>(handle), {}};
-          for (py::handle w : t[2]) x.weak.push_back(reinterpret_cast<c10::StorageImpl*>(w.cast<std::uintptr_t>()));
+          for (py::handle w : t[2])
+            x.weak.push_back(reinterpret_cast<c10::StorageImpl*>(w.cast<std::uintptr_t>()));
           entries.push_back(std::move(x));
         }
         registry().put(std::move(entries));
       },
-      "items"_a, "Adds entries as registry_take_all() gives them (taking over the weak references).");
+      "items"_a,
+      "Adds entries as registry_take_all() gives them (taking over the weak references).");
 }
 
 void bind_fast(py::module_& m) {
@@ -318,11 +327,13 @@ void bind_fast(py::module_& m) {
       "set_handler", [](py::object handler) { set_handler(handler.ptr()); }, "handler"_a,
       "handler(op, args, kwargs): where ops of threads in a stream context go when the fast path "
       "does not enqueue them (once, at import).");
-  m.def("set_active", &set_active, "on"_a, "This thread enters or leaves its outermost stream context.");
+  m.def("set_active", &set_active, "on"_a,
+        "This thread enters or leaves its outermost stream context.");
   m.def("_set_probe", &set_probe, "probe"_a,
         "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "
         "3 work without the kernel.");
-  m.def("pending", &pending, "Whether an op of this thread waits to be taught (teach, teach_kind).");
+  m.def("pending", &pending,
+        "Whether an op of this thread waits to be taught (teach, teach_kind).");
   m.def("fast_counts", &fast_counts,
         "(ops the fast path enqueued, ops of active threads sent on to the Python path) so far.");
   m.def(

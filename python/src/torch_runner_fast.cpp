@@ -39,7 +39,8 @@ namespace {
 // below it (so a thread inside a context has no dispatch mode set: see to_handler()).
 constexpr c10::DispatchKey kKey = c10::DispatchKey::Fake;
 const c10::DispatchKeySet kBelowKey(c10::DispatchKeySet::FULL_AFTER, kKey);
-// Below both this key and Python's, whichever order this torch puts them in: straight to the kernel.
+// Below both this key and Python's, whichever order this torch puts them in: straight to the
+// kernel.
 const c10::DispatchKeySet kBelowPython =
     kBelowKey & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
 // The keys a plain CPU tensor may have for the fast path (no subclass, no lazy conj/neg bits, no
@@ -90,7 +91,7 @@ struct Recipe {
   c10::OperatorHandle run_op;     // the op itself, or its out= overload (kOut)
   std::vector<bool> written;      // per argument (kWrite)
   std::vector<int> returns_from;  // per return, the argument it is (kWrite)
-  std::vector<int> out_args;      // per argument of the out= overload: >= 0 the op's, < 0 output -1-k
+  std::vector<int> out_args;  // per argument of the out= overload: >= 0 the op's, < 0 output -1-k
 };
 
 // One op with one argument layout (immutable once made).
@@ -299,7 +300,8 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
     }
   } else {
     prepared->stack.reserve(n);
-    for (std::size_t i = first; i < stack.size(); ++i) prepared->stack.push_back(for_work(stack[i]));
+    for (std::size_t i = first; i < stack.size(); ++i)
+      prepared->stack.push_back(for_work(stack[i]));
     if (recipe.mode == Mode::kCopy) {
       for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
     }
@@ -312,8 +314,8 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
     keep.clear();
   } else {
     const TorchEnqueued done =
-      host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(), writes.size(),
-                      prepared.release(), &error);
+        host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(),
+                        writes.size(), prepared.release(), &error);
     if (done == TorchEnqueued::kNo) return false;
     TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
                 " was queued, but recording its accesses failed: ", error);
@@ -392,8 +394,8 @@ void to_handler(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         args.append(std::move(v));
       }
     }
-    py::object out = py::reinterpret_borrow<py::object>(g_handler)(
-        py::handle(overload_of(op)), py::tuple(args), kwargs);
+    py::object out = py::reinterpret_borrow<py::object>(g_handler)(py::handle(overload_of(op)),
+                                                                   py::tuple(args), kwargs);
     const auto& returns = schema.returns();
     if (returns.size() == 1) {
       stack->push_back(torch::jit::toIValue(out, returns[0].type()));
@@ -461,7 +463,9 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 // ------------------------------------------------------------------------------------------------
 // Teaching (with the GIL, from the Python path, while an op of this thread is pending).
 
-bool is_tensor_type(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
+bool is_tensor_type(const c10::TypePtr& t) {
+  return t->kind() == c10::TypeKind::TensorType;
+}
 
 bool all_returns_tensors(const c10::FunctionSchema& schema) {
   for (const auto& r : schema.returns()) {
@@ -478,7 +482,8 @@ int argument_index(const c10::FunctionSchema& schema, const std::string& name) {
   return -1;
 }
 
-std::shared_ptr<const Recipe> write_recipe(const Plan& plan, const std::vector<std::string>& written) {
+std::shared_ptr<const Recipe> write_recipe(const Plan& plan,
+                                           const std::vector<std::string>& written) {
   const auto& schema = plan.op.schema();
   auto r = std::make_shared<Recipe>(Recipe{Mode::kWrite, plan.op, {}, {}, {}});
   r->written.assign(schema.arguments().size(), false);
@@ -546,7 +551,9 @@ void unlock_after_fork() {
 
 }  // namespace
 
-bool pending() noexcept { return tls_pending != nullptr; }
+bool pending() noexcept {
+  return tls_pending != nullptr;
+}
 
 void teach_kind(PyObject* op, Kind kind) {
   Pending* p = pending_for(op);
@@ -615,8 +622,8 @@ bool register_fallback(std::string* why) {
   static std::once_flag once;
   std::call_once(once, [] {
     try {
-      auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__,
-                                                  __LINE__);
+      auto lib =
+          std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
       lib->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
       library = lib.release();
     } catch (const std::exception& e) {

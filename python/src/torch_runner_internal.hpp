@@ -5,16 +5,16 @@
 //! tracker registry) and torch_runner_fast.cpp (the enqueue of a small op without Python).
 //! docs/torch.md, "How it works", says how they fit together.
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/intrusive_ptr.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <atomic>
 #include <unordered_map>
 #include <utility>
 #include <vector>

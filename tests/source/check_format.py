@@ -21,15 +21,8 @@ FOLDERS = ["include", "src", "tools", "bench", "tests", "examples", "fuzz", "pyt
 SUFFIXES = {".cpp", ".hpp", ".h", ".cc"}
 VERSION = 14
 
-# The torch C++ sources are formatted together with the torch path's restructuring, which is
-# rewriting them; until then they are left out here (and by `make format`). Patterns relative to
-# the repository root.
-EXCLUDED = [
-    "python/src/bind_torch.cpp",
-    "python/src/bind_torch_runner.cpp",
-    "python/src/torch_runner*.cpp",
-    "python/src/torch_runner*.hpp",
-]
+# Files left out, as patterns relative to the repository root (none: every C++ source is formatted).
+EXCLUDED: list = []
 
 
 def excluded(rel: str) -> bool:
