@@ -118,8 +118,7 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
         handle.schema(), torch::jit::tuple_slice(py::reinterpret_borrow<py::tuple>(args)),
         std::move(kw), c10::nullopt);
     for (c10::IValue& v : stack) v = for_work(v);
-    return new Prepared{
-        handle, std::move(stack), c10::impl::tls_local_dispatch_key_set().excluded_, {}};
+    return new Prepared{handle, std::move(stack), work_excluded(), {}};
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const std::exception& e) {

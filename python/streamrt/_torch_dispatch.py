@@ -388,10 +388,13 @@ _KEYS = []
 
 
 def _keys():
-    # The dispatch keys the work items exclude: those excluded below the Python key (autograd,
-    # ADInplaceOrView, ...), the same for every op, plus autocast (applied on the host already).
+    # The dispatch keys the work items exclude: those excluded below autograd (autograd,
+    # ADInplaceOrView, ...), the same for every op; autocast (applied on the host already); and
+    # the Python keys and the fast path's, so that an item run on a thread that has a dispatch
+    # mode set (a host thread helping to run queued work) never reaches Python.
     keys = _exclude_set()
-    for name in ("AutocastCPU", "AutocastCUDA", "AutocastXPU"):
+    for name in ("AutocastCPU", "AutocastCUDA", "AutocastXPU", "Python", "PythonTLSSnapshot",
+                 "PythonDispatcher", "PreDispatch", "Fake"):
         k = getattr(torch._C.DispatchKey, name, None)
         if k is not None:
             keys = keys | torch._C.DispatchKeySet(k)

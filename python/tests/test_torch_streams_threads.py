@@ -1,8 +1,13 @@
 """Threads and cores: two Python threads with a stream each; torch kernels run with the GIL
 released (kernels of two streams overlap in time); install() sets torch's intra-op threads and
-OpenBLAS so that streams do not oversubscribe the cores."""
+OpenBLAS so that streams do not oversubscribe the cores; threads that enter and leave contexts on
+their own streams while the main thread drives its own never see an op reach Python again (on a
+worker, or on a host thread that helps run queued work while it waits)."""
 
+import threading
 import time
+
+import pytest
 
 import streamrt
 from helpers import RENDEZVOUS_S
@@ -74,3 +79,53 @@ def test_install_sets_one_torch_thread_and_one_openblas_thread_per_call(workers)
     finally:
         srt.uninstall()
     assert torch.get_num_threads() == before
+
+
+def run_threads(n, rounds, size):
+    g = torch.Generator().manual_seed(n)
+    a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
+    expected = (a @ b).sum()
+    main_stream = torch.cpu.Stream()
+    with torch.cpu.StreamContext(main_stream):  # the main thread has used contexts before
+        (a @ b).sum()
+    main_stream.synchronize()
+    failures, results = [], [[] for _ in range(n)]
+    start = threading.Barrier(n + 1, timeout=RENDEZVOUS_S)
+
+    def work(k):
+        stream = torch.cpu.Stream()
+        try:
+            start.wait()
+            for _ in range(rounds):
+                with torch.cpu.StreamContext(stream):
+                    out = (a @ b).sum()
+                stream.synchronize()
+                results[k].append(out)
+        except BaseException as e:  # noqa: BLE001  (every failure is the test's finding)
+            failures.append(f"thread {k}: {e!r}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    start.wait()
+    mine = []
+    for _ in range(rounds // 10 + 1):
+        with torch.cpu.StreamContext(main_stream):
+            mine.append((a @ b).sum())
+        main_stream.synchronize()
+    for t in threads:
+        t.join(RENDEZVOUS_S)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    assert failures == []
+    for out in [x for r in results for x in r] + mine:
+        assert torch.equal(out, expected)
+    assert [len(r) for r in results] == [rounds] * n
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_threads_on_their_own_streams_never_fail(installed, n):
+    run_threads(n, 1000, 32)
+
+
+def test_two_threads_of_large_products(installed):
+    run_threads(2, 8, 1000)
