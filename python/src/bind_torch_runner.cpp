@@ -23,6 +23,7 @@
 #include "torch_runner.hpp"
 #include "torch_runner_fast.hpp"
 #include "torch_runner_internal.hpp"
+#include "torch_runner_marks.hpp"
 
 namespace py = pybind11;
 
@@ -56,9 +57,9 @@ c10::DispatchKeySet work_excluded() noexcept {
   static const c10::DispatchKeySet python_and_above =
       c10::DispatchKeySet(c10::DispatchKeySet::FULL) ^
       c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
-  // The fast path's key too: torch 2.x puts it below Python's.
-  static const c10::DispatchKeySet fast_key(c10::DispatchKey::Fake);
-  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above | fast_key;
+  // The fast path's key too (torch 2.x puts it below Python's), and the pending marks'.
+  static const c10::DispatchKeySet ours({c10::DispatchKey::Fake, kMarkKey});
+  return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above | ours;
 }
 
 namespace {
@@ -322,6 +323,19 @@ void bind_fast(py::module_& m) {
       "Takes streamrt._streamrt._torch_host() and registers the fast path's fallback: (whether the "
       "fast path is available, why not).");
   m.def("set_enabled", &set_enabled, "on"_a, "The fast path on or off for every thread.");
+  m.def(
+      "set_waiter", [](py::object waiter) { set_waiter(waiter.ptr()); }, "waiter"_a,
+      "waiter(tensor, for_write): the host wait of a marked tensor's pending work (once).");
+  m.def(
+      "mark",
+      [](const std::vector<py::handle>& tensors) {
+        for (py::handle t : tensors) mark(tensor_arg(t, "mark"));
+      },
+      "tensors"_a,
+      "The tensors' pending state travels with them: work on their memory was just enqueued.");
+  m.def(
+      "marked", [](py::handle t) { return tensor_arg(t, "marked").key_set().has(kMarkKey); },
+      "tensor"_a, "Whether the tensor carries a pending mark (tests).");
   m.def(
       "set_handler", [](py::object handler) { set_handler(handler.ptr()); }, "handler"_a,
       "handler(op, args, kwargs): where ops of threads in a stream context go when the fast path "

@@ -9,6 +9,7 @@
 // teaches this cache what it decided (teach_kind, teach): the Python code stays the one place
 // where ops are planned, inferred and checked.
 #include "torch_runner_fast.hpp"
+#include "torch_runner_marks.hpp"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/stack.h>
@@ -44,10 +45,11 @@ const c10::DispatchKeySet kBelowKey(c10::DispatchKeySet::FULL_AFTER, kKey);
 const c10::DispatchKeySet kBelowPython =
     kBelowKey & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Python);
 // The keys a plain CPU tensor may have for the fast path (no subclass, no lazy conj/neg bits, no
-// zero tensor, no names).
+// zero tensor, no names), its pending mark included.
 const std::uint64_t kPlainCpu =
     c10::DispatchKeySet({c10::DispatchKey::CPU, c10::DispatchKey::AutogradCPU,
-                         c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU})
+                         c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastCPU,
+                         kMarkKey})
         .raw_repr();
 
 // Whether streamrt.torch is installed with the runner (set_enabled), read at every op; relaxed:
@@ -320,6 +322,9 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
     TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
                 " was queued, but recording its accesses failed: ", error);
   }
+  // Every tensor the work touches carries its pending state from now on (marks).
+  for (const auto& [tensor, arg] : scan.tensors) mark(*tensor);
+  for (const auto& o : outs) mark(o);
   // The returns: the written arguments they alias (kWrite), or the new outputs.
   c10::SmallVector<c10::IValue, 4> returns;
   for (int a : recipe.returns_from) returns.push_back(stack[first + a]);
@@ -555,6 +560,10 @@ bool pending() noexcept {
   return tls_pending != nullptr;
 }
 
+bool inside_stream_context() noexcept {
+  return tls_active && g_enabled.load(std::memory_order_relaxed);  // see g_enabled
+}
+
 void teach_kind(PyObject* op, Kind kind) {
   Pending* p = pending_for(op);
   if (p == nullptr) return;
@@ -626,6 +635,7 @@ bool register_fallback(std::string* why) {
           std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
       lib->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
       library = lib.release();
+      if (!register_mark_fallback(&failure)) library = nullptr;
     } catch (const std::exception& e) {
       failure = e.what();
     }

@@ -32,6 +32,9 @@ struct TaughtOutput {
 //! then teaches what it decided). Never blocks.
 bool pending() noexcept;
 
+//! Whether this thread is inside a stream context with the fast path on. Never blocks.
+bool inside_stream_context() noexcept;
+
 //! The pending op `op` (a torch OpOverload) is a view or allocation (kMeta: run at once, no
 //! Python) or a host op (kHost: always the Python path). Ignored when `op` is not the pending op.
 //! Requires the GIL.

@@ -394,7 +394,7 @@ def _keys():
     # mode set (a host thread helping to run queued work) never reaches Python.
     keys = _exclude_set()
     for name in ("AutocastCPU", "AutocastCUDA", "AutocastXPU", "Python", "PythonTLSSnapshot",
-                 "PythonDispatcher", "PreDispatch", "Fake"):
+                 "PythonDispatcher", "PreDispatch", "Fake", "DeferredInit"):
         k = getattr(torch._C.DispatchKey, name, None)
         if k is not None:
             keys = keys | torch._C.DispatchKeySet(k)
@@ -566,6 +566,8 @@ def enqueue(func, args, kwargs):
             _fast.teach(func, _FAST_WRITE, tuple(plan.written), None, (), ())
     else:
         _enqueue_item(stream, plan.label, keys, plan.raw, args, kwargs or None, reads, writes)
+    if _mark is not None:  # the pending state travels with the tensors (any thread waits)
+        _mark([t for t, _ in tensors] + (_flat(outs, []) if outs is not None else []))
     return _result(plan, args, kwargs, outs)
 
 
@@ -654,9 +656,11 @@ if _native is not None and _native.built_for != torch.__version__:
 if _native is None and fast_unavailable != "streamrt._streamrt_torch is not built":
     warnings.warn(f"streamrt.torch runs on its Python path: {fast_unavailable}", stacklevel=2)
 _enqueue_native = None
+_mark = None  # _native.mark while the native part is used
 _fast = None  # _native while its fast path is used
 if _native is not None:
     _native.set_handler(_from_fast_path)
+    _native.set_waiter(_tracking.wait_host)
     _C._set_torch_runner(_native.runner)
     _ok, _why = _native.connect(_C._torch_host())
     fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
@@ -666,9 +670,10 @@ def set_native(on):
     """streamrt.torch's native part (True, where built: the runner, the C++ registry and the fast
     path) or its Python path alone (False), as without _streamrt_torch: the tests run both.
     Returns whether the native part is used now. Not while stream contexts are open."""
-    global _enqueue_native, _fast
+    global _enqueue_native, _fast, _mark
     use = bool(on) and _native is not None
     _enqueue_native = _C._torch_enqueue_native if use else None
+    _mark = _native.mark if use else None
     _tracking.use_native(_native if use else None)
     _fast = _native if use and fast_unavailable is None else None
     _update_fast()
