@@ -97,6 +97,22 @@ class CMakeBuild(build_ext):
             stale.unlink()
         for torch_ext in package.glob("_streamrt_torch.*.so"):
             shutil.copyfile(torch_ext, target.parent / torch_ext.name)
+        report_torch_extension(build_dir / "python" / "_streamrt_torch-status.txt")
+
+
+def report_torch_extension(status_file):
+    """Says whether streamrt.torch's fast path was built, and why not: without it streamrt.torch
+    still works, through Python, so nothing fails and the reason would otherwise stay in CMake's
+    configure output. (pip shows a build's output with -v, or when it fails.)"""
+    try:
+        status = status_file.read_text().strip()
+    except OSError:
+        status = "not built: CMake did not say why (no " + str(status_file) + ")"
+    if not status.startswith("built"):
+        status += "; streamrt.torch calls torch ops through Python"
+    print("streamrt: streamrt._streamrt_torch (streamrt.torch's fast path) " + status,
+          file=sys.stderr, flush=True)
+
 
 setup(
     version=project_version(),

@@ -26,6 +26,12 @@ function(streamrt_find_torch python)
   list(GET out 0 dir)
   list(GET out 1 version)
   list(GET out 2 abi)
+  # streamrt.torch refuses older torches at import (python/streamrt/_torch_compat.py): say so here.
+  if(version VERSION_LESS 1.13)
+    set(STREAMRT_TORCH_WHY "torch ${version} is older than 1.13, the oldest streamrt.torch supports"
+        PARENT_SCOPE)
+    return()
+  endif()
   set(include ${dir}/include)
   if(NOT EXISTS ${include}/torch/csrc/jit/python/pybind_utils.h)
     set(STREAMRT_TORCH_WHY
