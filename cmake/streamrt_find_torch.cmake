@@ -34,8 +34,9 @@ function(streamrt_find_torch python)
   endif()
   set(include ${dir}/include)
   if(NOT EXISTS ${include}/torch/csrc/jit/python/pybind_utils.h)
-    set(STREAMRT_TORCH_WHY
-        "torch ${version} at ${dir} has no C++ headers (Debian: install libtorch-dev)" PARENT_SCOPE)
+    # Said for both kinds of torch: Debian splits the headers off, PyPI's wheels carry them.
+    set(STREAMRT_TORCH_WHY "torch ${version} at ${dir} has no C++ headers (Debian: install \
+libtorch-dev; a torch wheel from PyPI ships them in torch/include)" PARENT_SCOPE)
     return()
   endif()
   set(libs)
