@@ -230,7 +230,11 @@ test-pip: deps
 # pybind11-dev, found by CMake through its config.
 # Built in build-pip-torch2 (STREAMRT_PIP_BUILD): build-pip is test-pip's build for Debian's torch;
 # the wheel reuses this stage's CMake build. The install runs with -v for setup.py's line saying
-# whether the fast path was built (pip shows a build's output only then).
+# whether the fast path was built (pip shows a build's output only then). Last, the same install
+# beside that torch with its headers hidden (a torch without them): it must say why there is no
+# fast path, and streamrt.torch must run the seed example through Python.
+PIP_TORCH2_DIR = $$(build-venv-torch2/bin/python -c 'import sysconfig; \
+  print(sysconfig.get_path("purelib"))')/torch
 PIP_TORCH2_CHECK := import torch, streamrt.torch, streamrt._torch_dispatch as d; \
   assert d._native is not None, "no streamrt._streamrt_torch: " + str(d.fast_unavailable); \
   assert d._native.built_for == torch.__version__, (d._native.built_for, torch.__version__); \
@@ -261,6 +265,18 @@ test-pip-torch2: torch2-venv
 	set -o pipefail; cd build-venv-torch2-wheel && bin/python -c '$(PIP_TORCH2_CHECK)' \
 	  | tee check.txt
 	grep -q " from $(CURDIR)/build-venv-torch2-wheel/lib/" build-venv-torch2-wheel/check.txt
+	cd $(PIP_TORCH2_DIR) && mv include include.hidden
+	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip install --no-build-isolation \
+	  --no-index --find-links $(STREAMRT_CACHE)/wheels -v . > build-venv-torch2/headerless.log \
+	  2>&1 || { tail -n 80 build-venv-torch2/headerless.log; exit 1; }
+	grep "^ *streamrt: .*(streamrt.torch's fast path) not built: .* has no C++ headers" \
+	  build-venv-torch2/headerless.log
+	cd build-venv-torch2 && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
+	  assert d._native is None, d._native'
+	cd build-venv-torch2 && bin/python $(CURDIR)/examples/python/seed_torch_streams.py \
+	  > seed-headerless.txt 2>&1 || { cat seed-headerless.txt; exit 1; }
+	cd $(PIP_TORCH2_DIR) && mv include.hidden include
 	@echo "== pip install . and its wheel beside PyPI's torch 2.x passed (build-venv-torch2*)"
 
 # The C++ sources that `make test` checks (tests/source/check_format.py), formatted in place.
