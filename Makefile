@@ -15,7 +15,7 @@ APT_PACKAGES := g++ make cmake pkg-config libtbb-dev libopenblas-dev libgtest-de
   libopenmpi-dev openmpi-bin python3-mpi4py
 
 .PHONY: help deps torch2-venv test-python-torch2 configure build demo test test-cpp test-schedule test-fuzz test-tsan test-asan \
-  build-asan test-python test-bench bench format clean test-release test-pip
+  build-asan test-python test-bench bench format clean test-release test-pip test-pip-torch2
 
 help:
 	@echo "make demo   - install what is missing, build, run the streamrt demo"
@@ -43,6 +43,10 @@ TORCH2_VENV ?= $(STREAMRT_CACHE)/venv-torch2-$(TORCH2_KEY)
 TORCH2_PYTHON := $(TORCH2_VENV)/bin/python
 TORCH2 ?=
 test: TORCH2 := 1
+# What `pip install --no-build-isolation .` needs beside torch 2.x's own requirements (which bring
+# setuptools) in an environment without Debian's packages (test-pip-torch2): pyproject.toml's wheel.
+# Cached with the torch 2.x wheels (tried offline first: once cached, nothing is downloaded).
+PIP_BUILD_REQUIREMENTS := setuptools==84.2.1 wheel==0.48.0
 
 torch2-venv: deps
 	@if [ -f $(TORCH2_VENV)/.complete ]; then echo "== torch 2.x environment: $(TORCH2_VENV)"; \
@@ -54,6 +58,9 @@ torch2-venv: deps
 	    -r $(TORCH2_REQUIREMENTS); \
 	  $(TORCH2_PYTHON) -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)'; \
 	  touch $(TORCH2_VENV)/.complete; fi
+	@$(PYTHON) -m pip download -q -d $(STREAMRT_CACHE)/wheels --no-index \
+	  --find-links $(STREAMRT_CACHE)/wheels $(PIP_BUILD_REQUIREMENTS) 2>/dev/null || \
+	  $(PYTHON) -m pip download -q -d $(STREAMRT_CACHE)/wheels $(PIP_BUILD_REQUIREMENTS)
 
 # Warnings are errors in `make test`'s builds (our own checks), never in a user's `make demo`.
 WERROR ?= OFF
@@ -75,7 +82,7 @@ demo: configure
 test: build
 	$(MAKE) --no-print-directory test-cpp test-python test-python-torch2 test-bench test-schedule test-tsan test-asan \
 	  test-fuzz
-	$(MAKE) --no-print-directory test-release test-pip
+	$(MAKE) --no-print-directory test-release test-pip test-pip-torch2
 	@echo "== all test stages passed"
 
 test-cpp:
@@ -210,9 +217,72 @@ test-pip: deps
 	  | grep -qx 'round_trip/streamrt'
 	@echo "== pip install . passed (build-venv)"
 
+# `pip install .` as a torch 2.x user runs it: a fresh virtual environment from $(PYTHON) that sees
+# none of Debian's packages (no Debian torch 1.13), with PyPI's torch 2.x and its numpy
+# (python/torch2-requirements.txt) from the wheel cache only. The install must build
+# _streamrt_torch against that torch's own headers; then streamrt.torch.install() runs the seed
+# example. A wheel built from the checkout, installed into a second such environment, passes the
+# same check. --no-build-isolation, with setuptools and wheel from the cache in the environment:
+# pip's isolated build environment hides the environment's torch from setup.py and from the
+# interpreter CMake asks for torch's headers (torch cannot be a build requirement: it must be the
+# user's own), so the package would build without the fast path (offline, isolation reaches a
+# build backend at all only when setuptools and wheel are in --find-links). pybind11 is Debian's
+# pybind11-dev, found by CMake through its config.
+# Built in build-pip-torch2 (STREAMRT_PIP_BUILD): build-pip is test-pip's build for Debian's torch;
+# the wheel reuses this stage's CMake build. The install runs with -v for setup.py's line saying
+# whether the fast path was built (pip shows a build's output only then). Last, the same install
+# beside that torch with its headers hidden (a torch without them): it must say why there is no
+# fast path, and streamrt.torch must run the seed example through Python.
+PIP_TORCH2_DIR = $$(build-venv-torch2/bin/python -c 'import sysconfig; \
+  print(sysconfig.get_path("purelib"))')/torch
+PIP_TORCH2_CHECK := import torch, streamrt.torch, streamrt._torch_dispatch as d; \
+  assert d._native is not None, "no streamrt._streamrt_torch: " + str(d.fast_unavailable); \
+  assert d._native.built_for == torch.__version__, (d._native.built_for, torch.__version__); \
+  assert d.fast_unavailable is None, d.fast_unavailable; \
+  print("streamrt", streamrt.__version__, "fast path for torch", torch.__version__, "from", \
+  streamrt.__file__)
+PIP_TORCH2_VENV = $(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --no-index \
+  --find-links $(STREAMRT_CACHE)/wheels -r $(TORCH2_REQUIREMENTS) $(2)
+test-pip-torch2: torch2-venv
+	rm -rf build-pip-torch2 build-venv-torch2 build-venv-torch2-wheel
+	$(call PIP_TORCH2_VENV,build-venv-torch2,$(PIP_BUILD_REQUIREMENTS))
+	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip install --no-build-isolation \
+	  --no-index --find-links $(STREAMRT_CACHE)/wheels -v . > build-venv-torch2/install.log 2>&1 \
+	  || { tail -n 80 build-venv-torch2/install.log; exit 1; }
+	grep "^ *streamrt: streamrt._streamrt_torch (streamrt.torch's fast path) built for torch" \
+	  build-venv-torch2/install.log
+	set -o pipefail; cd build-venv-torch2 && bin/python -c '$(PIP_TORCH2_CHECK)' | tee check.txt
+	grep -q " from $(CURDIR)/build-venv-torch2/lib/" build-venv-torch2/check.txt
+	cd build-venv-torch2 && bin/python $(CURDIR)/examples/python/seed_torch_streams.py > seed.txt \
+	  || { cat seed.txt; exit 1; }
+	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip wheel --no-deps \
+	  --no-build-isolation -q -w build-pip-torch2/wheel .
+	$(call PIP_TORCH2_VENV,build-venv-torch2-wheel)
+	build-venv-torch2-wheel/bin/pip install --no-index --no-deps -q \
+	  build-pip-torch2/wheel/streamrt-*.whl
+	set -o pipefail; cd build-venv-torch2-wheel && bin/python -c '$(PIP_TORCH2_CHECK)' \
+	  | tee check.txt
+	grep -q " from $(CURDIR)/build-venv-torch2-wheel/lib/" build-venv-torch2-wheel/check.txt
+	cd $(PIP_TORCH2_DIR) && mv include include.hidden
+	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip install --no-build-isolation \
+	  --no-index --find-links $(STREAMRT_CACHE)/wheels -v . > build-venv-torch2/headerless.log \
+	  2>&1 || { tail -n 80 build-venv-torch2/headerless.log; exit 1; }
+	grep "^ *streamrt: .*(streamrt.torch's fast path) not built: .* has no C++ headers" \
+	  build-venv-torch2/headerless.log
+	cd build-venv-torch2 && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
+	  assert d._native is None, d._native'
+	cd build-venv-torch2 && bin/python $(CURDIR)/examples/python/seed_torch_streams.py \
+	  > seed-headerless.txt 2>&1 || { cat seed-headerless.txt; exit 1; }
+	cd $(PIP_TORCH2_DIR) && mv include.hidden include
+	@echo "== pip install . and its wheel beside PyPI's torch 2.x passed (build-venv-torch2*)"
+
 # The C++ sources that `make test` checks (tests/source/check_format.py), formatted in place.
 format:
 	$(PYTHON) tests/source/check_format.py . --fix
 
 clean:
-	rm -rf build build-tsan build-asan build-release build-pip build-venv
+	rm -rf build build-tsan build-asan build-release build-pip build-venv build-pip-torch2 \
+	  build-venv-torch2 build-venv-torch2-wheel

@@ -5,7 +5,9 @@ package's bin/ (RPATH $ORIGIN/..), which `python -m streamrt demo|bench` and the
 command (pyproject.toml's [project.scripts]) run.
 
 Environment: CMAKE_ARGS (extra CMake arguments, e.g. a compiler launcher), STREAMRT_BUILD_TYPE
-(default Release), CMAKE_BUILD_PARALLEL_LEVEL (build jobs)."""
+(default Release), CMAKE_BUILD_PARALLEL_LEVEL (build jobs), STREAMRT_PIP_BUILD (the build folder,
+default build-pip: builds for two interpreters or torches each keep their own CMake build instead of
+reconfiguring one back and forth)."""
 
 import os
 import pathlib
@@ -89,9 +91,28 @@ class CMakeBuild(build_ext):
         (target.parent / "bin").mkdir(exist_ok=True)
         shutil.copy(tool, target.parent / "bin" / "streamrt")
         shutil.copyfile(package / "_tool.py", target.parent / "_tool.py")
-        # streamrt.torch's kernel runner, built when CMake found torch's C++ API.
+        # streamrt.torch's kernel runner, built when CMake found torch's C++ API. One from an
+        # earlier build for another torch must not ship beside this build's package.
+        for stale in target.parent.glob("_streamrt_torch.*.so"):
+            stale.unlink()
         for torch_ext in package.glob("_streamrt_torch.*.so"):
             shutil.copyfile(torch_ext, target.parent / torch_ext.name)
+        report_torch_extension(build_dir / "python" / "_streamrt_torch-status.txt")
+
+
+def report_torch_extension(status_file):
+    """Says whether streamrt.torch's fast path was built, and why not: without it streamrt.torch
+    still works, through Python, so nothing fails and the reason would otherwise stay in CMake's
+    configure output. (pip shows a build's output with -v, or when it fails.)"""
+    try:
+        status = status_file.read_text().strip()
+    except OSError:
+        status = "not built: CMake did not say why (no " + str(status_file) + ")"
+    if not status.startswith("built"):
+        status += "; streamrt.torch calls torch ops through Python"
+    print("streamrt: streamrt._streamrt_torch (streamrt.torch's fast path) " + status,
+          file=sys.stderr, flush=True)
+
 
 setup(
     version=project_version(),
@@ -101,6 +122,6 @@ setup(
     ext_modules=[Extension("streamrt._streamrt", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     # Not setuptools' default "build": that is the Makefile's CMake build folder.
-    options={"build": {"build_base": "build-pip"}},
+    options={"build": {"build_base": os.environ.get("STREAMRT_PIP_BUILD") or "build-pip"}},
     zip_safe=False,
 )

@@ -26,10 +26,17 @@ function(streamrt_find_torch python)
   list(GET out 0 dir)
   list(GET out 1 version)
   list(GET out 2 abi)
+  # streamrt.torch refuses older torches at import (python/streamrt/_torch_compat.py): say so here.
+  if(version VERSION_LESS 1.13)
+    set(STREAMRT_TORCH_WHY "torch ${version} is older than 1.13, the oldest streamrt.torch supports"
+        PARENT_SCOPE)
+    return()
+  endif()
   set(include ${dir}/include)
   if(NOT EXISTS ${include}/torch/csrc/jit/python/pybind_utils.h)
-    set(STREAMRT_TORCH_WHY
-        "torch ${version} at ${dir} has no C++ headers (Debian: install libtorch-dev)" PARENT_SCOPE)
+    # Said for both kinds of torch: Debian splits the headers off, PyPI's wheels carry them.
+    set(STREAMRT_TORCH_WHY "torch ${version} at ${dir} has no C++ headers (Debian: install \
+libtorch-dev; a torch wheel from PyPI ships them in torch/include)" PARENT_SCOPE)
     return()
   endif()
   set(libs)
