@@ -188,6 +188,11 @@ class STREAMRT_API Tensor {
   //! that work has finished. Lets a binding wait in slices (Python's Ctrl-C). Blocks;
   //! thread-safe.
   bool wait_for(std::chrono::nanoseconds timeout, bool for_write = false) const;
+  //! True when a host access (a read; a write too when `for_write`) would neither wait nor raise:
+  //! no work on this tensor's memory that it must follow is queued or running, and none of it
+  //! failed or was cancelled. Lets a binding skip its wait on the common path. Never blocks;
+  //! thread-safe; throws Error only for an undefined tensor.
+  bool settled(bool for_write = false) const;
 
   //! Another shape with the same elements; one size may be -1 (inferred). A view of the same
   //! storage when the tensor is contiguous, else a contiguous copy made on the current stream (as

@@ -211,6 +211,14 @@ bool host_tracker_idle(const void* tracker) noexcept {
   }
 }
 
+bool host_tracker_busy(const void* tracker) noexcept {
+  try {
+    return !static_cast<const Tensor*>(tracker)->settled(/*for_write=*/true);
+  } catch (...) {
+    return true;  // the host wait says what is wrong
+  }
+}
+
 TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::size_t n_reads,
                            const void* const* writes, std::size_t n_writes, void* prepared,
                            std::string* error) noexcept {
@@ -239,7 +247,7 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
 
 const TorchHost g_host{kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_from_python,
                        &host_tracker_to_python, &host_tracker_free, &host_release_object,
-                       &host_tracker_idle,      &host_enqueue};
+                       &host_tracker_idle,      &host_tracker_busy, &host_enqueue};
 
 // Trackers: the streamrt tensors that stand for torch storages, and host access through them.
 void bind_trackers(py::module_& m) {

@@ -309,8 +309,17 @@ void bind_registry(py::module_& m) {
       "Adds entries as registry_take_all() gives them (taking over the weak references).");
 }
 
+// The native part's dispatch keys excluded while a Python work item runs (see _Exclude in
+// _torch_dispatch.py): torch's Python API has no name for them.
+struct ExcludeOurs {
+  c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKeySet({c10::DispatchKey::Fake, kMarkKey})};
+};
+
 void bind_fast(py::module_& m) {
   using namespace pybind11::literals;
+  py::class_<ExcludeOurs>(m, "ExcludeOurs",
+                          "Excludes the fast path's and the pending marks' keys while it lives.")
+      .def(py::init<>());
   m.def(
       "connect",
       [](py::capsule capsule) {
@@ -342,6 +351,8 @@ void bind_fast(py::module_& m) {
       "does not enqueue them (once, at import).");
   m.def("set_active", &set_active, "on"_a,
         "This thread enters or leaves its outermost stream context.");
+  m.def("set_guarded", &set_guarded, "on"_a,
+        "This thread's ops outside stream contexts wait for their tensors' pending work, or not.");
   m.def("_set_probe", &set_probe, "probe"_a,
         "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "
         "3 work without the kernel.");

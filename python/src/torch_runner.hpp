@@ -19,7 +19,7 @@ inline constexpr const char* kTorchRunnerCapsule = "streamrt._streamrt_torch.run
 //! Capsule name of the TorchHost (streamrt._streamrt._torch_host()).
 inline constexpr const char* kTorchHostCapsule = "streamrt._streamrt.torch_host";
 //! Bumped when TorchRunner or TorchHost changes.
-inline constexpr int kTorchRunnerAbi = 2;
+inline constexpr int kTorchRunnerAbi = 3;
 
 //! A torch op bound to its arguments, run later on another thread.
 struct TorchRunner {
@@ -65,6 +65,9 @@ struct TorchHost {
   void (*release_object)(PyObject* obj) noexcept;
   //! True when no queued work reads or writes the tracker's storage any more. Never blocks.
   bool (*tracker_idle)(const void* tracker) noexcept;
+  //! True when a host access must wait through streamrt.torch's host wait: work on the tracker's
+  //! storage is queued, or its last writer failed (the wait raises that failure). Never blocks.
+  bool (*tracker_busy)(const void* tracker) noexcept;
   //! Enqueues `prepared` (a TorchRunner op; always taken over, freed on failure) on this thread's
   //! current CPU stream after the tracked writers of `reads` and the writers and readers of
   //! `writes` (trackers), then records the accesses; `label` must outlive the work. Never blocks.

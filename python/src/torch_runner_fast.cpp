@@ -9,7 +9,6 @@
 // teaches this cache what it decided (teach_kind, teach): the Python code stays the one place
 // where ops are planned, inferred and checked.
 #include "torch_runner_fast.hpp"
-#include "torch_runner_marks.hpp"
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/stack.h>
@@ -30,6 +29,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "torch_runner_marks.hpp"
 
 namespace streamrt::python::torch_runner {
 namespace {
@@ -58,6 +59,9 @@ const std::uint64_t kPlainCpu =
 std::atomic<bool> g_enabled{false};
 // Whether this thread is inside a stream context (set_active), with the key included.
 thread_local bool tls_active = false;
+// Whether this thread's ops outside stream contexts wait for the pending work on their tensors
+// (set_guarded: the thread installed streamrt.torch or entered a context since), key included.
+thread_local bool tls_guarded = false;
 
 // bench/torch_install.py's breakdown of the host's cost (set_probe): kProbeEntry sends every op
 // from the fallback straight to its kernel; kProbeWork does all of the fast path but the enqueue
@@ -427,7 +431,12 @@ void not_here(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   if (!tls_active || !g_enabled.load(std::memory_order_relaxed)) {
-    if (!g_enabled.load(std::memory_order_relaxed)) set_active(false);  // uninstalled meanwhile
+    if (!g_enabled.load(std::memory_order_relaxed)) {  // uninstalled meanwhile
+      set_guarded(false);
+      set_active(false);
+    } else {
+      guard(op, *stack, /*all=*/true);  // outside a context: wait for what the op touches
+    }
     return to_python(op, ks, stack);
   }
   if (g_probe.load(std::memory_order_relaxed) == kProbeEntry) {
@@ -620,7 +629,12 @@ void set_enabled(bool on) noexcept {
 
 void set_active(bool on) {
   tls_active = on;
-  c10::impl::tls_set_dispatch_key_included(kKey, on);
+  c10::impl::tls_set_dispatch_key_included(kKey, on || tls_guarded);
+}
+
+void set_guarded(bool on) {
+  tls_guarded = on;
+  c10::impl::tls_set_dispatch_key_included(kKey, on || tls_active);
 }
 
 bool register_fallback(std::string* why) {

@@ -61,6 +61,11 @@ void set_handler(PyObject* handler);
 //! path's dispatch key in this thread's dispatch, or stops. Never blocks.
 void set_active(bool on);
 
+//! This thread's ops outside stream contexts wait for the pending work on their tensors (true:
+//! streamrt.torch is installed and the thread installed it or entered a context), or not. The
+//! fast path's key stays included meanwhile; its fallback does the waits (guard()). Never blocks.
+void set_guarded(bool on);
+
 //! Registers the fallback on the fast path's dispatch key (once per process). False, with the
 //! reason in `why`, when torch refused (another library registered one on that key).
 bool register_fallback(std::string* why);

@@ -7,7 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
-
 #include <torch/library.h>
 
 #include <atomic>
@@ -49,6 +48,12 @@ bool idle(const at::Tensor& t) {
   return tracker == nullptr || host()->tracker_idle(tracker->get());
 }
 
+// Whether a host access to `t` must go through the host wait: pending work, or a failure to raise.
+bool busy(const at::Tensor& t) {
+  const TrackerPtr tracker = registry().find(t);
+  return tracker != nullptr && host()->tracker_busy(tracker->get());
+}
+
 // Drops the key when nothing is pending, then looks again: an enqueue that raced with the drop
 // (its work recorded before our first look had finished, its mark before our drop) finds the key
 // back. The fence orders the drop before the second look.
@@ -75,9 +80,8 @@ void wait_for(const at::Tensor& t, bool for_write) {
   c10::impl::ExcludeDispatchKeyGuard no_reentry{c10::DispatchKeySet(kKey)};
   py::gil_scoped_acquire gil;
   try {
-    py::reinterpret_borrow<py::object>(g_waiter)(py::reinterpret_steal<py::object>(
-                                                     THPVariable_Wrap(t)),
-                                                 for_write);
+    py::reinterpret_borrow<py::object>(g_waiter)(
+        py::reinterpret_steal<py::object>(THPVariable_Wrap(t)), for_write);
   } catch (py::error_already_set& e) {
     e.restore();
     python_error error;
@@ -86,10 +90,12 @@ void wait_for(const at::Tensor& t, bool for_write) {
   }
 }
 
-void guard_tensor(const at::Tensor& t, bool view, bool for_write) {
-  if (!t.defined() || !t.key_set().has(kKey)) return;
-  if (!view && g_waiter != nullptr && !idle(t)) wait_for(t, for_write);
-  unmark_if_idle(t);
+void guard_tensor(const at::Tensor& t, bool view, bool for_write, bool all) {
+  if (!t.defined()) return;
+  const bool marked = t.key_set().has(kKey);
+  if (!marked && (!all || registry().empty())) return;
+  if (!view && g_waiter != nullptr && busy(t)) wait_for(t, for_write);
+  if (marked) unmark_if_idle(t);
 }
 
 }  // namespace
@@ -98,7 +104,8 @@ void mark(const at::Tensor& t) noexcept {
   if (t.defined()) set_key(t.unsafeGetTensorImpl(), true);
 }
 
-void mark_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void mark_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                   torch::jit::Stack* stack) {
   // Inside a stream context the op is stream work, ordered by the tracking: no wait here.
   if (!inside_stream_context()) guard(op, *stack);
   op.redispatchBoxed(ks & kBelowMark, stack);
@@ -123,7 +130,7 @@ bool register_mark_fallback(std::string* why) {
   return library != nullptr;
 }
 
-void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool all) {
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
   const bool view = is_view_or_allocation(schema);
@@ -131,10 +138,10 @@ void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];
     if (v.isTensor()) {
-      guard_tensor(v.toTensor(), view, written(args[i]));
+      guard_tensor(v.toTensor(), view, written(args[i]), all);
     } else if (v.isList()) {
       for (const c10::IValue& x : v.toListRef()) {
-        if (x.isTensor()) guard_tensor(x.toTensor(), view, written(args[i]));
+        if (x.isTensor()) guard_tensor(x.toTensor(), view, written(args[i]), all);
       }
     }
   }

@@ -28,11 +28,12 @@ void mark_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch:
 //! memory was enqueued. Never blocks.
 void mark(const at::Tensor& t) noexcept;
 
-//! For an op of a thread outside stream contexts whose tensor arguments carry the key: waits
-//! (through the waiter, GIL taken) for the queued work that writes each one the op reads, and that
-//! reads or writes each one it writes, and raises that work's failure; views and allocations never
-//! wait. Drops the key from tensors with no pending work. May block.
-void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+//! For an op of a thread outside stream contexts: waits (through the waiter, GIL taken) for the
+//! queued work that writes each tensor argument the op reads, and that reads or writes each one
+//! it writes, and raises that work's failure; views and allocations never wait. `all`: every
+//! tensor argument, found by its memory (a guarded thread); else only those carrying a pending
+//! mark. Drops the mark from tensors with no pending work. May block.
+void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool all = false);
 
 //! The Python callable `waiter(tensor, for_write)` that blocks until the tensor's pending work is
 //! done (streamrt.torch's host wait). Requires the GIL; call once, before any op is marked.

@@ -16,6 +16,7 @@ While streamrt.torch is installed, a thread that entered a stream context has th
   (never reading them early), then runs as eager torch does. Views (metadata only) never wait.
 """
 
+import importlib.util
 import threading
 import warnings
 
@@ -37,7 +38,20 @@ _data_ptr = _compat.TensorBase.data_ptr  # the C methods (install() wraps the Py
 _storage_offset = _compat.TensorBase.storage_offset
 _element_size = _compat.TensorBase.element_size
 _expired = torch.UntypedStorage._expired
-_Exclude = torch._C.ExcludeDispatchKeyGuard
+_TorchExclude = torch._C.ExcludeDispatchKeyGuard
+
+
+class _Exclude:
+    """The dispatch keys a work item run through Python excludes: `keys`, and the native part's
+    own (the fast path's and the pending marks', which torch's Python API cannot name), so that an
+    item run on a guarded host thread helping with queued work neither waits for itself nor is
+    enqueued again. Restored when the object goes."""
+
+    __slots__ = ("_torch", "_ours")
+
+    def __init__(self, keys):
+        self._torch = _TorchExclude(keys)
+        self._ours = _native.ExcludeOurs() if _native is not None else None
 _empty_strided = torch.empty_strided
 _enqueue_item = _C._torch_enqueue
 _current_stream = _C.current_stream
@@ -90,6 +104,7 @@ class _Local(threading.local):
     depth = 0  # stream contexts entered on this thread since install()
     armed = False  # whether the mode is this thread's dispatch mode
     mode_off = False  # armed, but the mode is off while the fast path takes the thread's ops
+    guard = None  # the native module guarding this thread (arm() with the fast path), or None
 
 
 tls = _Local()
@@ -641,19 +656,24 @@ _C._set_torch_runtime(_Exclude)
 # work items call the op through Python (bind_torch.cpp) and everything else is this file's.
 _FAST_META, _FAST_HOST = 1, 2  # teach_kind
 _FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
-fast_unavailable = "streamrt._streamrt_torch is not built"  # why there is no fast path, or None
+# why there is no fast path, or None
+fast_unavailable = "streamrt._streamrt_torch is not built (`pip install -v` says why)"
+_native = None
 try:
-    from . import _streamrt_torch as _native
-except ImportError as e:
-    _native = None
-    if "No module named" not in str(e):
+    _built = importlib.util.find_spec(__package__ + "._streamrt_torch") is not None
+except ImportError:  # (an import hook that hides it)
+    _built = False
+if _built:
+    try:
+        from . import _streamrt_torch as _native
+    except ImportError as e:
         fast_unavailable = f"streamrt._streamrt_torch does not load beside this torch: {e}"
 if _native is not None and _native.built_for != torch.__version__:
     fast_unavailable = (
         f"streamrt._streamrt_torch was built for torch {_native.built_for}, not for this torch "
         f"{torch.__version__}: reinstall streamrt beside this torch (pip install <streamrt>)")
     _native = None
-if _native is None and fast_unavailable != "streamrt._streamrt_torch is not built":
+if _native is None and not fast_unavailable.startswith("streamrt._streamrt_torch is not built"):
     warnings.warn(f"streamrt.torch runs on its Python path: {fast_unavailable}", stacklevel=2)
 _enqueue_native = None
 _mark = None  # _native.mark while the native part is used
@@ -702,7 +722,7 @@ def context_entered():
     if tls.depth == 1 and _fast is not None:
         # The fast path's fallback takes every op of the context; the mode stays off meanwhile.
         _fast.set_active(True)
-        if tls.armed:
+        if tls.armed and tls.guard is None:
             _compat.pop_mode(MODE)
             tls.mode_off = True
 
@@ -723,18 +743,28 @@ set_native(True)
 
 
 def arm():
-    """Sets the mode on this thread (streamrt.torch is installed and a context is entered)."""
+    """Guards this thread (streamrt.torch is installed and the thread installed it or entered a
+    context): with the fast path, its fallback waits for the pending work of every op's tensors
+    outside contexts (no dispatch mode at all); without it, the dispatch mode does."""
     if not tls.armed:
         if _compat.other_modes_active():
             raise RuntimeError(
                 "streamrt.torch: a torch dispatch mode (a `with SomeMode():` block) is active on "
                 "this thread; enter the stream context outside it")
         tls.armed = True
-        _compat.push_mode(MODE)
+        tls.guard = _fast
+        if tls.guard is not None:
+            tls.guard.set_guarded(True)
+        else:
+            _compat.push_mode(MODE)
 
 
 def disarm():
-    """Clears the mode on this thread."""
+    """Stops guarding this thread."""
     if tls.armed:
         tls.armed = False
-        _compat.pop_mode(MODE)
+        if tls.guard is not None:
+            tls.guard.set_guarded(False)
+            tls.guard = None
+        else:
+            _compat.pop_mode(MODE)

@@ -129,3 +129,14 @@ def test_a_failed_writer_is_raised_by_the_read(installed):
         bad = torch.index_select(x, 0, torch.tensor([0, 99]))  # fails on the worker
     with pytest.raises(IndexError, match="out of range"):
         bad.tolist()
+
+
+def test_an_op_on_a_view_taken_before_the_write_waits(installed):
+    # The view was made before the write was queued, so it does not carry the pending mark: the
+    # guard of this thread (which installed streamrt.torch) finds the write by its memory.
+    s = torch.cpu.Stream()
+    x = torch.zeros(N)
+    early = x[2:4]
+    gate = held_write(s, x, 5.0)
+    gate.open_later()
+    assert (early * 1).tolist() == [5.0, 5.0]

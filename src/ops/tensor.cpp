@@ -114,6 +114,15 @@ bool Tensor::ready() const {
   return true;
 }
 
+bool Tensor::settled(bool for_write) const {
+  ops::check_defined(*this, "Tensor::settled");
+  for (const auto& pos : ops::pending_accesses(*storage_, for_write)) {
+    // (a failed access stays listed until it is reported: the wait that reports it raises)
+    if (impl::backend(pos->device().type).event_state(*pos) != EventState::Complete) return false;
+  }
+  return true;
+}
+
 bool Tensor::wait_for(std::chrono::nanoseconds timeout, bool for_write) const {
   ops::check_defined(*this, "Tensor::wait_for");
   const auto deadline = detail::deadline_after(timeout);
