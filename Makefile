@@ -38,7 +38,7 @@ deps:
 # `make test` builds _streamrt_torch for it too and runs the Python tests in it.
 STREAMRT_CACHE ?= $(HOME)/.cache/streamrt
 TORCH2_REQUIREMENTS := python/torch2-requirements.txt
-TORCH2_KEY := $(shell sha256sum $(TORCH2_REQUIREMENTS) 2>/dev/null | cut -c1-12)
+TORCH2_KEY := $(shell grep -v '^\#' $(TORCH2_REQUIREMENTS) 2>/dev/null | sha256sum | cut -c1-12)
 TORCH2_VENV ?= $(STREAMRT_CACHE)/venv-torch2-$(TORCH2_KEY)
 TORCH2_PYTHON := $(TORCH2_VENV)/bin/python
 TORCH2 ?=
@@ -50,7 +50,8 @@ PIP_BUILD_REQUIREMENTS := setuptools==84.2.1 wheel==0.48.0
 
 torch2-venv: deps
 	@if [ -f $(TORCH2_VENV)/.complete ]; then echo "== torch 2.x environment: $(TORCH2_VENV)"; \
-	else set -e; echo "== making the torch 2.x environment $(TORCH2_VENV)"; rm -rf $(TORCH2_VENV); \
+	else set -e; echo "== making the torch 2.x environment $(TORCH2_VENV)"; \
+	  rm -rf $(STREAMRT_CACHE)/venv-torch2-*; \
 	  mkdir -p $(STREAMRT_CACHE)/wheels; \
 	  $(PYTHON) -m pip download -q -d $(STREAMRT_CACHE)/wheels -r $(TORCH2_REQUIREMENTS); \
 	  $(PYTHON) -m venv $(TORCH2_VENV); \
@@ -228,8 +229,8 @@ test-pip: deps
 # user's own), so the package would build without the fast path (offline, isolation reaches a
 # build backend at all only when setuptools and wheel are in --find-links). pybind11 is Debian's
 # pybind11-dev, found by CMake through its config.
-# Built in build-pip-torch2 (STREAMRT_PIP_BUILD): build-pip is test-pip's build for Debian's torch;
-# the wheel reuses this stage's CMake build. The install runs with -v for setup.py's line saying
+# Built in test-pip's CMake build (build-pip), which it leaves behind: reconfigured for this
+# interpreter, only _streamrt_torch is compiled again (for this torch); the wheel reuses that build. The install runs with -v for setup.py's line saying
 # whether the fast path was built (pip shows a build's output only then). Last, the same install
 # beside that torch with its headers hidden (a torch without them): it must say why there is no
 # fast path, and streamrt.torch must run the seed example through Python.
@@ -244,9 +245,9 @@ PIP_TORCH2_CHECK := import torch, streamrt.torch, streamrt._torch_dispatch as d;
 PIP_TORCH2_VENV = $(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --no-index \
   --find-links $(STREAMRT_CACHE)/wheels -r $(TORCH2_REQUIREMENTS) $(2)
 test-pip-torch2: torch2-venv
-	rm -rf build-pip-torch2 build-venv-torch2 build-venv-torch2-wheel
+	rm -rf build-venv-torch2 build-venv-torch2-wheel
 	$(call PIP_TORCH2_VENV,build-venv-torch2,$(PIP_BUILD_REQUIREMENTS))
-	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
 	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip install --no-build-isolation \
 	  --no-index --find-links $(STREAMRT_CACHE)/wheels -v . > build-venv-torch2/install.log 2>&1 \
 	  || { tail -n 80 build-venv-torch2/install.log; exit 1; }
@@ -256,17 +257,17 @@ test-pip-torch2: torch2-venv
 	grep -q " from $(CURDIR)/build-venv-torch2/lib/" build-venv-torch2/check.txt
 	cd build-venv-torch2 && bin/python $(CURDIR)/examples/python/seed_torch_streams.py > seed.txt \
 	  || { cat seed.txt; exit 1; }
-	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
 	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip wheel --no-deps \
-	  --no-build-isolation -q -w build-pip-torch2/wheel .
+	  --no-build-isolation -q -w build-pip/wheel-torch2 .
 	$(call PIP_TORCH2_VENV,build-venv-torch2-wheel)
 	build-venv-torch2-wheel/bin/pip install --no-index --no-deps -q \
-	  build-pip-torch2/wheel/streamrt-*.whl
+	  build-pip/wheel-torch2/streamrt-*.whl
 	set -o pipefail; cd build-venv-torch2-wheel && bin/python -c '$(PIP_TORCH2_CHECK)' \
 	  | tee check.txt
 	grep -q " from $(CURDIR)/build-venv-torch2-wheel/lib/" build-venv-torch2-wheel/check.txt
 	cd $(PIP_TORCH2_DIR) && mv include include.hidden
-	STREAMRT_PIP_BUILD=build-pip-torch2 CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
+	CMAKE_ARGS="-DSTREAMRT_WERROR=ON $(LAUNCHER)" \
 	  CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) build-venv-torch2/bin/pip install --no-build-isolation \
 	  --no-index --find-links $(STREAMRT_CACHE)/wheels -v . > build-venv-torch2/headerless.log \
 	  2>&1 || { tail -n 80 build-venv-torch2/headerless.log; exit 1; }
