@@ -21,7 +21,8 @@ namespace streamrt::cpu {
 //! pool gets n minus the workers live partitions reserve. Blocks until the pool has been resized;
 //! queued work is kept. Thread-safe; throws Error when called from a worker thread, with n out of
 //! range, with n not above the workers live partitions reserve (the shared pool keeps at least
-//! one), or when the OS refuses a new thread (the pool then keeps its old size).
+//! one); ResourceUnavailable (an Error) when the OS refuses a new thread (the pool then keeps
+//! its old size).
 STREAMRT_API void set_num_threads(int n);
 
 //! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency, or
@@ -71,7 +72,7 @@ class STREAMRT_API Partition {
   //! Reserves `workers` unpinned workers (the OS places them). Blocks until the shared pool has
   //! shrunk (its surplus workers finish their current item). Throws Error when workers < 1, when
   //! the partitions would leave the shared pool no worker (reserved >= num_threads()), when called
-  //! from stream work or a callback, or when the OS refuses a thread.
+  //! from stream work or a callback; ResourceUnavailable (an Error) when the OS refuses a thread.
   explicit Partition(int workers);
 
   //! Reserves one worker per core of `cores`, each pinned to its core (pthread_setaffinity_np).

@@ -24,6 +24,9 @@ class Error(RuntimeError):
 class Cancelled(Error):
     """Raised by waits on work that was cancelled."""
 
+class OutOfMemoryError(Error, MemoryError):
+    """Raised when memory for a tensor cannot be had (a streamrt.Error and a MemoryError)."""
+
 class Device:
     """A device: type ('cpu' or 'cuda') and index."""
 
