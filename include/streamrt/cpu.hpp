@@ -58,15 +58,16 @@ STREAMRT_API bool worker_batch();
 //! urgent; what Stream::priority_range(Device{}) returns. Never blocks; thread-safe.
 STREAMRT_API std::pair<int, int> priority_range();
 
-class PartitionState;
+class PartitionLease;
 
 //! A set of CPU workers reserved for the streams created in it (new_stream()): work of other
 //! streams never runs on them, and an op running on a partition's stream splits (intra-op
 //! parallelism) only over that partition's idle workers. The shared pool gives up as many workers
 //! while the partition lives, so num_threads() stays the total and the cores are not
-//! oversubscribed. A copyable handle: copies name the same partition, which lives (with its
-//! workers) while any handle or any of its streams does, so no work is dropped. All members are
-//! thread-safe. See docs/design.md, "Partitions".
+//! oversubscribed. A copyable handle: copies name the same partition, whose workers stay reserved
+//! while any handle of it or of its streams lives, and after that until the work queued on its
+//! streams has run (no work is dropped). Events, tensors and cached memory of its streams do not
+//! keep them. All members are thread-safe. See docs/design.md, "Partitions".
 class STREAMRT_API Partition {
  public:
   //! Reserves `workers` unpinned workers (the OS places them). Blocks until the shared pool has
@@ -98,8 +99,8 @@ class STREAMRT_API Partition {
   bool operator==(const Partition& other) const noexcept = default;
 
  private:
-  explicit Partition(std::shared_ptr<PartitionState> state) noexcept;
-  std::shared_ptr<PartitionState> state_;
+  explicit Partition(std::shared_ptr<PartitionLease> state) noexcept;
+  std::shared_ptr<PartitionLease> state_;
 };
 
 }  // namespace streamrt::cpu
