@@ -21,7 +21,8 @@ namespace streamrt::cpu {
 //! pool gets n minus the workers live partitions reserve. Blocks until the pool has been resized;
 //! queued work is kept. Thread-safe; throws Error when called from a worker thread, with n out of
 //! range, with n not above the workers live partitions reserve (the shared pool keeps at least
-//! one), or when the OS refuses a new thread (the pool then keeps its old size).
+//! one); ResourceUnavailable (an Error) when the OS refuses a new thread (the pool then keeps
+//! its old size).
 STREAMRT_API void set_num_threads(int n);
 
 //! The number of CPU worker threads: STREAMRT_NUM_THREADS, else the hardware concurrency, or
@@ -57,21 +58,22 @@ STREAMRT_API bool worker_batch();
 //! urgent; what Stream::priority_range(Device{}) returns. Never blocks; thread-safe.
 STREAMRT_API std::pair<int, int> priority_range();
 
-class PartitionState;
+class PartitionLease;
 
 //! A set of CPU workers reserved for the streams created in it (new_stream()): work of other
 //! streams never runs on them, and an op running on a partition's stream splits (intra-op
 //! parallelism) only over that partition's idle workers. The shared pool gives up as many workers
 //! while the partition lives, so num_threads() stays the total and the cores are not
-//! oversubscribed. A copyable handle: copies name the same partition, which lives (with its
-//! workers) while any handle or any of its streams does, so no work is dropped. All members are
-//! thread-safe. See docs/design.md, "Partitions".
+//! oversubscribed. A copyable handle: copies name the same partition, whose workers stay reserved
+//! while any handle of it or of its streams lives, and after that until the work queued on its
+//! streams has run (no work is dropped). Events, tensors and cached memory of its streams do not
+//! keep them. All members are thread-safe. See docs/design.md, "Partitions".
 class STREAMRT_API Partition {
  public:
   //! Reserves `workers` unpinned workers (the OS places them). Blocks until the shared pool has
   //! shrunk (its surplus workers finish their current item). Throws Error when workers < 1, when
   //! the partitions would leave the shared pool no worker (reserved >= num_threads()), when called
-  //! from stream work or a callback, or when the OS refuses a thread.
+  //! from stream work or a callback; ResourceUnavailable (an Error) when the OS refuses a thread.
   explicit Partition(int workers);
 
   //! Reserves one worker per core of `cores`, each pinned to its core (pthread_setaffinity_np).
@@ -97,8 +99,8 @@ class STREAMRT_API Partition {
   bool operator==(const Partition& other) const noexcept = default;
 
  private:
-  explicit Partition(std::shared_ptr<PartitionState> state) noexcept;
-  std::shared_ptr<PartitionState> state_;
+  explicit Partition(std::shared_ptr<PartitionLease> state) noexcept;
+  std::shared_ptr<PartitionLease> state_;
 };
 
 }  // namespace streamrt::cpu

@@ -137,4 +137,20 @@ class STREAMRT_API Cancelled : public Error {
   using Error::Error;
 };
 
+//! Thrown when the OS refuses something the runtime needs to run work, rather than for a bad
+//! argument: a worker thread (the process's thread or memory limits), memory (OutOfMemory). A
+//! kind of Error. Thread-safe to throw and copy; never blocks.
+class STREAMRT_API ResourceUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+//! Thrown when memory for a tensor cannot be had (the OS refused it and the cache had nothing
+//! left to release); a kind of ResourceUnavailable. Python raises it as
+//! streamrt.OutOfMemoryError, a MemoryError. Thread-safe to throw and copy; never blocks.
+class STREAMRT_API OutOfMemory : public ResourceUnavailable {
+ public:
+  using ResourceUnavailable::ResourceUnavailable;
+};
+
 }  // namespace streamrt

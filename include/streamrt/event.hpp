@@ -36,6 +36,10 @@ STREAMRT_API std::string_view to_string(EventState state) noexcept;
 
 //! A handle to an event. Copies share the event. All methods are thread-safe; recording from one
 //! thread while another waits is allowed (the waiter tracks the record it saw when it started).
+//!
+//! A moved-from handle names no event: every method but valid(), operator== and assignment throws
+//! Error saying "this Event was moved from" (as do calls that take it as an argument, wait_all
+//! included) until an event is assigned to it.
 class STREAMRT_API Event {
  public:
   //! A new, never-recorded event. Never blocks.
@@ -80,8 +84,8 @@ class STREAMRT_API Event {
   //! The device of the record; nullopt when never recorded. Never blocks.
   std::optional<Device> device() const;
 
-  //! The options given at creation. Never blocks.
-  EventOptions options() const noexcept;
+  //! The options given at creation. Never blocks. Throws Error on a moved-from handle.
+  EventOptions options() const;
 
   //! Pending, complete, failed, ... Never blocks.
   EventState state() const;
@@ -91,14 +95,22 @@ class STREAMRT_API Event {
   //! stderr. Throws Error when never recorded. Returns at once.
   void on_complete(std::function<void(std::exception_ptr)> cb) const;
 
-  //! The current record (for backend authors); null when never recorded. Never blocks.
+  //! The current record (for backend authors); null when never recorded. Never blocks. Throws
+  //! Error on a moved-from handle.
   std::shared_ptr<impl::EventImpl> impl() const;
+
+  //! False for a moved-from handle (it names no event), true otherwise. Never blocks.
+  bool valid() const noexcept { return state_ != nullptr; }
 
   //! Same event (copies of one handle).
   friend bool operator==(const Event& a, const Event& b) noexcept { return a.state_ == b.state_; }
 
  private:
   struct State;
+  // The state, or Error naming Event::`member` when this handle was moved from (a null state_
+  // would crash the caller).
+  State& checked(const char* member) const;
+
   std::shared_ptr<State> state_;
 };
 

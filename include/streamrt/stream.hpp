@@ -33,6 +33,10 @@ STREAMRT_API std::string_view to_string(CaptureMode mode) noexcept;
 
 //! A handle to a stream: an in-order queue of work on one device. Copies name the same stream;
 //! the stream lives while any handle or any queued work refers to it. All methods are thread-safe.
+//!
+//! A moved-from handle names no stream: every method but impl(), operator== and assignment throws
+//! Error saying "this Stream was moved from" (as do calls that take it as an argument) until a
+//! stream is assigned to it.
 class STREAMRT_API Stream {
  public:
   //! Creates a NEW stream on `device` with `priority` (see priority_range(); lower = more urgent).
@@ -49,12 +53,13 @@ class STREAMRT_API Stream {
   //! urgent. Never blocks. Throws Error for a device without a backend.
   static std::pair<int, int> priority_range(Device device = {});
 
-  //! The device the stream runs on. Never blocks.
-  Device device() const noexcept;
-  //! The priority given at creation. Never blocks.
-  int priority() const noexcept;
-  //! Unique per device while the stream lives; 0 is the default stream. Never blocks.
-  std::uint64_t id() const noexcept;
+  //! The device the stream runs on. Never blocks. Throws Error on a moved-from handle.
+  Device device() const;
+  //! The priority given at creation. Never blocks. Throws Error on a moved-from handle.
+  int priority() const;
+  //! Unique per device while the stream lives; 0 is the default stream. Never blocks. Throws
+  //! Error on a moved-from handle.
+  std::uint64_t id() const;
 
   //! Enqueues `fn()` after everything submitted so far; returns at once, never waits for
   //! running work. `fn` and what it captures are destroyed after it runs (or is skipped).
@@ -137,7 +142,7 @@ class STREAMRT_API Stream {
   //! True while this stream captures (it began a capture or joined one). Never blocks.
   bool is_capturing() const;
 
-  //! The backend object (for backend authors). Never blocks.
+  //! The backend object (for backend authors); null for a moved-from handle. Never blocks.
   const std::shared_ptr<impl::StreamImpl>& impl() const noexcept { return impl_; }
 
   //! Same stream (same device and id).
@@ -147,6 +152,10 @@ class STREAMRT_API Stream {
   std::string str() const;
 
  private:
+  // The stream, or Error naming Stream::`member` when this handle was moved from (a null
+  // impl_ would crash the caller).
+  impl::StreamImpl& checked(const char* member) const;
+
   std::shared_ptr<impl::StreamImpl> impl_;
 };
 

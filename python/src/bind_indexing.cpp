@@ -26,11 +26,14 @@ using namespace pybind11::literals;
 
 namespace {
 
-// Index errors become IndexError (Python's iteration protocol relies on it).
+// Index errors become IndexError (Python's iteration protocol relies on it); a refusal of the OS
+// (memory for the result, a worker thread) is no index error and is raised as it is.
 template <class F>
 Tensor index_op(F&& f) {
   try {
     return f();
+  } catch (const ResourceUnavailable&) {
+    throw;
   } catch (const Error& e) {
     throw py::index_error(python_text(e.text()));
   }

@@ -111,6 +111,15 @@ void bind_host_access(py::class_<Tensor>& cls) {
             return arr;
           },
           "dtype"_a = py::none(), "copy"_a = py::none())
+      // bytes() tries __bytes__ first, then __index__ (bytes(5) is five zero bytes), and only
+      // then the buffer protocol: without this, bytes() of a one-element integer tensor was
+      // zeros and of a longer one a TypeError.
+      .def(
+          "__bytes__",
+          [](py::object self) -> py::bytes {
+            return numpy_view(std::move(self), false).attr("tobytes")();
+          },
+          "The elements in C order as numpy's tobytes() gives them (waits for the writer).")
       .def("__dlpack__", &to_dlpack_capsule, "stream"_a = py::none(),
            "A DLPack capsule sharing the memory (waits for pending work first).")
       .def("__dlpack_device__",

@@ -20,9 +20,11 @@ namespace py = pybind11;
 namespace sp = streamrt::python;
 using namespace pybind11::literals;
 
-PYBIND11_MODULE(_streamrt, m) {
-  m.doc() = "streamrt: CUDA-style streams and events for CPU work (native part)";
+namespace {
 
+// The exceptions of the C++ library as Python raises them: streamrt.Error, streamrt.Cancelled,
+// streamrt.OutOfMemoryError, and a Python exception carried through the runtime as itself.
+void register_exceptions(py::module_& m) {
   // streamrt::Error -> streamrt.Error (a RuntimeError, as torch raises RuntimeError); Cancelled is
   // registered after it so that its translator is tried first.
   // Leaked, not static objects: their destructors would touch Python after finalization.
@@ -42,9 +44,21 @@ PYBIND11_MODULE(_streamrt, m) {
       (*cancelled)(sp::python_text(e.text()).c_str());
     }
   });
+  // OutOfMemory -> streamrt.OutOfMemoryError: a streamrt.Error, and a MemoryError, which is what
+  // Python code catches when memory runs out (torch's OutOfMemoryError is a RuntimeError only).
+  static auto* out_of_memory = new py::exception<streamrt::OutOfMemory>(
+      m, "OutOfMemoryError", py::make_tuple(*error, py::handle(PyExc_MemoryError)));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const streamrt::OutOfMemory& e) {
+      (*out_of_memory)(sp::python_text(e.text()).c_str());
+    }
+  });
   // Shown as streamrt.Error / streamrt.Cancelled (the package's names), not streamrt._streamrt.
   error->attr("__module__") = "streamrt";
   cancelled->attr("__module__") = "streamrt";
+  out_of_memory->attr("__module__") = "streamrt";
   // A Python exception carried through the runtime is raised again as the original object.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -53,6 +67,14 @@ PYBIND11_MODULE(_streamrt, m) {
       e.restore();
     }
   });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_streamrt, m) {
+  m.doc() = "streamrt: CUDA-style streams and events for CPU work (native part)";
+
+  register_exceptions(m);
 
   sp::remember_main_thread();
   sp::bind_device(m);

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "py_exception.hpp"
@@ -269,15 +270,55 @@ const char* callable_label(py::handle fn) {
 
 namespace {
 
+// The label of a failure's Python exception ("ZeroDivisionError: division by zero"): exit
+// prints the traceback of the first failure with a label and counts the others.
+std::string label_of(const py::object& exc) {
+  std::string label = py::str(py::type::handle_of(exc).attr("__name__"));
+  if (const std::string text = py::str(exc); !text.empty()) label += ": " + text;
+  return label;
+}
+
 // Prints a failure nobody synchronized on, at exit, with its Python traceback when it has one.
-void report_at_exit(const std::exception_ptr& e) {
-  py::object exc = exception_object(e);
+void report_at_exit(const py::object& exc) {
   py::module_ sys = py::module_::import("sys");
   py::module_ traceback = py::module_::import("traceback");
   py::object err = sys.attr("stderr");
   err.attr("write")("streamrt: at exit, a failure in stream work that was never synchronized:\n");
   traceback.attr("print_exception")(exc, py::arg("file") = err);
 }
+
+// The failures exit reported, by label, in the order first seen. Many streams failing the same
+// way (the same function launched on each) print one traceback and a count, not one each.
+class ExitReports {
+ public:
+  // Reports the failure `e`: its traceback the first time its label comes, a count after that.
+  void add(const std::exception_ptr& e) {
+    py::object exc = exception_object(e);
+    const std::string label = label_of(exc);
+    for (auto& [seen, count] : counts_) {
+      if (seen == label) {
+        ++count;
+        return;
+      }
+    }
+    counts_.emplace_back(label, 1);
+    report_at_exit(exc);
+  }
+
+  // One line per label that came more than once: "ZeroDivisionError: division by zero x2".
+  void print_repeats() const {
+    py::object err = py::module_::import("sys").attr("stderr");
+    for (const auto& [label, count] : counts_) {
+      if (count < 2) continue;
+      err.attr("write")("streamrt: at exit, " + label + " x" + std::to_string(count) +
+                        " (failures of stream work never synchronized; the first one's "
+                        "traceback is above)\n");
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, int>> counts_;
+};
 
 }  // namespace
 
@@ -336,25 +377,12 @@ const char* wait_idle_at_exit(std::optional<std::chrono::nanoseconds> timeout,
   }
 }
 
-// Same type and text as the last failure reported: not a failure of work but a refusal that
-// every synchronize repeats (a capture left open from C++). Requires nothing.
-bool same_failure(const std::exception_ptr& a, const std::string& last) {
+// Prints the counts of repeated failures; a failure to print is dropped (exit goes on).
+void print_repeats_of(const ExitReports& reported) {
   try {
-    std::rethrow_exception(a);
-  } catch (const std::exception& e) {
-    return !last.empty() && last == e.what();
-  } catch (...) {
-    return false;
-  }
-}
-
-std::string text_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return {};
+    reported.print_repeats();
+  } catch (const py::error_already_set&) {
+    PyErr_Clear();
   }
 }
 
@@ -369,18 +397,24 @@ const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout) {
   }
   // Each round: let every pending Python callable and callback run and all CPU stream work
   // finish, then report one failure nobody synchronized on. A callback may queue more work,
-  // hence the loop; it ends when a round finds nothing, or on Ctrl-C or the time-out.
-  constexpr int kMaxReports = 100;
+  // hence the loop; it ends when a round finds nothing, or on Ctrl-C or the time-out. Every
+  // failure is reported, also one with the same text as the one before (the same function
+  // failing on several streams); only a refusal that every synchronize repeats (a capture left
+  // open from C++) would come back for ever, hence the bound.
+  constexpr int kMaxReports = 1000;
   int reports = 0;
   bool noticed = false;
-  std::string last;
+  ExitReports reported;
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     drain_if_any();
     std::exception_ptr failure;
     try {
       const char* how = wait_idle_at_exit(timeout, start, noticed);
-      if (how != kDone) return how;  // the gate stays open: the caller ends the process
+      if (how != kDone) {
+        print_repeats_of(reported);
+        return how;  // the gate stays open: the caller ends the process
+      }
       py::gil_scoped_release release;
       streamrt::synchronize(Device{});  // idle: reports a failure, if one is left
     } catch (py::error_already_set&) {
@@ -389,10 +423,16 @@ const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout) {
       failure = std::current_exception();
     }
     if (failure) {
-      if (same_failure(failure, last) || ++reports > kMaxReports) break;  // never a busy loop
-      last = text_of(failure);
+      if (++reports > kMaxReports) {
+        std::fprintf(stderr,
+                     "streamrt: at exit, stopped reporting after %d failures: the device still "
+                     "reports one at every synchronize (a refusal such as a capture left open, "
+                     "rather than failed work)\n",
+                     kMaxReports);
+        break;  // never a busy loop
+      }
       try {
-        report_at_exit(failure);
+        reported.add(failure);
       } catch (const py::error_already_set&) {
         PyErr_Clear();
       }
@@ -401,6 +441,7 @@ const char* shutdown_at_exit(std::optional<std::chrono::nanoseconds> timeout) {
     std::lock_guard lock(g.mutex);
     if (g.pending == 0) break;
   }
+  print_repeats_of(reported);
   drain_if_any();
   py::gil_scoped_release release;
   {

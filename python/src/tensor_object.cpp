@@ -14,10 +14,24 @@ void Operand::promote_for(py::handle scalar) {
   tensor_ = &owned_.emplace(std::move(converted));
 }
 
-py::value_error op_error(const char* what, const Error& e) {
+namespace {
+
+// The message of `e` in Python spelling, beginning with the op's name `what`.
+std::string op_message(const char* what, const Error& e) {
   std::string message = python_text(e.text());
   if (message.rfind(what, 0) != 0) message = std::string(what) + ": " + message;
-  return py::value_error(message);
+  return message;
+}
+
+}  // namespace
+
+py::value_error op_error(const char* what, const Error& e) {
+  return py::value_error(op_message(what, e));
+}
+
+void rethrow_refusal(const char* what, const ResourceUnavailable& e) {
+  if (dynamic_cast<const OutOfMemory*>(&e) != nullptr) throw OutOfMemory(op_message(what, e));
+  throw ResourceUnavailable(op_message(what, e));
 }
 
 PyObject* raise_current_exception() noexcept {

@@ -102,16 +102,25 @@ class Operand {
 //! The ValueError for an op's argument Error `e`, named after `what`.
 py::value_error op_error(const char* what, const Error& e);
 
+//! Throws the OS's refusal `e` again as the same kind (OutOfMemory or ResourceUnavailable), its
+//! message named after `what` as op_error names argument errors.
+[[noreturn]] void rethrow_refusal(const char* what, const ResourceUnavailable& e);
+
 //! Launches an op that only enqueues work (element-wise math and comparisons, dtype conversions)
 //! with the GIL held: such a launch never waits for a thread that may need the GIL (runtime locks
 //! are never held while waiting for it, py_runtime.hpp), so releasing the GIL would only add a
-//! hand-off to every small op. Its Errors become ValueError naming `what`.
+//! hand-off to every small op. Its Errors become ValueError naming `what`, but for a refusal of
+//! the OS (ResourceUnavailable: a worker thread, memory), which is no argument error and stays
+//! what Python code expects for it (streamrt.Error, a RuntimeError; streamrt.OutOfMemoryError, a
+//! MemoryError).
 template <class F>
 Tensor launch_op(const char* what, F&& f) {
   try {
     return f();
   } catch (const Cancelled&) {
     throw;
+  } catch (const ResourceUnavailable& e) {
+    rethrow_refusal(what, e);
   } catch (const Error& e) {
     throw op_error(what, e);
   }

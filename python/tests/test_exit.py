@@ -77,6 +77,34 @@ def test_unsynchronized_failure_is_reported_at_exit_with_its_traceback():
     assert "LookupError: nobody synchronized on me" in proc.stderr
 
 
+def test_every_unsynchronized_failure_is_reported_at_exit_repeats_counted():
+    # Two failures in a row with the same text once ended the report: the third stream's
+    # KeyError was never printed.
+    proc = run_script(
+        """
+        streams = [streamrt.Stream() for _ in range(4)]
+        def divide():
+            return 1 / 0
+        def look_up():
+            return {}["k"]
+        def divide_again():
+            return 1 / 0
+        for s, job in zip(streams, [divide, divide, look_up, divide_again]):
+            s.launch(job)
+        for s in streams:
+            s.launch(time.sleep, 0)  # skipped: the stream failed before it
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr
+    assert "KeyError: 'k'" in err, err
+    assert "look_up" in err, err
+    # One traceback per kind of failure, and a count of the three ZeroDivisionErrors.
+    assert err.count("ZeroDivisionError: division by zero\n") == 1, err
+    assert "ZeroDivisionError: division by zero x3" in err, err
+    assert "KeyError: 'k' x" not in err, err
+
+
 def test_daemon_thread_launching_during_exit_neither_crashes_nor_hangs():
     # A daemon thread keeps launching Python work while the interpreter exits: work submitted
     # before streamrt's exit handler runs; later work cannot (the interpreter is going) and is

@@ -58,6 +58,58 @@ def test_sizes_outside_int64_are_value_errors_naming_the_value(size):
     assert str(size) in str(info.value) and "Unable to cast" not in str(info.value)
 
 
+# Sizes that fit in memory's address arithmetic but not in memory (2**48 bytes and more: beyond a
+# 47-bit user address space, and beyond any machine's memory and swap).
+@pytest.mark.parametrize(
+    "name, make",
+    [
+        ("empty", lambda: streamrt.empty(2**45, dtype=streamrt.float64)),
+        ("zeros", lambda: streamrt.zeros(2**46)),
+        ("add", lambda: streamrt.zeros(1).expand(2**46) + 1),
+        ("mul", lambda: streamrt.mul(streamrt.zeros(1).expand(2**46), 2)),
+        ("contiguous", lambda: streamrt.zeros(1).expand(2**46).contiguous()),
+    ],
+)
+def test_an_allocation_too_large_to_satisfy_is_a_memory_error(name, make):
+    # Not the ValueError of a bad argument: the size was fine, memory ran out.
+    with pytest.raises(MemoryError) as info:
+        make()
+    assert isinstance(info.value, streamrt.OutOfMemoryError)
+    assert isinstance(info.value, streamrt.Error)
+    assert not isinstance(info.value, ValueError)
+    assert str(info.value).startswith(name + ": out of memory allocating a tensor of ")
+    assert streamrt.ones(4).sum().item() == 4.0  # and the runtime goes on
+
+
+def test_a_refused_worker_thread_is_a_runtime_error():
+    # The address space is capped just above what the process uses, so the OS refuses the stacks
+    # of the workers the first op starts: a RuntimeError (streamrt.Error), not a ValueError.
+    proc = run_child(
+        """
+        import resource
+        def address_space():
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmSize:"):
+                        return int(line.split()[1]) * 1024
+        limit = address_space() + (48 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            streamrt.ones(4) + 1
+        except Exception as e:
+            print(type(e).__name__, isinstance(e, RuntimeError), isinstance(e, ValueError))
+            print(e)
+        else:
+            print("no error")
+        """,
+        env={"STREAMRT_NUM_THREADS": "64"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Error True False", proc.stdout
+    assert lines[1].startswith("ones: cannot start 64 CPU workers: the OS refused worker "), lines
+
+
 def test_an_overflowing_tensor_never_reads_the_heap():
     # What the overflow allowed: an 8-byte storage behind a tensor of 2**61 + 1 elements.
     with pytest.raises(ValueError):

@@ -133,3 +133,24 @@ def test_workers_come_back_when_the_partition_is_gone(workers):
     ha.result()
     hb.result()
     assert cpu.Partition(1).num_workers == 1
+
+
+def test_workers_come_back_whatever_its_streams_leave_behind(workers):
+    # A tensor allocated and written on the partition's stream, memory freed into the cache from
+    # there, an event and a launch handle of that stream: none of them keeps the workers once the
+    # partition and its stream are dropped.
+    workers(2)
+    p = cpu.Partition(1)
+    s = p.new_stream()
+    with streamrt.StreamContext(s):
+        kept = streamrt.ones(4) + 1
+        freed = streamrt.ones(1024) * 2
+        handle = s.launch(lambda: 3)
+    del freed
+    event = s.record_event()
+    s.synchronize()
+    del p, s
+    again = cpu.Partition(1)  # waits for the workers on their way back, refused if they never come
+    assert again.num_workers == 1
+    assert event.query() and handle.result() == 3
+    assert kept.numpy().tolist() == [2.0, 2.0, 2.0, 2.0]

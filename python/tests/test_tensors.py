@@ -194,6 +194,40 @@ def test_buffer_protocol_and_array_interface_are_zero_copy():
     assert copied.dtype == np.float32 and address(copied) != t.data_ptr()
 
 
+# bytes() tries __index__ before the buffer protocol: a one-element integer tensor gave that many
+# zero bytes, a longer one a TypeError. Each sample is nonzero, so zeros cannot pass for it.
+BYTES_DTYPES = ["float32", "float64", "int32", "int64", "bool"]
+BYTES_SAMPLES = {
+    "0-d": lambda d: streamrt.tensor(np.array(5).astype(d)),
+    "one element": lambda d: streamrt.tensor(np.array([5]).astype(d)),
+    "empty": lambda d: streamrt.tensor(np.zeros((0, 3)).astype(d)),
+    "2-d": lambda d: streamrt.tensor(np.arange(1, 7).reshape(2, 3).astype(d)),
+    "transposed": lambda d: streamrt.tensor(np.arange(1, 7).reshape(2, 3).astype(d)).T,
+    "stepped": lambda d: streamrt.tensor(np.arange(1, 9).astype(d))[::3],
+}
+
+
+@pytest.mark.parametrize("dtype", BYTES_DTYPES)
+@pytest.mark.parametrize("sample", list(BYTES_SAMPLES))
+def test_bytes_are_the_elements_in_c_order_for_every_dtype_and_shape(dtype, sample):
+    t = BYTES_SAMPLES[sample](dtype)
+    assert bytes(t) == t.numpy().tobytes()
+    assert bytes(t) == np.ascontiguousarray(t.numpy()).tobytes()
+
+
+@pytest.mark.parametrize("dtype", BYTES_DTYPES)
+def test_bytes_wait_for_the_pending_writer(dtype):
+    s, gate = held_stream()
+    with streamrt.StreamContext(s):
+        one = streamrt.full((1,), 7, dtype=dtype)
+        four = streamrt.full((4,), 7, dtype=dtype)
+    assert not one.ready() and not four.ready()
+    threading.Timer(0.05, gate.set).start()
+    expected = np.full(4, 7).astype(dtype)
+    assert bytes(one) == expected[:1].tobytes()
+    assert bytes(four) == expected.tobytes()
+
+
 def test_dlpack_exchange_with_numpy_is_zero_copy():
     t = streamrt.arange(5, dtype="int32")
     from_ours = np.from_dlpack(t)

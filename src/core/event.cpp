@@ -10,6 +10,7 @@
 #include "capture.hpp"
 #include "cpu_relax.hpp"
 #include "deadline.hpp"
+#include "moved_from.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -61,7 +62,19 @@ std::shared_ptr<impl::EventImpl> recorded_or_throw(const Event& e, const char* m
   return p;
 }
 
+// Error unless `s` names a stream: `member` of Event got a moved-from Stream.
+void check_stream_argument(const Stream& s, const char* member) {
+  if (!s.impl()) core::throw_moved_from(api::member("Event", member), "Stream", true);
+}
+
 }  // namespace
+
+Event::State& Event::checked(const char* member) const {
+  if (!state_) [[unlikely]] {
+    core::throw_moved_from(api::member("Event", member), "Event", false);
+  }
+  return *state_;
+}
 
 std::string_view to_string(EventState state) noexcept {
   switch (state) {
@@ -91,11 +104,14 @@ Event::Event(std::shared_ptr<impl::EventImpl> position)
 }
 
 void Event::record() {
+  checked("record");
   std::optional<Device> d = device();
   record(current_stream(d.value_or(Device{})));
 }
 
 void Event::record(const Stream& s) {
+  State& state = checked("record");
+  check_stream_argument(s, "record");
   auto& impl = s.impl();
   if (auto old = this->impl(); old && old->device() != s.device()) {
     throw Error(api::member("Event", "record") + ": the event was recorded on " +
@@ -104,25 +120,27 @@ void Event::record(const Stream& s) {
   }
   // Recorded outside the lock: the backend may take its own stream lock, and a record must never
   // wait for another thread's query.
-  auto position = capture::record_position(*impl, state_->options);
+  auto position = capture::record_position(*impl, state.options);
   {
-    PositionLock lock(state_->busy);
-    state_->position.swap(position);
+    PositionLock lock(state.busy);
+    state.position.swap(position);
   }
   // The earlier record (now in `position`) is released here, outside the lock.
 }
 
 std::shared_ptr<impl::EventImpl> Event::impl() const {
-  PositionLock lock(state_->busy);
-  return state_->position;
+  State& state = checked("impl");
+  PositionLock lock(state.busy);
+  return state.position;
 }
 
 bool Event::query() const {
   {
     // Polled in loops: no reference count traffic on the common path. query_event never blocks
     // (backend contract), so it may run under the spin lock, which keeps the position alive.
-    PositionLock lock(state_->busy);
-    const impl::EventImpl* raw = state_->position.get();
+    State& state = checked("query");
+    PositionLock lock(state.busy);
+    const impl::EventImpl* raw = state.position.get();
     if (raw == nullptr) return false;
     if (!raw->captured()) return raw->backend().query_event(*raw);
   }
@@ -137,6 +155,7 @@ bool Event::query() const {
 }
 
 EventState Event::state() const {
+  checked("state");
   auto p = impl();
   if (!p) return EventState::NotRecorded;
   if (p->captured()) {
@@ -155,8 +174,9 @@ void Event::synchronize() const {
     // A record that is already complete and clean (record + wait loops, a tensor read after its
     // op finished): returns without reference count traffic. event_state never blocks (backend
     // contract), so it may run under the spin lock, which keeps the position alive.
-    PositionLock lock(state_->busy);
-    const impl::EventImpl* raw = state_->position.get();
+    State& state = checked("synchronize");
+    PositionLock lock(state.busy);
+    const impl::EventImpl* raw = state.position.get();
     if (raw != nullptr && !raw->captured() &&
         raw->backend().event_state(*raw) == EventState::Complete) {
       return;
@@ -174,6 +194,7 @@ void Event::synchronize() const {
 }
 
 bool Event::wait_for(std::chrono::nanoseconds timeout) const {
+  checked("wait_for");
   auto p = capture::resolve(recorded_or_throw(*this, "wait_for"), [] {
     return api::member("Event", "wait_for") +
            " (a host wait) on an event recorded during the capture";
@@ -182,17 +203,22 @@ bool Event::wait_for(std::chrono::nanoseconds timeout) const {
 }
 
 void Event::wait(const Stream& s) const {
+  checked("wait");
+  check_stream_argument(s, "wait");
   Stream target = s;  // a handle copy names the same stream
   target.wait_event(*this);
 }
 
 void Event::wait() const {
+  checked("wait");
   auto p = recorded_or_throw(*this, "wait");
   Stream s = current_stream(p->device());
   s.wait_event(*this);
 }
 
 double Event::elapsed_time(const Event& end) const {
+  checked("elapsed_time");
+  if (!end.valid()) core::throw_moved_from(api::member("Event", "elapsed_time"), "Event", true);
   if (!options().enable_timing || !end.options().enable_timing) {
     throw Error(api::member("Event", "elapsed_time") +
                 ": Both events must be created with enable_timing=true (" +
@@ -230,24 +256,27 @@ double Event::elapsed_time(const Event& end) const {
 }
 
 void Event::reset() {
+  State& state = checked("reset");
   std::shared_ptr<impl::EventImpl> old;
   {
-    PositionLock lock(state_->busy);
-    state_->position.swap(old);
+    PositionLock lock(state.busy);
+    state.position.swap(old);
   }
 }
 
 std::optional<Device> Event::device() const {
+  checked("device");
   auto p = impl();
   if (!p) return std::nullopt;
   return p->device();
 }
 
-EventOptions Event::options() const noexcept {
-  return state_->options;
+EventOptions Event::options() const {
+  return checked("options").options;
 }
 
 void Event::on_complete(std::function<void(std::exception_ptr)> cb) const {
+  checked("on_complete");
   if (!cb) throw Error(api::member("Event", "on_complete") + ": the callback is empty");
   auto p = capture::resolve(recorded_or_throw(*this, "on_complete"), [] {
     return api::member("Event", "on_complete") + " on an event recorded during the capture";
@@ -267,6 +296,10 @@ std::vector<std::shared_ptr<impl::EventImpl>> positions_of(std::span<const Event
   std::vector<std::shared_ptr<impl::EventImpl>> out;
   out.reserve(events.size());
   for (std::size_t i = 0; i < events.size(); ++i) {
+    if (!events[i].valid()) {
+      throw Error(api::function(function) + ": event " + std::to_string(i) +
+                  " was moved from, so it names no event; pass events that name one");
+    }
     auto p = events[i].impl();
     if (!p) {
       throw Error(api::function(function) + ": event " + std::to_string(i) +

@@ -3,9 +3,11 @@
 
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capture.hpp"
+#include "moved_from.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -90,54 +92,79 @@ std::pair<int, int> Stream::priority_range(Device device) {
   return impl::backend_for(device).priority_range();
 }
 
-Device Stream::device() const noexcept {
-  return impl_->device();
+void core::throw_moved_from(const ErrorText& who, const char* cls, bool argument) {
+  const bool stream = std::string_view(cls) == "Stream";
+  throw Error(who + ": " + (argument ? "the " : "this ") + cls + (argument ? " passed" : "") +
+              " was moved from, so it names no " + (stream ? "stream" : "event") + "; assign " +
+              (stream ? "a " : "an ") + cls +
+              " to it (a copy of a live one, or a new one) before using it again");
 }
-int Stream::priority() const noexcept {
-  return impl_->priority();
+
+impl::StreamImpl& Stream::checked(const char* member) const {
+  if (!impl_) [[unlikely]] {
+    core::throw_moved_from(api::member("Stream", member), "Stream", false);
+  }
+  return *impl_;
 }
-std::uint64_t Stream::id() const noexcept {
-  return impl_->id();
+
+Device Stream::device() const {
+  return checked("device").device();
+}
+int Stream::priority() const {
+  return checked("priority").priority();
+}
+std::uint64_t Stream::id() const {
+  return checked("id").id();
 }
 
 void Stream::launch_work(detail::Work work, const char* label) {
-  if (capture::active() && capture::launch(*impl_, work, label)) return;
-  impl_->backend().enqueue(*impl_, std::move(work), label);
+  auto& s = checked("launch");
+  if (capture::active() && capture::launch(s, work, label)) return;
+  s.backend().enqueue(s, std::move(work), label);
 }
 
 bool Stream::query() const {
-  capture::refuse_if_capturing(*impl_, "query");
-  return impl_->backend().query_stream(*impl_);
+  auto& s = checked("query");
+  capture::refuse_if_capturing(s, "query");
+  return s.backend().query_stream(s);
 }
 
 void Stream::synchronize() const {
-  capture::refuse_if_capturing(*impl_, "synchronize");
-  impl_->backend().synchronize_stream(*impl_, std::nullopt);
+  auto& s = checked("synchronize");
+  capture::refuse_if_capturing(s, "synchronize");
+  s.backend().synchronize_stream(s, std::nullopt);
 }
 
 bool Stream::synchronize_for(std::chrono::nanoseconds timeout) const {
-  capture::refuse_if_capturing(*impl_, "synchronize_for");
-  return impl_->backend().synchronize_stream(*impl_, timeout);
+  auto& s = checked("synchronize_for");
+  capture::refuse_if_capturing(s, "synchronize_for");
+  return s.backend().synchronize_stream(s, timeout);
 }
 
 std::uint64_t Stream::cancel() {
-  capture::refuse_if_capturing(*impl_, "cancel");
-  return impl_->backend().cancel(*impl_);
+  auto& s = checked("cancel");
+  capture::refuse_if_capturing(s, "cancel");
+  return s.backend().cancel(s);
 }
 
 std::uint64_t Stream::pending() const {
-  return impl_->backend().pending(*impl_);
+  auto& s = checked("pending");
+  return s.backend().pending(s);
 }
 
 void Stream::set_host_run(bool allowed) {
-  impl_->backend().set_host_run(*impl_, allowed);
+  auto& s = checked("set_host_run");
+  s.backend().set_host_run(s, allowed);
 }
 
 bool Stream::host_run() const {
-  return impl_->backend().host_run(*impl_);
+  auto& s = checked("host_run");
+  return s.backend().host_run(s);
 }
 
 void Stream::wait_event(const Event& e) {
+  checked("wait_event");
+  if (!e.valid()) core::throw_moved_from(api::member("Stream", "wait_event"), "Event", true);
   auto position = e.impl();
   if (!position) {
     throw Error(api::member("Stream", "wait_event") +
@@ -158,6 +185,8 @@ void Stream::wait_event(const Event& e) {
 }
 
 void Stream::wait_stream(const Stream& other) {
+  checked("wait_stream");
+  if (!other.impl_) core::throw_moved_from(api::member("Stream", "wait_stream"), "Stream", true);
   if (other == *this) return;  // in-order already
   Event e;
   e.record(other);
@@ -166,21 +195,24 @@ void Stream::wait_stream(const Stream& other) {
 
 Event Stream::record_event() {
   // A new event: no earlier record to check against or to swap out (Event::record does both).
-  return Event(capture::record_position(*impl_, EventOptions{}));
+  return Event(capture::record_position(checked("record_event"), EventOptions{}));
 }
 
 Event Stream::record_event(Event& e) {
+  checked("record_event");
+  if (!e.valid()) core::throw_moved_from(api::member("Stream", "record_event"), "Event", true);
   e.record(*this);
   return e;
 }
 
 bool Stream::is_capturing() const {
-  return capture::is_capturing(*impl_);
+  return capture::is_capturing(checked("is_capturing"));
 }
 
 std::string Stream::str() const {
-  return device().str() + " stream " + std::to_string(id()) + " (priority " +
-         std::to_string(priority()) + ")";
+  const auto& s = checked("str");
+  return s.device().str() + " stream " + std::to_string(s.id()) + " (priority " +
+         std::to_string(s.priority()) + ")";
 }
 
 Stream current_stream(Device device) {
@@ -189,6 +221,7 @@ Stream current_stream(Device device) {
 }
 
 void set_current_stream(const Stream& s) {
+  if (!s.impl()) core::throw_moved_from(api::function("set_current_stream"), "Stream", true);
   impl::exchange_current_stream(s);
 }
 
@@ -207,10 +240,22 @@ Stream impl::exchange_current_stream(const Stream& s) {
   return previous;
 }
 
-StreamContext::StreamContext(const Stream& s) : previous_(impl::exchange_current_stream(s)) {}
+namespace {
+
+// `s`, or Error when it was moved from: a context on it would name no stream.
+const Stream& context_stream(const Stream& s) {
+  if (!s.impl())
+    core::throw_moved_from(api::member("StreamContext", "StreamContext"), "Stream", true);
+  return s;
+}
+
+}  // namespace
+
+StreamContext::StreamContext(const Stream& s)
+    : previous_(impl::exchange_current_stream(context_stream(s))) {}
 
 StreamContext::StreamContext(std::optional<Stream> s) {
-  if (s) previous_ = impl::exchange_current_stream(*s);
+  if (s) previous_ = impl::exchange_current_stream(context_stream(*s));
 }
 
 StreamContext::~StreamContext() {

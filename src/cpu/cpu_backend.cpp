@@ -409,9 +409,7 @@ void CpuBackend::shutdown() noexcept {
   p->shutdown();
   // Partitions held in static storage outlive this: their later work runs inline, as here.
   try {
-    for (const auto& part : live_partitions()) {
-      if (auto* pp = part->pool_if_started()) pp->shutdown();
-    }
+    for (const auto& part : live_partitions()) part->shutdown_pool();
   } catch (...) {
     std::fputs("streamrt: failed to stop the partitions' workers at exit\n", stderr);
   }

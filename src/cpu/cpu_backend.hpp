@@ -88,13 +88,16 @@ class CpuBackend final : public impl::Backend {
   void shutdown() noexcept;
 
   // Partitions (partition.cpp). new_partition checks the request (Error naming the problem),
-  // starts the partition's workers and shrinks the shared pool by as many; release_partition (the
-  // partition's destructor, once its workers have exited) grows it back.
-  std::shared_ptr<PartitionState> new_partition(int workers, std::vector<int> cores);
+  // starts the partition's workers, shrinks the shared pool by as many and returns the lease that
+  // keeps them; release_partition (PartitionState::retire, once its workers have exited) grows it
+  // back. new_partition_stream's result holds the lease, the stream object only the pool.
+  std::shared_ptr<PartitionLease> new_partition(int workers, std::vector<int> cores);
   void release_partition(const PartitionState* state) noexcept;
-  std::shared_ptr<impl::StreamImpl> new_partition_stream(std::shared_ptr<PartitionState> partition,
+  std::shared_ptr<impl::StreamImpl> new_partition_stream(std::shared_ptr<PartitionLease> lease,
                                                          int priority);
   std::vector<std::shared_ptr<PartitionState>> live_partitions();
+  // Blocks until no live stream of `partition` has unfinished work (PartitionState::retire).
+  void wait_until_idle(const PartitionState& partition);
 
   // pthread_atfork handlers (see cpu_backend.cpp, "fork").
   void prepare_fork() noexcept;

@@ -66,6 +66,13 @@ class CpuStream final : public impl::StreamImpl,
   WorkerPool* pool_if_started() const noexcept;
   // True when both streams run on the same pool.
   bool same_pool(const CpuStream& other) const noexcept { return partition_ == other.partition_; }
+  // The partition whose pool the stream runs on (null: the shared pool). Never blocks.
+  const PartitionState* partition() const noexcept { return partition_.get(); }
+  // This object's own reference (impl::StreamImpl::bookkeeping_ref): a partition stream's
+  // handles hold the partition's lease as well, this does not.
+  std::shared_ptr<impl::StreamImpl> bookkeeping_ref() noexcept override {
+    return shared_from_this();
+  }
   // The innermost stream this thread runs work of (nested parallelism splits over its pool), else
   // null.
   static const CpuStream* innermost_running() noexcept;
@@ -230,7 +237,8 @@ class CpuStream final : public impl::StreamImpl,
   void unblock();
 
   CpuBackend& cpu_;
-  // Set at creation; keeps the partition (and its workers) alive while the stream lives.
+  // Set at creation; keeps the partition's pool object while the stream lives (not its workers:
+  // the handles' lease keeps those, see partition.hpp).
   const std::shared_ptr<PartitionState> partition_;
   std::atomic<bool> host_run_;
   // A user event's private stream (new_user_position): its one position is never queued, so

@@ -6,7 +6,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <thread>
 
@@ -105,7 +107,14 @@ WorkerPool* PartitionState::build() const {
 WorkerPool& PartitionState::pool() {
   // Acquire pairs with the release stores: a thread that sees the pointer sees a built pool.
   if (auto* p = pool_.load(std::memory_order_acquire)) return *p;
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
+  // Retired: the partition's lease is gone and its streams were idle, so only a handle made
+  // from inside the stream's own work (current_stream() there) can still bring work: it runs
+  // on the shared pool, with no worker reserved for it.
+  if (retired_) {
+    lock.unlock();
+    return backend_.pool();
+  }
   auto* p = pool_.load(std::memory_order_relaxed);
   if (p == nullptr) {
     p = build();
@@ -126,26 +135,43 @@ void PartitionState::abandon_pool_in_fork_child() noexcept {
   }
 }
 
-PartitionState::~PartitionState() {
-  // The last handle: no stream of the partition is left, but callbacks may still be queued
-  // (shutdown runs them before it returns). Relaxed: the last owner is the only user.
-  WorkerPool* const p = pool_.load(std::memory_order_relaxed);
-  CpuBackend* const backend = &backend_;
-  auto finish = [p, backend, self = static_cast<const PartitionState*>(this)] {
-    delete p;  // joins the workers: only then are they given back (no oversubscription)
-    backend->release_partition(self);
-  };
-  // A helper thread does both, whoever drops the last reference: on one of the partition's own
-  // workers, joining would wait for itself; on another worker, a shrinking set_num_threads or
-  // partition may hold the lock release_partition takes while it waits for that worker's task;
-  // and a thread holding a lock the exiting workers need (Python's GIL: a worker that ran Python
-  // code takes it as it exits) would wait for them for ever.
+void PartitionState::stop_unused() noexcept {
+  delete pool_.exchange(nullptr, std::memory_order_acq_rel);
+}
+
+void PartitionState::shutdown_pool() {
+  std::lock_guard lock(mutex_);
+  if (auto* p = pool_.load(std::memory_order_acquire)) p->shutdown();
+}
+
+void PartitionState::retire() noexcept {
+  // No handle can bring new work any more: once the work already queued on the partition's
+  // streams has finished, nothing but callbacks queued in the pool is left for its workers.
+  backend_.wait_until_idle(*this);
+  WorkerPool* p = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    retired_ = true;
+    p = pool_.exchange(nullptr, std::memory_order_acq_rel);
+  }
+  delete p;  // joins the workers: only then are they given back (no oversubscription)
+  backend_.release_partition(this);
+}
+
+PartitionLease::~PartitionLease() {
+  // The streams may still have queued work (it runs; nothing is dropped), and callbacks may still
+  // be queued in the pool (the pool's destructor runs them before it returns).
+  auto retire = [state = std::move(state_)] { state->retire(); };
+  // A helper thread waits and stops the pool, whoever drops the last reference: on one of the
+  // partition's own workers, waiting would wait for itself; on another worker, a shrinking
+  // set_num_threads or partition may hold the lock release_partition takes while it waits for
+  // that worker's task; and a thread holding a lock the exiting workers need (Python's GIL: a
+  // worker that ran Python code takes it as it exits) would wait for them for ever.
   try {
-    std::thread(finish).detach();
+    std::thread(retire).detach();
     return;
   } catch (const std::exception& e) {
-    if (WorkerPool::current() == p || WorkerPool::on_worker_thread() ||
-        CpuStream::running_any_stream()) {
+    if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
       // Cannot stop the pool from here: its workers stay parked, their count reserved.
       std::fprintf(stderr,
                    "streamrt: a partition's workers were not stopped (no thread to stop them: "
@@ -154,10 +180,10 @@ PartitionState::~PartitionState() {
       return;
     }
   }
-  finish();
+  retire();
 }
 
-std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vector<int> cores) {
+std::shared_ptr<PartitionLease> CpuBackend::new_partition(int workers, std::vector<int> cores) {
   const std::string what = describe(workers, cores);
   refuse_from_stream_work(what);
   if (workers < 1) {
@@ -184,11 +210,18 @@ std::shared_ptr<PartitionState> CpuBackend::new_partition(int workers, std::vect
   }
   partitions_.reserve(partitions_.size() + 1);  // the push below cannot throw then
   auto state = std::make_shared<PartitionState>(*this, workers, cores, schedule_);
-  partitions_.push_back(PartitionEntry{state.get(), state, std::move(cores), workers});
+  std::shared_ptr<PartitionLease> lease;
+  try {
+    lease = std::make_shared<PartitionLease>(state);
+  } catch (...) {
+    state->stop_unused();  // out of memory: no entry was made, so nothing is to be given back
+    throw;
+  }
+  partitions_.push_back(PartitionEntry{state.get(), state, lease, std::move(cores), workers});
   // Shrunk after the partition's workers started: a refusal above leaves the shared pool as it
   // was. Shrinking cannot fail; it waits for the removed workers' current tasks.
   pool_.load(std::memory_order_relaxed)->resize(shared_workers_locked());
-  return state;
+  return lease;
 }
 
 void CpuBackend::wait_for_releases(std::unique_lock<std::mutex>& lock,
@@ -197,11 +230,11 @@ void CpuBackend::wait_for_releases(std::unique_lock<std::mutex>& lock,
   const auto grace = now + kReleaseGrace;
   const auto leave_deadline = now + kLeaveTimeout;
   while (!fits()) {
-    // A partition whose state is gone is on its way out: its helper thread gives the workers back
-    // once they finish their current task. One still referenced may be about to be dropped by the
-    // worker that ran its last item: a short grace.
+    // A partition whose lease is gone is on its way out: its helper thread gives the workers back
+    // once its streams' work and the workers' current tasks are done. One still referenced may be
+    // about to be dropped by the worker that ran its last item: a short grace.
     const bool leaving = std::any_of(partitions_.begin(), partitions_.end(),
-                                     [](const auto& e) { return e.handle.expired(); });
+                                     [](const auto& e) { return e.lease.expired(); });
     if (released_.wait_until(lock, leaving ? leave_deadline : grace) == std::cv_status::timeout) {
       return;
     }
@@ -238,9 +271,36 @@ std::vector<std::shared_ptr<PartitionState>> CpuBackend::live_partitions() {
 }
 
 std::shared_ptr<impl::StreamImpl> CpuBackend::new_partition_stream(
-    std::shared_ptr<PartitionState> partition, int priority) {
+    std::shared_ptr<PartitionLease> lease, int priority) {
   impl::check_priority(*this, Device{DeviceType::CPU, 0}, priority);
-  return add_stream(0, priority, std::move(partition));
+  auto stream = add_stream(0, priority, lease->state());
+  // The handles get a reference of their own that also holds the lease: the workers stay
+  // reserved while a handle of the stream lives. The stream object itself (which events,
+  // tracked accesses and cached memory hold) refers only to the pool.
+  impl::StreamImpl* const raw = stream.get();
+  return std::shared_ptr<impl::StreamImpl>(
+      raw, [stream = std::move(stream), lease = std::move(lease)](impl::StreamImpl*) mutable {
+        stream.reset();
+        lease.reset();
+      });
+}
+
+void CpuBackend::wait_until_idle(const PartitionState& partition) {
+  // Polled, with a growing pause: the helper thread of a dropped partition is the only caller,
+  // and nothing is waiting for it but a later request for workers (wait_for_releases).
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    bool busy = false;
+    try {
+      for (const auto& s : live_streams())
+        busy = busy || (s->partition() == &partition && !s->query());
+    } catch (const std::bad_alloc&) {
+      busy = true;  // no memory to list the streams: look again after the pause
+    }
+    if (!busy) return;
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(2 * pause, std::chrono::milliseconds(10));
+  }
 }
 
 // --- The public handle.
@@ -255,14 +315,14 @@ Partition Partition::pinned(std::vector<int> cores) {
   return Partition(partition_backend().new_partition(n, std::move(cores)));
 }
 
-Partition::Partition(std::shared_ptr<PartitionState> state) noexcept : state_(std::move(state)) {}
+Partition::Partition(std::shared_ptr<PartitionLease> state) noexcept : state_(std::move(state)) {}
 
 int Partition::num_workers() const noexcept {
-  return state_->workers();
+  return state_->state()->workers();
 }
 
 std::vector<int> Partition::cores() const {
-  return state_->cores();
+  return state_->state()->cores();
 }
 
 Stream Partition::new_stream(int priority) const {

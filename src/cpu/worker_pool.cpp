@@ -331,10 +331,13 @@ void WorkerPool::grow(int old, int num_threads) {
   } catch (const std::exception& e) {
     const int started = static_cast<int>(threads_.size());
     shrink_after_failure(old);
-    throw Error("cannot start " + std::to_string(num_threads) + " CPU workers: the OS refused " +
-                "worker " + std::to_string(started + 1) + " (" + e.what() + "); the pool keeps " +
-                std::to_string(old) + ". Ask for fewer (set_num_threads / STREAMRT_NUM_THREADS) " +
-                "or raise the process's thread and memory limits");
+    // ResourceUnavailable, not a plain Error: the caller's arguments were fine, the OS said no
+    // (Python raises it as a RuntimeError, never the ValueError of a bad argument).
+    throw ResourceUnavailable("cannot start " + std::to_string(num_threads) +
+                              " CPU workers: the OS refused worker " + std::to_string(started + 1) +
+                              " (" + e.what() + "); the pool keeps " + std::to_string(old) +
+                              ". Ask for fewer (set_num_threads / STREAMRT_NUM_THREADS) or " +
+                              "raise the process's thread and memory limits");
   }
 }
 

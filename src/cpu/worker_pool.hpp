@@ -74,7 +74,8 @@ class WorkerPool {
   // `spin`: how long an idle worker polls before it parks (set_spin); `batch`: the workers run
   // under SCHED_BATCH (set_batch). `cores` (a partition's pinned pool): worker i runs only on
   // core cores[i]; then num_threads must equal cores.size() and the pool is never resized. Throws
-  // Error when the OS refuses a thread or a pinning (nothing is left running then).
+  // ResourceUnavailable (an Error) when the OS refuses a thread, Error when it refuses a pinning
+  // (nothing is left running then).
   explicit WorkerPool(
       int num_threads, Schedule schedule = {},
       std::chrono::nanoseconds spin = std::chrono::microseconds(kDefaultWorkerSpinUs),
@@ -160,8 +161,9 @@ class WorkerPool {
                    std::uint64_t generation);
 
   // Resizes; blocks until removed workers have finished their current task and exited. All or
-  // nothing: when the OS refuses a thread, the workers this call started exit again and Error
-  // (naming the count, the limit reached and the OS's reason) is thrown with the old size kept.
+  // nothing: when the OS refuses a thread, the workers this call started exit again and
+  // ResourceUnavailable (naming the count, the limit reached and the OS's reason) is thrown with
+  // the old size kept.
   void resize(int num_threads);
   int size() const noexcept { return target_.load(std::memory_order_relaxed); }
 

@@ -9,17 +9,19 @@
 namespace streamrt {
 
 void Stream::begin_capture(CaptureMode mode) {
+  checked("begin_capture");
   Graph g;
   begin_capture(g, mode);
 }
 
 void Stream::begin_capture(Graph& graph, CaptureMode mode) {
+  checked("begin_capture");
   capture::begin(impl(), detail::GraphAccess::data(graph), mode);
 }
 
 Graph Stream::end_capture() {
   return detail::GraphAccess::wrap(
-      std::static_pointer_cast<detail::GraphData>(capture::end(*impl())));
+      std::static_pointer_cast<detail::GraphData>(capture::end(checked("end_capture"))));
 }
 
 GraphCapture::GraphCapture(Stream& stream, Graph& graph, CaptureMode mode)

@@ -85,8 +85,9 @@ class CachingAllocator {
       p = fresh(capacity);
     }
     if (p == nullptr) {
-      throw Error("out of memory allocating a tensor of " + std::to_string(nbytes) +
-                  " bytes (the cache held nothing more to release; memory_stats() shows use)");
+      throw OutOfMemory(
+          "out of memory allocating a tensor of " + std::to_string(nbytes) +
+          " bytes (the cache held nothing more to release; memory_stats() shows use)");
     }
     std::lock_guard lock(mutex_);
     note_in_use(capacity);

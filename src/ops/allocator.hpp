@@ -39,8 +39,8 @@ std::size_t size_class(std::size_t nbytes) noexcept;
 // `what` and the accepted forms for anything else.
 std::size_t parse_size(const std::string& text, const char* what);
 
-// A block of at least `nbytes` for work on stream `stream_id`, 64-byte aligned. Throws Error when
-// memory runs out (after releasing what the cache may release).
+// A block of at least `nbytes` for work on stream `stream_id`, 64-byte aligned. Throws
+// OutOfMemory when memory runs out (after releasing what the cache may release).
 Block allocate_block(std::size_t nbytes, std::uint64_t stream_id);
 
 // Returns `block` to the cache. `owner` is the stream that allocated it; `busy_owner` is that

@@ -86,7 +86,10 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, const Stream& str
     throw;
   }
   st->capacity_ = block.capacity;
-  st->alloc_stream_ = stream.impl();
+  // The stream object, not the handle's reference: a tensor (and, after it, the cache) must not
+  // keep a partition's workers reserved (impl::StreamImpl::bookkeeping_ref).
+  st->alloc_stream_ = stream.impl()->bookkeeping_ref();
+  if (!st->alloc_stream_) st->alloc_stream_ = stream.impl();
   return st;
 }
 

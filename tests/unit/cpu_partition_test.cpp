@@ -237,6 +237,36 @@ TEST_P(Partitions, WorkersComeBackAfterThePartitionAndItsStreamsAreGone) {
   EXPECT_EQ(cpu::num_threads(), workers());
 }
 
+// What the partition's streams leave behind does not keep its workers: an event recorded there,
+// a tensor allocated and written there (its memory and its tracked write refer to the stream),
+// and memory freed into the cache from there. Once the partition and its streams' handles are
+// gone, the workers come back while all of that still lives.
+TEST_P(Partitions, WorkersComeBackWhateverItsStreamsLeaveBehind) {
+  std::optional<streamrt::Event> done;
+  std::optional<streamrt::Tensor> kept;
+  {
+    cpu::Partition part(reserved());
+    Stream s = part.new_stream();
+    {
+      streamrt::StreamContext on_s(s);
+      kept.emplace(streamrt::ones({4}) + streamrt::ones({4}));
+      streamrt::Tensor freed = streamrt::ones({1024});
+    }
+    done.emplace(s.record_event());
+    s.synchronize();
+  }
+  EXPECT_TRUE(eventually([&] {
+    try {
+      cpu::Partition again(workers() - 1);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  })) << "the reserved workers never came back";
+  EXPECT_TRUE(done->query());
+  EXPECT_EQ(streamrt::sum(*kept).item<float>(), 8.0f);
+}
+
 // Pinned workers run only on their core.
 TEST_P(Partitions, PinnedWorkersRunOnTheirCore) {
   const auto cores = allowed_cores();

@@ -376,7 +376,7 @@ TEST(MillionQueued, MemoryPerQueuedItemIsMeasured) {
 // ---- threads the OS refuses
 // ----------------------------------------------------------------------
 
-TEST(RefusedThreads, MoreWorkersThanTheOsStartsIsAnErrorAndThePoolKeepsWorking) {
+TEST(RefusedThreads, MoreWorkersThanTheOsStartsIsResourceUnavailableAndThePoolGoesOn) {
   if (kSanitized) GTEST_SKIP() << "an address-space limit leaves a sanitizer no room to run";
   // Unscheduled: the serial schedule would size the pool to one worker whatever is asked.
   const auto r = run_child("env -u STREAMRT_SCHEDULE " + std::string(STREAMRT_PROCESS_CHILD) +

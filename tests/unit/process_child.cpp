@@ -205,12 +205,13 @@ void restore_address_space() {
   if (setrlimit(RLIMIT_AS, &g_saved_limit) != 0) std::abort();
 }
 
-// Runs `fn`; "error: <what>" and true when it threw streamrt::Error.
+// Runs `fn`; "error: <what>" and true when it threw streamrt::ResourceUnavailable (the OS said
+// no, which callers tell apart from a bad argument); another exception ends the child.
 template <class F>
 bool refused(F&& fn) {
   try {
     fn();
-  } catch (const streamrt::Error& e) {
+  } catch (const streamrt::ResourceUnavailable& e) {
     say(std::string("error: ") + e.what() + "\n");
     return true;
   }
@@ -218,7 +219,7 @@ bool refused(F&& fn) {
 }
 
 // More workers than the OS will start, asked for before the pool exists (the first launch starts
-// it) and after: each is an Error, nothing runs short, and the runtime keeps working.
+// it) and after: each is a ResourceUnavailable, nothing runs short, and the runtime keeps working.
 int refused_threads() {
   const int before = streamrt::cpu::num_threads();
   limit_address_space(4);

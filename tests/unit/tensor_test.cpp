@@ -5,6 +5,7 @@
 #include <cmath>
 #include <future>
 #include <limits>
+#include <string>
 #include <thread>
 
 #include "ops_test_util.hpp"
@@ -83,6 +84,28 @@ TEST(TensorCreate, BytesPastTheAddressableLimitAreRefused) {
   const std::int64_t most = std::numeric_limits<std::int64_t>::max() / 8;
   EXPECT_EQ(shape_nbytes({most}, DType::Float64), static_cast<std::size_t>(most) * 8);
   expect_error_containing([&] { shape_nbytes({most + 1}, DType::Float64); }, {"bytes"});
+}
+
+TEST(TensorCreate, MemoryTheOsRefusesIsOutOfMemory) {
+  if (sizeof(STREAMRT_TEST_SANITIZER) > 1) {
+    GTEST_SKIP() << "a sanitizer's allocator ends the process on a request this large instead "
+                    "of refusing it";
+  }
+  // 2**48 bytes: addressable arithmetic, but past a 47-bit user address space and any machine's
+  // memory. OutOfMemory (a ResourceUnavailable, an Error), so that callers tell it apart from an
+  // argument error.
+  const std::int64_t n = std::int64_t{1} << 45;
+  try {
+    (void)empty({n}, DType::Float64);
+    ADD_FAILURE() << "an allocation of 2**48 bytes succeeded";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("out of memory allocating a tensor of 281474976710656 "
+                                         "bytes"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(dynamic_cast<const ResourceUnavailable*>(&e), nullptr);
+  }
+  EXPECT_EQ(to_vector(ones({2}))[1], 1.0);  // and the runtime goes on
 }
 
 TEST(TensorAccess, WrongDtypeIsError) {

@@ -46,6 +46,12 @@ class STREAMRT_API StreamImpl {
   //! Unique per device while alive; 0 = default stream.
   std::uint64_t id() const noexcept { return id_; }
 
+  //! A reference to this stream for the runtime's own bookkeeping (the stream that allocated a
+  //! tensor's memory, which the tensor and the cache keep): it keeps the stream object alive but
+  //! not what a handle's reference may keep besides (a CPU partition's reserved workers). Null
+  //! when the backend has none: the caller keeps the handle's reference. Never blocks.
+  virtual std::shared_ptr<StreamImpl> bookkeeping_ref() noexcept { return nullptr; }
+
  private:
   Backend& backend_;
   Device device_;
