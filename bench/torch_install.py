@@ -485,11 +485,56 @@ def large(args):
               f"eager default threads {m['eager (default threads)'] * 1e3:7.2f} ms")
 
 
+def guard_toll(args):
+    """What install() adds to an eager op outside stream contexts, timed as a user times it: a
+    loop of 64x64 adds around perf_counter, on tensors that have been through stream work with
+    nothing pending; with the fast path's C++ guard and with the dispatch mode as the guard."""
+    n = 1000 if args.quick else 10000
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    s = torch.cpu.Stream()
+
+    def loop():
+        t = time.perf_counter()
+        for _ in range(n):
+            a + b
+        return (time.perf_counter() - t) / n * 1e6
+
+    def per_op():
+        return statistics.median(loop() for _ in range(9))
+
+    def installed(fast):
+        srt._dispatch.set_fast(fast)
+        srt.install()
+        with torch.cpu.StreamContext(s):
+            a.add_(0)
+            b.add_(0)
+        s.synchronize()
+        return per_op()
+
+    guards = {"C++ guard": True, "dispatch-mode guard": False}
+    if srt._dispatch._native is None or srt._dispatch.fast_unavailable is not None:
+        guards = {"dispatch-mode guard": False}
+    res = {name: [] for name in ["eager"] + list(guards)}
+    for _ in range(args.reps):  # alternated: drifting load hits every case alike
+        srt.uninstall()
+        res["eager"].append(per_op())
+        for name, fast in guards.items():
+            res[name].append(installed(fast))
+            srt.uninstall()
+    srt._dispatch.set_fast(True)
+    srt.install()
+    eager = statistics.median(res["eager"])
+    print(f"eager op outside contexts after install() (64x64 add, loops of {n}, medians):")
+    for name, v in res.items():
+        w = statistics.median(v)
+        print(f"  {name:22s} {w:6.2f} us per op (+{w - eager:5.2f})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
     p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--only", choices=["seed", "ensemble", "host", "large"], default=None)
+    p.add_argument("--only", choices=["seed", "ensemble", "host", "large", "guard"], default=None)
     args = p.parse_args()
     if args.reps is None:
         args.reps = 3 if args.quick else 7
@@ -506,6 +551,8 @@ def main():
             host(args)
         if args.only in (None, "large"):
             large(args)
+        if args.only in (None, "guard"):
+            guard_toll(args)
     finally:
         srt.uninstall()
     print(f"load after {os.getloadavg()[0]:.2f}")

@@ -711,9 +711,14 @@ def set_fast(on):
 
 
 def _update_fast():
-    # The fast path runs while installed, with the native part.
+    # The fast path runs while installed, with the native part. The calling thread's guard
+    # follows the switch at once (arm() picks the fast path's or the mode); other guarded threads
+    # at their next arm().
     if _native is not None:
         _native.set_enabled(installed and _fast is not None)
+    if tls.armed and tls.depth == 0 and tls.guard is not _fast:
+        disarm()
+        arm()
 
 
 def context_entered():
