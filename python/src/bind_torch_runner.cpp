@@ -14,6 +14,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <exception>
+#include <memory>
 #include <new>
 #include <string>
 #include <typeinfo>
@@ -49,6 +50,19 @@ const c10::OperatorHandle& operator_of(PyObject* op) {
   auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
   Py_INCREF(op);
   return map->emplace(op, handle).first->second;
+}
+
+bool register_boxed_fallback(c10::DispatchKey key, torch::CppFunction fn, std::string* why) {
+  try {
+    auto library =
+        std::make_unique<torch::Library>(torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+    library->fallback(std::move(fn));
+    (void)library.release();  // leaked on purpose (see the declaration)
+    return true;
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
 }
 
 c10::DispatchKeySet work_excluded() noexcept {

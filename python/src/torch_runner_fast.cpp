@@ -638,27 +638,19 @@ void set_guarded(bool on) {
 }
 
 bool register_fallback(std::string* why) {
-  // Leaked: the registration lasts as long as the process (no deregistration racing torch's own
-  // static destructors at exit).
-  static torch::Library* library = nullptr;
+  static bool ok = false;
   static std::string failure;
   static std::once_flag once;
   std::call_once(once, [] {
-    try {
-      auto lib =
-          std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
-      lib->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-      library = lib.release();
-      if (!register_mark_fallback(&failure)) library = nullptr;
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
+    ok = register_boxed_fallback(kKey, torch::CppFunction::makeFromBoxedFunction<&fallback>(),
+                                 &failure) &&
+         register_mark_fallback(&failure);
     // A fork() child gets these locks free (the forking thread holds them across the fork).
     pthread_atfork([] { lock_for_fork(); }, [] { unlock_after_fork(); },
                    [] { unlock_after_fork(); });
   });
-  if (library == nullptr && why != nullptr) *why = failure;
-  return library != nullptr;
+  if (!ok && why != nullptr) *why = failure;
+  return ok;
 }
 
 void set_probe(int probe) {

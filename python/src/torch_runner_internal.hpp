@@ -9,6 +9,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/intrusive_ptr.h>
+#include <torch/library.h>
 
 #include <atomic>
 #include <cstdint>
@@ -43,6 +44,11 @@ bool run_prepared(Prepared& prepared, std::string* type, std::string* message);
 
 //! streamrt's side (set once by connect(), then constant). Null before.
 const TorchHost* host() noexcept;
+
+//! Registers `fn` as the boxed fallback of `key` for the life of the process (the registration is
+//! leaked: no deregistration racing torch's own static destructors at exit). False, with torch's
+//! reason in `why`, when torch refuses (another library registered one on that key).
+bool register_boxed_fallback(c10::DispatchKey key, torch::CppFunction fn, std::string* why);
 
 //! The operator behind a torch OpOverload object, found once per object. Requires the GIL.
 const c10::OperatorHandle& operator_of(PyObject* op);

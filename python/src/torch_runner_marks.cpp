@@ -10,8 +10,6 @@
 #include <torch/library.h>
 
 #include <atomic>
-#include <memory>
-#include <mutex>
 #include <string>
 
 #include "torch_runner_fast.hpp"
@@ -112,22 +110,8 @@ void mark_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 }
 
 bool register_mark_fallback(std::string* why) {
-  // Leaked, as the fast path's: the registration lasts as long as the process.
-  static torch::Library* library = nullptr;
-  static std::string failure;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    try {
-      auto lib =
-          std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
-      lib->fallback(torch::CppFunction::makeFromBoxedFunction<&mark_fallback>());
-      library = lib.release();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-  });
-  if (library == nullptr && why != nullptr) *why = failure;
-  return library != nullptr;
+  return register_boxed_fallback(kKey, torch::CppFunction::makeFromBoxedFunction<&mark_fallback>(),
+                                 why);
 }
 
 void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool all) {
