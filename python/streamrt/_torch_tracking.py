@@ -147,10 +147,12 @@ def new_tracker(t, base, nbytes):
     if native is not None:
         return native.registry_fresh(t)
     h = _C._torch_tracker(base, nbytes)
-    _entries[base] = _Entry(h, _storage(t)._weak_ref())
-    if len(_entries) >= _sweep_at:
-        with _lock:
-            _maybe_sweep()
+    entry = _Entry(h, _storage(t)._weak_ref())
+    # Under the lock: a sweep on another thread walks the entries (and may be switched out of the
+    # GIL in the middle of the walk).
+    with _lock:
+        _entries[base] = entry
+        _maybe_sweep()
     return h
 
 
@@ -178,7 +180,7 @@ def _maybe_sweep():
     if len(_entries) < _sweep_at:
         return
     for base in [b for b, e in _entries.items() if not e.alive() and _C._torch_idle(e.tracker)]:
-        del _entries[base]
+        del _entries[base]  # (every writer of _entries holds _lock, as the caller does)
     _sweep_at = max(1024, 2 * len(_entries))
 
 
