@@ -202,6 +202,16 @@ TEST_P(Partitions, ReservedStreamDoesNotWaitBehindBulkWork) {
   for (auto& s : bulk) s.synchronize();
 }
 
+// Whether a partition of all `workers` but one can be reserved now (every reserved one is back).
+bool all_but_one_can_be_reserved(int workers) {
+  try {
+    cpu::Partition again(workers - 1);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // Dropping the handle while its stream has queued work loses nothing; once the stream is gone
 // too, the shared pool has every worker back (as many shared items meet at once as there are
 // workers) and the workers can be reserved again.
@@ -226,14 +236,8 @@ TEST_P(Partitions, WorkersComeBackAfterThePartitionAndItsStreamsAreGone) {
     all.back().launch([&] { EXPECT_TRUE(meet.arrive_and_wait()) << "a worker is missing"; });
   }
   for (auto& a : all) a.synchronize();
-  EXPECT_TRUE(eventually([&] {
-    try {
-      cpu::Partition again(workers() - 1);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  })) << "the reserved workers never came back";
+  EXPECT_TRUE(eventually([&] { return all_but_one_can_be_reserved(workers()); }))
+      << "the reserved workers never came back";
   EXPECT_EQ(cpu::num_threads(), workers());
 }
 
@@ -255,14 +259,8 @@ TEST_P(Partitions, WorkersComeBackWhateverItsStreamsLeaveBehind) {
     done.emplace(s.record_event());
     s.synchronize();
   }
-  EXPECT_TRUE(eventually([&] {
-    try {
-      cpu::Partition again(workers() - 1);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  })) << "the reserved workers never came back";
+  EXPECT_TRUE(eventually([&] { return all_but_one_can_be_reserved(workers()); }))
+      << "the reserved workers never came back";
   EXPECT_TRUE(done->query());
   EXPECT_EQ(streamrt::sum(*kept).item<float>(), 8.0f);
 }
