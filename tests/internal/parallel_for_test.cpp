@@ -112,9 +112,25 @@ TEST_P(ParallelFor, CoversARangeThatDoesNotStartAtZero) {
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), i >= 300);
 }
 
+// Waits until the pool counts every one of its workers idle, or test::kMeetTimeout ran out. A
+// worker that ran a chunk counts as busy until it has left the chunk's task, a moment after the
+// caller returned; help-first asks only idle workers, so a round started before then (a helper
+// descheduled on a loaded machine) would run inline.
+bool wait_until_all_idle(const cpu::WorkerPool& pool) {
+  const auto deadline = std::chrono::steady_clock::now() + test::kMeetTimeout;
+  while (pool.idle_workers() < pool.size()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 // Chunks really run on several threads at once: two chunks must meet each other.
 TEST_P(ParallelForMulti, ChunksRunConcurrentlyOnTheSamePool) {
+  const cpu::WorkerPool& pool =
+      static_cast<cpu::CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
   for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(wait_until_all_idle(pool)) << "the workers never all became idle";
     test::Rendezvous meet(2);
     std::atomic<int> met{0};
     std::atomic<bool> on_worker{false};
