@@ -232,7 +232,8 @@ STREAMRT_API bool dependency_tracking() noexcept;
 //! `enqueue(stream)`, which must only enqueue (launch, wait_event, record; never wait: the tensors'
 //! tracking locks are held); then records the accesses at the new end of `stream`, so later ops
 //! and host reads wait for everything `enqueue` added. With tracking off it only calls `enqueue`.
-//! Throws Error for an undefined tensor or more than 8 distinct storages (`label` names the op).
+//! Throws Error for an undefined tensor or more than 8 distinct storages (`label` names the op;
+//! 8 always fit, each wrapped over at most 4 buffers tracked apart: see from_blob).
 //! Returns at once; thread-safe.
 STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label,
                                   std::span<const Tensor* const> reads,
@@ -249,6 +250,27 @@ STREAMRT_API void enqueue_tracked(const Stream& stream, const char* label,
 //! sharing with another storage, or tensors on different devices. Call it before `t` is visible
 //! to other threads (not thread-safe with ops on `t`). Never blocks.
 STREAMRT_API void share_tracking(const Tensor& t, const Tensor& with);
+
+//! For bindings that hand a tensor's memory to other code (numpy, DLPack, the buffer protocol):
+//! tensors wrapped later over any part of that memory (from_blob) join its dependency tracking, so
+//! accesses through either are ordered. from_blob does the same for the memory it wraps; this is
+//! for the allocator's memory. Idempotent. Thread-safe; never blocks; throws Error for an
+//! undefined tensor.
+STREAMRT_API void expose_memory(const Tensor& t);
+
+//! For bindings that wrap memory its owner has just allocated (a new torch tensor): tensors still
+//! registered over any part of it stand for memory freed since, so later wraps stop joining them,
+//! and `t` (from_blob, not used yet, not shared) tracks its accesses apart from theirs.
+//! Thread-safe; never blocks; throws Error for an undefined tensor.
+STREAMRT_API void claim_memory(const Tensor& t);
+
+//! For bindings whose wrapped memory was freed by its owner while `t` lives on: later wraps over
+//! that memory no longer join `t`'s tracking. Thread-safe; never blocks; never throws.
+STREAMRT_API void release_memory(const Tensor& t) noexcept;
+
+//! Whether memory wrapped (from_blob) or exposed, and not released, overlaps the `nbytes` bytes
+//! at `data`: a tensor wrapped there would join their tracking. Thread-safe; never blocks.
+STREAMRT_API bool memory_tracked(const void* data, std::size_t nbytes);
 
 //! Turns tracking on or off for ops issued by this thread in its scope (nests; restores on exit,
 //! also by exception). Not copyable or movable; use on one thread.

@@ -285,6 +285,10 @@ STREAMRT_API Tensor randn(Shape shape, Generator& gen, DType dtype = DType::Floa
 //! Wraps external memory without copying. `data` must be aligned for `dtype` and stay valid
 //! until `deleter(data)` is called (after the last tensor and the last queued work using it are
 //! gone; it may run on a worker thread), or, without a deleter, as long as the tensor is used.
+//! Memory reached twice is tracked once: a tensor wrapped over memory that overlaps other wrapped
+//! tensors (or exposed ones: expose_memory) joins their dependency tracking, whatever start
+//! address and size each has, so ops and host reads through either are ordered. Throws Error when
+//! the memory overlaps more than 4 buffers tracked apart (wrap the whole buffer once instead).
 //! Never blocks.
 STREAMRT_API Tensor from_blob(void* data, Shape shape, DType dtype,
                               std::function<void(void*)> deleter = {}, Device device = {});

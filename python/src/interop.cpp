@@ -94,9 +94,12 @@ std::vector<py::ssize_t> byte_strides(const Tensor& t) {
   return out;
 }
 
-// Host access, with the GIL released while the pending work finishes (it may need the GIL).
+// Host access for an export (numpy, DLPack), with the GIL released while the pending work
+// finishes (it may need the GIL). The memory is exposed: tensors wrapped over it later (a torch
+// tensor made from the numpy array) join its tracking.
 void* host_pointer(const Tensor& t, bool writable) {
   wait_tensor(t, writable);
+  expose_memory(t);
   py::gil_scoped_release release;
   if (writable) return const_cast<Tensor&>(t).data_ptr();
   return const_cast<void*>(t.data_ptr());

@@ -16,6 +16,7 @@
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/ops.hpp"
 #include "streamrt/tensor.hpp"
 #include "waits.hpp"
 
@@ -87,6 +88,7 @@ void fill_view(PyObject* obj, Py_buffer* view, int flags) {
     py::gil_scoped_release release;  // a failed writer's error is raised from here
     data = const_cast<Tensor&>(t).data_ptr();
   }
+  expose_memory(t);  // wraps of the memory later (torch.frombuffer) join its tracking
   auto layout = std::make_unique<BufferLayout>();
   const auto itemsize = static_cast<Py_ssize_t>(t.element_size());
   Py_ssize_t len = itemsize;

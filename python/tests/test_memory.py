@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S
+from helpers import RENDEZVOUS_S, held_stream
 
 N = 1 << 20  # 4 MiB of float32
 
@@ -111,3 +111,20 @@ def test_bad_environment_value_is_a_clear_error():
     assert r.returncode != 0
     assert "STREAMRT_CACHE_LIMIT='lots' is not a size" in r.stderr
     assert "512M" in r.stderr
+
+
+def test_imports_of_overlapping_numpy_views_order_on_two_streams():
+    # Another start address, the same memory: the tail's fill waits for the whole's (held back),
+    # so it lands last. Without that it would run at once and be overwritten.
+    a = np.zeros(8, dtype=np.float32)
+    whole = streamrt.from_numpy(a)
+    tail = streamrt.from_numpy(a[4:])
+    s1, gate = held_stream()
+    s2 = streamrt.Stream()
+    with streamrt.StreamContext(s1):
+        whole.fill_(1.0)
+    with streamrt.StreamContext(s2):
+        tail.fill_(2.0)
+    threading.Timer(0.2, gate.set).start()
+    streamrt.synchronize()
+    assert a.tolist() == [1.0] * 4 + [2.0] * 4

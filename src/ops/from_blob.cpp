@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checks.hpp"
+#include "memory_index.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
@@ -42,6 +43,18 @@ std::optional<std::int64_t> mul_add(std::int64_t a, std::int64_t b, std::int64_t
   return r;
 }
 
+// `s` joined to the tracking of the wrapped and exposed memory it overlaps (memory_index.hpp);
+// refused, it leaves the memory to the caller, as every other refusal of from_blob does.
+std::shared_ptr<detail::Storage> indexed(std::shared_ptr<detail::Storage> s) {
+  try {
+    detail::index_wrapped(s);
+  } catch (...) {
+    s->forget_deleter();
+    throw;
+  }
+  return s;
+}
+
 }  // namespace
 
 Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)> deleter,
@@ -50,7 +63,8 @@ Tensor from_blob(void* data, Shape shape, DType dtype, std::function<void(void*)
   const std::size_t nbytes = shape_nbytes(shape, dtype);
   const std::int64_t n = shape_numel(shape);
   check_data(data, n, shape, dtype);
-  auto storage = std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter), false);
+  auto storage =
+      indexed(std::make_shared<detail::Storage>(data, nbytes, device, std::move(deleter), false));
   return detail::TensorAccess::make(std::move(storage), std::move(shape), n, dtype);
 }
 
@@ -111,8 +125,8 @@ Tensor from_blob(void* data, Shape shape, Shape strides, DType dtype,
   // still gets the pointer it was given.
   std::function<void(void*)> release;
   if (deleter) release = [deleter = std::move(deleter), data](void*) { deleter(data); };
-  auto storage = std::make_shared<detail::Storage>(n == 0 ? data : base, nbytes, device,
-                                                   std::move(release), false);
+  auto storage = indexed(std::make_shared<detail::Storage>(n == 0 ? data : base, nbytes, device,
+                                                           std::move(release), false));
   return detail::TensorAccess::make_view(std::move(storage), std::move(shape), std::move(strides),
                                          n == 0 ? 0 : -lo, dtype);
 }

@@ -8,6 +8,7 @@
 
 #include "allocator.hpp"
 #include "core/capture.hpp"
+#include "memory_index.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 
@@ -18,6 +19,7 @@ Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), owned_(owned) {}
 
 Storage::~Storage() {
+  unindex(*this);
   if (capacity_ > 0) {
     impl::StreamImpl& owner = *alloc_stream_;
     impl::Backend& backend = owner.backend();

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor storage: the memory of one or more tensors and what the dependency tracker knows about
 // the queued accesses to it.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,11 +51,26 @@ class Storage {
   core::SpinMutex mutex;
   Access last_write;          // guarded by mutex; position null = no tracked write pending
   std::vector<Access> reads;  // guarded by mutex; one entry per stream, since last_write
-  // Set by share_tracking before the storage is used, then constant: the storage whose tracking
-  // (mutex, last_write, reads) this one uses instead of its own; never itself sharing.
+  // Set when the storage is made (from_blob joins the wrapped memory it overlaps:
+  // memory_index.hpp) or by share_tracking before it is used, then constant: the storages whose
+  // tracking (mutex, last_write, reads) records accesses to this one's memory instead of its own
+  // (roots: never sharing themselves). tracked_by is the first; also_tracked_by holds the others,
+  // for memory overlapping buffers tracked apart (rare: usually empty).
   std::shared_ptr<Storage> tracked_by;
-  // The storage whose tracking fields record accesses to this one's memory.
+  std::vector<std::shared_ptr<Storage>> also_tracked_by;
+  // The first storage whose tracking fields record accesses to this one's memory.
   Storage& tracking() noexcept { return tracked_by ? *tracked_by : *this; }
+  // Set once another storage records its accesses in this one's tracking (then this one must not
+  // start sharing another's: the two would no longer be ordered). Written under the index's lock
+  // or before the storages are used; relaxed, as `indexed`.
+  std::atomic<bool> joined{false};
+  // Set while the storage is in the memory index (memory_index.hpp), whose lock guards the entry.
+  std::atomic<bool> indexed{false};
+  // The caller keeps the memory: a wrap refused after the storage was made must not free it.
+  void forget_deleter() noexcept {
+    deleter_ = nullptr;
+    owned_ = false;
+  }
 
  private:
   void* data_;

@@ -7,10 +7,13 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "checks.hpp"
 #include "core/capture.hpp"
+#include "memory_index.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
@@ -65,7 +68,8 @@ class LockedUses {
     Storage* storage;
     bool write;
   };
-  static constexpr std::size_t kMax = 8;
+  // Distinct tracking roots: the public limit of 8 storages, each of which may join several.
+  static constexpr std::size_t kMax = 8 * detail::kMaxTrackingRoots;
 
   [[gnu::always_inline]] LockedUses(const char* label, std::span<const Tensor* const> reads,
                                     std::span<const Tensor* const> writes) {
@@ -91,7 +95,12 @@ class LockedUses {
 
  private:
   void add(const char* label, const Tensor* t, bool write) {
-    Storage* st = &detail::TensorAccess::storage(*t)->tracking();
+    Storage& own = *detail::TensorAccess::storage(*t);
+    add_root(label, &own.tracking(), write);
+    for (const auto& r : own.also_tracked_by) add_root(label, r.get(), write);
+  }
+
+  void add_root(const char* label, Storage* st, bool write) {
     for (std::size_t i = 0; i < count_; ++i) {
       if (uses_[i].storage == st) {
         uses_[i].write = uses_[i].write || write;
@@ -256,8 +265,6 @@ void submit(Stream& s, const char* label, std::initializer_list<const Tensor*> r
 
 std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& own, bool for_write) {
   std::vector<std::shared_ptr<impl::EventImpl>> out;
-  Storage& storage = own.tracking();
-  std::lock_guard lock(storage.mutex);
   // A host access waits for real work only: a position recorded during a capture stands for the
   // graph's latest replay (none: nothing to wait for); during the capture it is refused.
   auto add = [&](const std::shared_ptr<impl::EventImpl>& p) {
@@ -265,10 +272,15 @@ std::vector<std::shared_ptr<impl::EventImpl>> pending_accesses(Storage& own, boo
         p, [] { return ErrorText("a host access to a tensor used during the capture"); });
     if (real) out.push_back(std::move(real));
   };
-  if (storage.last_write.position) add(storage.last_write.position);
-  if (for_write) {
-    for (const auto& r : storage.reads) add(r.position);
-  }
+  auto collect = [&](Storage& root) {
+    std::lock_guard lock(root.mutex);
+    if (root.last_write.position) add(root.last_write.position);
+    if (for_write) {
+      for (const auto& r : root.reads) add(r.position);
+    }
+  };
+  collect(own.tracking());
+  for (const auto& r : own.also_tracked_by) collect(*r);
   return out;
 }
 
@@ -291,6 +303,33 @@ void enqueue_tracked(const Stream& stream, const char* label, std::span<const Te
                  const_cast<void*>(static_cast<const void*>(&enqueue)));
 }
 
+namespace {
+
+// Refuses to let `own` share another storage's tracking: only wrapped memory no op has used yet,
+// which no other storage records its accesses in.
+void check_can_share(const detail::Storage& own) {
+  if (own.stream_ordered()) {
+    // Its memory is freed in stream order after its own accesses, which would stay empty.
+    throw Error(api::function("share_tracking") +
+                ": the tensor's memory comes from streamrt's allocator; only "
+                "wrapped memory (from_blob) can share another storage's tracking");
+  }
+  // Relaxed: see Storage::joined.
+  if (own.joined.load(std::memory_order_relaxed)) {
+    throw Error(api::function("share_tracking") +
+                ": other tensors wrapped over the same memory already share this tensor's "
+                "tracking; share it right after wrapping the memory, before wrapping it again");
+  }
+  std::lock_guard lock(const_cast<detail::Storage&>(own).mutex);
+  if (own.last_write.position || !own.reads.empty()) {
+    throw Error(api::function("share_tracking") +
+                ": the tensor was already used by an op; share the tracking "
+                "right after wrapping the memory");
+  }
+}
+
+}  // namespace
+
 void share_tracking(const Tensor& t, const Tensor& with) {
   ops::check_defined(t, "share_tracking");
   ops::check_defined(with, "share_tracking");
@@ -299,28 +338,31 @@ void share_tracking(const Tensor& t, const Tensor& with) {
                 t.device().str() + " and " + with.device().str() + ")");
   }
   const auto& own = detail::TensorAccess::storage(t);
-  std::shared_ptr<detail::Storage> root = detail::TensorAccess::storage(with);
-  if (root->tracked_by) root = root->tracked_by;  // never more than one level (see below)
-  if (root == own || own->tracked_by == root) return;
+  std::vector<std::shared_ptr<detail::Storage>> roots;
+  detail::add_tracking_roots(detail::TensorAccess::storage(with), roots);
+  const bool already = std::all_of(roots.begin(), roots.end(), [&](const auto& r) {
+    return r == own || r == own->tracked_by ||
+           std::find(own->also_tracked_by.begin(), own->also_tracked_by.end(), r) !=
+               own->also_tracked_by.end();
+  });
+  if (already) return;
+  check_can_share(*own);
   if (own->tracked_by) {
-    throw Error(api::function("share_tracking") +
-                ": the tensor already shares the tracking of another storage");
-  }
-  if (own->stream_ordered()) {
-    // Its memory is freed in stream order after its own accesses, which would stay empty.
-    throw Error(api::function("share_tracking") +
-                ": the tensor's memory comes from streamrt's allocator; only "
-                "wrapped memory (from_blob) can share another storage's tracking");
-  }
-  {
-    std::lock_guard lock(own->mutex);
-    if (own->last_write.position || !own->reads.empty()) {
-      throw Error(api::function("share_tracking") +
-                  ": the tensor was already used by an op; share the tracking "
-                  "right after wrapping the memory");
+    // Joined at the wrap (overlapping memory): keeps those, adds `with`'s.
+    std::vector<std::shared_ptr<detail::Storage>> mine;
+    detail::add_tracking_roots(own, mine);
+    for (auto& r : roots) {
+      if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(std::move(r));
     }
+    roots = std::move(mine);
   }
-  own->tracked_by = std::move(root);
+  if (roots.size() > detail::kMaxTrackingRoots) {
+    throw Error(api::function("share_tracking") + ": the tensor would share the tracking of " +
+                std::to_string(roots.size()) + " buffers tracked apart (at most " +
+                std::to_string(detail::kMaxTrackingRoots) + ")");
+  }
+  own->tracked_by = roots.front();
+  own->also_tracked_by.assign(roots.begin() + 1, roots.end());
 }
 
 }  // namespace streamrt

@@ -325,12 +325,12 @@ TEST_P(Tracking, SharedTrackingOrdersTwoImportsOfOneBuffer) {
 
 TEST_P(Tracking, SharedTrackingIsTransitiveAndRefusesMisuse) {
   std::vector<double> buffer(16, 0.0);
+  std::vector<double> other(16, 0.0);
   Tensor a = from_blob(buffer.data(), {16}, DType::Float64);
-  Tensor b = from_blob(buffer.data(), {16}, DType::Float64);
-  Tensor c = from_blob(buffer.data(), {4, 4}, DType::Float64);
+  Tensor b = from_blob(other.data(), {16}, DType::Float64);
   share_tracking(b, a);
-  share_tracking(c, b);  // joins a's tracking, not b's
-  share_tracking(c, a);  // already so: no-op
+  Tensor c = from_blob(other.data(), {4, 4}, DType::Float64);  // joins b's, so a's, at the wrap
+  share_tracking(c, a);                                        // already so: no-op
   Stream s;
   Gate gate;
   gate.hold(s);
@@ -338,20 +338,21 @@ TEST_P(Tracking, SharedTrackingIsTransitiveAndRefusesMisuse) {
     StreamContext ctx(s);
     a.fill_(3.0);
   }
+  EXPECT_FALSE(b.ready());
   EXPECT_FALSE(c.ready());
   gate.open();
-  EXPECT_EQ(c.data<double>()[15], 3.0);
+  EXPECT_EQ(b.data<double>()[15], 0.0);  // other memory: only the tracking is shared
 
   Tensor own = zeros({16}, DType::Float64);  // the allocator's memory
   EXPECT_THROW(share_tracking(own, a), Error);
-  Tensor used = from_blob(buffer.data(), {16}, DType::Float64);
+  std::vector<double> third(16, 0.0), fourth(16, 0.0);
+  Tensor used = from_blob(third.data(), {16}, DType::Float64);
   used.fill_(1.0);
   EXPECT_THROW(share_tracking(used, a), Error);  // has accesses of its own already
-  std::vector<double> other(16, 0.0);
-  Tensor d = from_blob(other.data(), {16}, DType::Float64);
-  Tensor e = from_blob(other.data(), {16}, DType::Float64);
-  share_tracking(d, e);
-  EXPECT_THROW(share_tracking(d, a), Error);  // already shares another storage's tracking
+  Tensor d = from_blob(fourth.data(), {16}, DType::Float64);
+  Tensor e = from_blob(fourth.data(), {16}, DType::Float64);  // joins d at the wrap
+  EXPECT_THROW(share_tracking(d, a), Error);  // e records its accesses in d's tracking
+  share_tracking(e, a);                       // e joins a's tracking too
   EXPECT_THROW(share_tracking(Tensor(), a), Error);
   used.wait();
 }
