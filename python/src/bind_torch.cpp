@@ -165,12 +165,25 @@ void submit(Stream& s, const char* label, const std::vector<const Tensor*>& read
 
 // TorchHost: what _streamrt_torch's fast path needs from streamrt. Trackers are heap Tensors.
 
-void* host_tracker_new(std::uintptr_t address, std::int64_t nbytes) noexcept {
+// Never read or written through: only its storage's tracking is used.
+Tensor make_tracker(std::uintptr_t address, std::int64_t nbytes, bool fresh) {
+  Tensor t = from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
+  if (fresh) claim_memory(t);
+  return t;
+}
+
+void* host_tracker_new(std::uintptr_t address, std::int64_t nbytes, bool fresh) noexcept {
   try {
-    return new Tensor(from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool));
+    return new Tensor(make_tracker(address, nbytes, fresh));
   } catch (...) {
-    return nullptr;  // (out of memory): the caller takes the Python path, which raises
+    // (out of memory, or too many buffers tracked apart): the caller takes the Python path,
+    // which raises
+    return nullptr;
   }
+}
+
+void host_tracker_release(const void* tracker) noexcept {
+  release_memory(*static_cast<const Tensor*>(tracker));
 }
 
 void* host_tracker_from_python(PyObject* obj) noexcept {
@@ -245,24 +258,35 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
   return TorchEnqueued::kFailed;
 }
 
-const TorchHost g_host{kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_from_python,
-                       &host_tracker_to_python, &host_tracker_free, &host_release_object,
-                       &host_tracker_idle,      &host_tracker_busy, &host_enqueue};
+const TorchHost g_host{
+    kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_release, &host_tracker_from_python,
+    &host_tracker_to_python, &host_tracker_free, &host_release_object,  &host_tracker_idle,
+    &host_tracker_busy,      &host_enqueue};
 
 // Trackers: the streamrt tensors that stand for torch storages, and host access through them.
 void bind_trackers(py::module_& m) {
   m.def(
       "_torch_tracker",
-      [](std::uintptr_t address, std::int64_t nbytes) {
+      [](std::uintptr_t address, std::int64_t nbytes, bool fresh) {
         if (address == 0 || nbytes <= 0) {
           throw py::value_error("_torch_tracker: needs the address and size of a torch storage");
         }
-        // Never read or written through: only its storage's tracking is used.
-        return from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
+        return make_tracker(address, nbytes, fresh);
+      },
+      "address"_a, "nbytes"_a, "fresh"_a = false,
+      "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch), "
+      "joining the tracking of the wrapped and exposed memory it overlaps, or, when fresh (memory "
+      "just allocated), starting its own. Never blocks.");
+  m.def(
+      "_torch_release", [](const Tensor& tracker) { release_memory(tracker); }, "tracker"_a,
+      "The tracker's memory was freed: trackers made later over it do not join its tracking.");
+  m.def(
+      "_memory_tracked",
+      [](std::uintptr_t address, std::size_t nbytes) {
+        return memory_tracked(reinterpret_cast<const void*>(address), nbytes);
       },
       "address"_a, "nbytes"_a,
-      "A tensor standing for a torch storage's memory in dependency tracking (streamrt.torch). "
-      "Never blocks.");
+      "Whether wrapped or exposed memory overlaps the range (a tracker made there would join it).");
   m.def(
       "_torch_host_access",
       [](py::handle tracker, bool for_write) {

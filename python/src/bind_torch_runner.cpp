@@ -297,11 +297,12 @@ void bind_registry(py::module_& m) {
         for (auto& x : registry().take_all()) {
           py::list weak;
           for (c10::StorageImpl* w : x.weak) weak.append(reinterpret_cast<std::uintptr_t>(w));
-          out.append(py::make_tuple(x.base, tracker_object(x.tracker), weak));
+          out.append(py::make_tuple(x.base, tracker_object(x.tracker), weak, x.end, x.wrapped));
         }
         return out;
       },
-      "Empties the registry: [(address, tracker, [owning weak references as ints])].");
+      "Empties the registry: [(address, tracker, [owning weak references as ints], end address, "
+      "wrapped)].");
   m.def(
       "registry_put",
       [](py::handle items) {
@@ -312,7 +313,11 @@ void bind_registry(py::module_& m) {
           void* handle = host()->tracker_from_python(t[1].ptr());
           if (handle == nullptr)
             throw py::type_error("registry_put: expected streamrt.Tensor trackers");
-          Registry::Exported x{t[0].cast<std::uintptr_t>(), std::make_shared<Tracker>(handle), {}};
+          Registry::Exported x{t[0].cast<std::uintptr_t>(),
+                               std::make_shared<Tracker>(handle),
+                               {},
+                               t[3].cast<std::uintptr_t>(),
+                               t[4].cast<bool>()};
           for (py::handle w : t[2])
             x.weak.push_back(reinterpret_cast<c10::StorageImpl*>(w.cast<std::uintptr_t>()));
           entries.push_back(std::move(x));

@@ -19,7 +19,7 @@ inline constexpr const char* kTorchRunnerCapsule = "streamrt._streamrt_torch.run
 //! Capsule name of the TorchHost (streamrt._streamrt._torch_host()).
 inline constexpr const char* kTorchHostCapsule = "streamrt._streamrt.torch_host";
 //! Bumped when TorchRunner or TorchHost changes.
-inline constexpr int kTorchRunnerAbi = 3;
+inline constexpr int kTorchRunnerAbi = 4;
 
 //! A torch op bound to its arguments, run later on another thread.
 struct TorchRunner {
@@ -50,8 +50,12 @@ enum class TorchEnqueued : int {
 //! these needs the GIL unless it says so; all are thread-safe.
 struct TorchHost {
   int abi;
-  //! A new tracker for `nbytes` of memory at `address`; null when out of memory. Never blocks.
-  void* (*tracker_new)(std::uintptr_t address, std::int64_t nbytes) noexcept;
+  //! A new tracker for `nbytes` of memory at `address`, joining the tracking of the wrapped and
+  //! exposed memory it overlaps, or, when `fresh` (memory just allocated), starting its own; null
+  //! when out of memory or refused. Never blocks.
+  void* (*tracker_new)(std::uintptr_t address, std::int64_t nbytes, bool fresh) noexcept;
+  //! The tracker's memory was freed: trackers made later over it do not join its tracking.
+  void (*tracker_release)(const void* tracker) noexcept;
   //! A tracker sharing the storage (so the tracking) of the streamrt.Tensor `obj`; null when `obj`
   //! is not one. Requires the GIL.
   void* (*tracker_from_python)(PyObject* obj) noexcept;

@@ -87,9 +87,10 @@ using TrackerPtr = std::shared_ptr<Tracker>;
 
 //! The trackers of torch storages by the storage's start address: every view of a storage, and
 //! every torch tensor made on the same memory, finds the same one (the C++ twin of
-//! _torch_tracking.py's registry, used where this module is built). An entry lives while one of
-//! its torch storages does, or while work on it is pending. Thread-safe (one mutex, never held
-//! while taking the GIL or freeing a tracker); never blocks otherwise.
+//! _torch_tracking.py's registry, used where this module is built). Trackers of overlapping
+//! memory from other start addresses share tracking through streamrt's index of wrapped memory. An
+//! entry lives while one of its torch storages does, or while work on it is pending. Thread-safe
+//! (one mutex, never held while taking the GIL or freeing a tracker); never blocks otherwise.
 class Registry {
  public:
   //! What tracker() found.
@@ -118,6 +119,8 @@ class Registry {
     std::uintptr_t base;
     TrackerPtr tracker;
     std::vector<c10::StorageImpl*> weak;
+    std::uintptr_t end;  // past the memory
+    bool wrapped;        // the tracker was made for this memory (see Entry)
   };
   //! Takes every entry out (the registry is empty after).
   std::vector<Exported> take_all();
@@ -132,14 +135,21 @@ class Registry {
   struct Entry {
     TrackerPtr tracker;
     std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> weak;
+    std::uintptr_t end = 0;  // past the storage's memory
+    bool wrapped = false;    // the tracker was made for this memory (not shared: share())
     bool alive() const noexcept;
   };
+  // Under mutex_: drops the entries over [base, end) whose storages are gone and whose work has
+  // finished (their memory was freed, maybe handed out again), so that a tracker made there now
+  // does not join their tracking.
+  void drop_dead_overlaps_locked(std::uintptr_t base, std::uintptr_t end,
+                                 std::vector<TrackerPtr>& dropped);
   // Under mutex_: the entry at `base` when its memory is still this memory (alive, or with
   // pending work), else null.
   Entry* live(std::uintptr_t base);
   // Under mutex_: files `tracker` as the one of `t`'s storage at `base` (a previous entry's
   // tracker goes to `dropped`), then sweeps as maybe_sweep.
-  void file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,
+  void file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker, bool wrapped,
                    std::vector<TrackerPtr>& dropped);
   // Under mutex_: drops dead idle entries into `dropped` when the map has grown enough.
   void maybe_sweep(std::vector<TrackerPtr>& dropped);

@@ -50,12 +50,29 @@ Registry::Found Registry::tracker(const at::Tensor& t, TrackerPtr* out) {
   }
   const auto nbytes = static_cast<std::int64_t>(t.storage().nbytes());
   if (nbytes <= 0) return Found::kNoMemory;
-  void* handle = host()->tracker_new(base, nbytes);
+  drop_dead_overlaps_locked(base, base + static_cast<std::uintptr_t>(nbytes), dropped);
+  void* handle = host()->tracker_new(base, nbytes, /*fresh=*/false);
   if (handle == nullptr) return Found::kFailed;
   auto tracker = std::make_shared<Tracker>(handle);
-  file_locked(base, t, tracker, dropped);
+  file_locked(base, t, tracker, /*wrapped=*/true, dropped);
   *out = std::move(tracker);
   return Found::kTracker;
+}
+
+void Registry::drop_dead_overlaps_locked(std::uintptr_t base, std::uintptr_t end,
+                                         std::vector<TrackerPtr>& dropped) {
+  // A walk of every entry: only when a storage no stream work made is first used.
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    const bool overlaps = it->first < end && e.end > base;
+    if (overlaps && !e.alive() && host()->tracker_idle(e.tracker->get())) {
+      if (e.wrapped) host()->tracker_release(e.tracker->get());
+      dropped.push_back(std::move(e.tracker));
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 TrackerPtr Registry::find(const at::Tensor& t) {
@@ -69,12 +86,12 @@ TrackerPtr Registry::find(const at::Tensor& t) {
 TrackerPtr Registry::fresh(const at::Tensor& t) {
   const std::uintptr_t base = storage_base(t);
   const auto nbytes = static_cast<std::int64_t>(t.storage().nbytes());
-  void* handle = host()->tracker_new(base, nbytes);
+  void* handle = host()->tracker_new(base, nbytes, /*fresh=*/true);
   if (handle == nullptr) return nullptr;
   auto tracker = std::make_shared<Tracker>(handle);
   std::vector<TrackerPtr> dropped;
   std::lock_guard lock(mutex_);
-  file_locked(base, t, tracker, dropped);
+  file_locked(base, t, tracker, /*wrapped=*/true, dropped);
   return tracker;
 }
 
@@ -87,16 +104,18 @@ void Registry::share(const at::Tensor& t, TrackerPtr with) {
     e->weak.push_back(t.storage().getWeakStorageImpl());
     return;
   }
-  file_locked(base, t, std::move(with), dropped);
+  file_locked(base, t, std::move(with), /*wrapped=*/false, dropped);
 }
 
 void Registry::file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,
-                           std::vector<TrackerPtr>& dropped) {
+                           bool wrapped, std::vector<TrackerPtr>& dropped) {
   Entry& e = entries_[base];
   if (e.tracker) dropped.push_back(std::move(e.tracker));
   e.tracker = std::move(tracker);
   e.weak.clear();
   e.weak.push_back(t.storage().getWeakStorageImpl());
+  e.end = base + t.storage().nbytes();
+  e.wrapped = wrapped;
   maybe_sweep(dropped);
   update_count();
 }
@@ -133,7 +152,7 @@ std::vector<Registry::Exported> Registry::take_all() {
   std::lock_guard lock(mutex_);
   out.reserve(entries_.size());
   for (auto& [base, e] : entries_) {
-    Exported x{base, std::move(e.tracker), {}};
+    Exported x{base, std::move(e.tracker), {}, e.end, e.wrapped};
     for (auto& w : e.weak) x.weak.push_back(w.release());
     out.push_back(std::move(x));
   }
@@ -150,6 +169,8 @@ void Registry::put(std::vector<Exported> entries) {
     Entry& e = entries_[x.base];
     if (e.tracker) dropped.push_back(std::move(e.tracker));
     e.tracker = std::move(x.tracker);
+    e.end = x.end;
+    e.wrapped = x.wrapped;
     e.weak.clear();
     for (c10::StorageImpl* w : x.weak) {
       e.weak.push_back(c10::weak_intrusive_ptr<c10::StorageImpl>::reclaim(w));

@@ -3,7 +3,9 @@
 Every torch storage that stream work touches gets a *tracker*: a streamrt tensor standing for its
 memory, whose storage carries streamrt's tracking (last writer, readers per stream). Trackers are
 found by the storage's start address, so every view of a storage, and every torch tensor made on
-the same memory, finds the same one. A streamrt tensor exported to torch (``torch.from_dlpack``)
+the same memory, finds the same one; trackers of overlapping memory reached from other start
+addresses (``torch.from_numpy(a)`` and ``torch.from_numpy(a[4:])``) share their tracking through
+streamrt's index of wrapped memory (docs/design.md, "Memory reached twice"). A streamrt tensor exported to torch (``torch.from_dlpack``)
 is its own tracker, and a torch tensor imported into streamrt (``streamrt.from_dlpack``, or any
 streamrt op taking it) shares its tracker's tracking: the memory is tracked once.
 
@@ -32,14 +34,16 @@ _free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
 class _Entry:
-    """The tracker of the memory starting at one address, and weak references to the torch
-    storages on it."""
+    """The tracker of the memory starting at one address, weak references to the torch storages
+    on it, where the memory ends, and whether the tracker was made for it (not shared)."""
 
-    __slots__ = ("tracker", "weak")
+    __slots__ = ("tracker", "weak", "end", "wrapped")
 
-    def __init__(self, tracker, weak):
+    def __init__(self, tracker, weak, end, wrapped):
         self.tracker = tracker
         self.weak = [weak]
+        self.end = end
+        self.wrapped = wrapped
 
     def alive(self):
         for w in self.weak:
@@ -70,7 +74,7 @@ def use_native(module):
         if native is None:
             items = []
             for base, e in _entries.items():
-                items.append((base, e.tracker, e.weak))
+                items.append((base, e.tracker, e.weak, e.end, e.wrapped))
                 e.weak = []  # handed over: the C++ registry frees them
             _entries.clear()
             module.registry_put(items)
@@ -79,8 +83,8 @@ def use_native(module):
             if module is not None:
                 module.registry_put(items)
             else:
-                for base, tracker, weak in items:
-                    e = _Entry(tracker, None)
+                for base, tracker, weak, end, wrapped in items:
+                    e = _Entry(tracker, None, end, wrapped)
                     e.weak = list(weak)
                     _entries[base] = e
         native = module
@@ -134,10 +138,23 @@ def tracker(t):
             e.weak.append(_storage(t)._weak_ref())
             return e.tracker
         st = _storage(t)
+        _drop_dead_overlaps(base, base + st.nbytes())
         h = _C._torch_tracker(base, st.nbytes())
-        _entries[base] = _Entry(h, st._weak_ref())
+        _entries[base] = _Entry(h, st._weak_ref(), base + st.nbytes(), True)
         _maybe_sweep()
         return h
+
+
+def _drop_dead_overlaps(base, end):
+    # Entries over [base, end) whose storages are gone and whose work has finished stand for
+    # memory freed since (maybe handed out again): a tracker made there must not join them. A walk
+    # of every entry, only when a storage that no stream work made is first used. (_lock held.)
+    dead = [b for b, e in _entries.items()
+            if b < end and e.end > base and not e.alive() and _C._torch_idle(e.tracker)]
+    for b in dead:
+        e = _entries.pop(b)
+        if e.wrapped:
+            _C._torch_release(e.tracker)
 
 
 def new_tracker(t, base, nbytes):
@@ -146,8 +163,8 @@ def new_tracker(t, base, nbytes):
     it is replaced without asking."""
     if native is not None:
         return native.registry_fresh(t)
-    h = _C._torch_tracker(base, nbytes)
-    entry = _Entry(h, _storage(t)._weak_ref())
+    h = _C._torch_tracker(base, nbytes, True)
+    entry = _Entry(h, _storage(t)._weak_ref(), base + nbytes, True)
     # Under the lock: a sweep on another thread walks the entries (and may be switched out of the
     # GIL in the middle of the walk).
     with _lock:
@@ -170,7 +187,8 @@ def share(t, streamrt_tensor):
         if e is not None:
             e.weak.append(_storage(t)._weak_ref())
             return
-        _entries[base] = _Entry(streamrt_tensor, _storage(t)._weak_ref())
+        _entries[base] = _Entry(streamrt_tensor, _storage(t)._weak_ref(),
+                                base + _storage(t).nbytes(), False)
         _maybe_sweep()
 
 

@@ -26,6 +26,7 @@ import threading
 import torch as _torch
 
 from . import _streamrt as _C
+from . import _torch_compat as _compat
 from . import _torch_dispatch as _dispatch
 from . import _torch_tracking as _tracking
 
@@ -216,12 +217,36 @@ def _dlpack_hook(obj):
     return h, _torch.Tensor.__dlpack__.__wrapped_orig__(obj)
 
 
+def _adopt(r):
+    # A torch tensor just made over memory that was already there (numpy, a buffer, DLPack): when
+    # that memory is wrapped or exposed elsewhere, its tracker joins that tracking, and while work
+    # on it is pending it carries the pending mark, so that every thread's ops on it wait.
+    if not isinstance(r, _torch.Tensor) or not r.is_cpu:
+        return r
+    nbytes = _compat.untyped_storage(r).nbytes()
+    if nbytes and _C._memory_tracked(_tracking.base_of(r), nbytes):
+        h = _tracking.tracker(r)
+        if h is not None and not _C._torch_idle(h) and _dispatch._mark is not None:
+            _dispatch._mark([r])
+    return r
+
+
+def _adopting(orig):
+    def adopting(*args, **kwargs):
+        return _adopt(orig(*args, **kwargs))
+
+    adopting.__name__ = getattr(orig, "__name__", "adopting")
+    adopting.__doc__ = getattr(orig, "__doc__", None)
+    return adopting
+
+
 def _from_dlpack(orig):
     def from_dlpack(ext_tensor):
         r = orig(ext_tensor)
         if isinstance(ext_tensor, _C.Tensor):
             _tracking.share(r, ext_tensor)  # torch work on r is tracked as work on ext_tensor
-        return r
+            return r
+        return _adopt(r)
 
     from_dlpack.__doc__ = orig.__doc__
     return from_dlpack
@@ -234,7 +259,7 @@ def _as_tensor(orig):
             if dtype is not None or device is not None:
                 r = r.to(dtype=dtype, device=device)
             return r
-        return orig(data, dtype=dtype, device=device)
+        return _adopt(orig(data, dtype=dtype, device=device))
 
     as_tensor.__doc__ = orig.__doc__
     return as_tensor
@@ -260,7 +285,8 @@ def _asarray(orig):
             if dtype is not None or device is not None or copy:
                 r = r.to(dtype=dtype, device=device, copy=bool(copy))
             return r.requires_grad_(requires_grad) if requires_grad else r
-        return orig(obj, dtype=dtype, device=device, copy=copy, requires_grad=requires_grad)
+        return _adopt(orig(obj, dtype=dtype, device=device, copy=copy,
+                           requires_grad=requires_grad))
 
     asarray.__doc__ = orig.__doc__
     return asarray
@@ -323,6 +349,8 @@ def install(cuda=False):
         _patch(_torch, "as_tensor", _as_tensor(_torch.as_tensor))
         _patch(_torch, "tensor", _tensor(_torch.tensor))
         _patch(_torch, "asarray", _asarray(_torch.asarray))
+        for name in ("from_numpy", "frombuffer"):
+            _patch(_torch, name, _adopting(getattr(_torch, name)))
         _settings["threads"] = _torch.get_num_threads()
         _torch.set_num_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
