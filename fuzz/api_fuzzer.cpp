@@ -177,6 +177,29 @@ void run_exit_child(const std::string& steps) {
   }
 }
 
+// Fills through wraps of overlapping ranges of one buffer (other start addresses, other sizes)
+// on two fresh streams: the writes must land in the order they were issued, as the sequential
+// model applies them.
+void overlapping_fills(Bytes& in) {
+  constexpr int kLen = 16;
+  std::vector<double> buffer(kLen, 0.0), model(kLen, 0.0);
+  streamrt::Stream streams[2];
+  std::vector<streamrt::Tensor> wraps;
+  for (int i = 0, n = 2 + static_cast<int>(in.pick(3)); i < n; ++i) {
+    const int start = static_cast<int>(in.pick(kLen));
+    const int len = 1 + static_cast<int>(in.pick(static_cast<unsigned>(kLen - start)));
+    wraps.push_back(streamrt::from_blob(buffer.data() + start, {len}, streamrt::DType::Float64));
+    const double value = i + 1;
+    {
+      streamrt::StreamContext ctx(streams[in.pick(2)]);
+      wraps.back().fill_(value);
+    }
+    for (int k = start; k < start + len; ++k) model[static_cast<std::size_t>(k)] = value;
+  }
+  for (auto& s : streams) s.synchronize();
+  if (buffer != model) finding("writes through overlapping wraps landed out of issue order");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -198,7 +221,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   int threads_changes = 0;
 
   for (int steps = 0; !in.done() && steps < 400; ++steps) {
-    const unsigned op = in.pick(30);
+    const unsigned op = in.pick(31);
     auto& s = streams[in.pick(kStreams)];
     auto& o = streams[in.pick(kStreams)];
     auto& e = events[in.pick(kEvents)];
@@ -362,6 +385,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           for (unsigned n = in.pick(12); n > 0; --n) steps += "qfcgtxl"[in.pick(7)];
           run_exit_child(steps);
         }
+        break;
+      case 30:
+        overlapping_fills(in);
         break;
       default:
         swallow([&] { streamrt::synchronize(); });
