@@ -481,3 +481,16 @@ def test_no_number_reaches_pybind11s_generic_cast_errors():
     found += _generic_errors("Event", streamrt.Event, False)
     found = [f for f in found if f[0] not in OBJECT_PARAMETERS]
     assert not found, found
+
+
+@pytest.mark.parametrize("importer", [streamrt.from_numpy, streamrt.from_dlpack])
+def test_an_import_over_too_many_separately_imported_slices_names_the_fix(importer):
+    # Each slice is tracked apart; a whole-buffer import would have to join them all.
+    a = np.zeros(16)
+    pieces = [importer(a[3 * i:3 * i + 3]) for i in range(5)]
+    name = importer.__name__
+    with pytest.raises(ValueError, match=rf"^{name}: the memory overlaps 5 buffers .* wrap the "
+                       "whole buffer once"):
+        importer(a)
+    fewer = importer(a[:12])  # four of them: joined
+    assert fewer.numpy().tolist() == [0.0] * 12 and len(pieces) == 5

@@ -99,7 +99,8 @@ void index_wrapped(const std::shared_ptr<Storage>& s) {
     if (x && x->device() == s->device()) add_tracking_roots(x, roots);
   }
   if (roots.size() > kMaxTrackingRoots) {
-    throw Error("from_blob: the memory overlaps " + std::to_string(roots.size()) +
+    throw Error(api::function("from_blob") + ": the memory overlaps " +
+                std::to_string(roots.size()) +
                 " buffers that were wrapped separately and are tracked apart (at most " +
                 std::to_string(kMaxTrackingRoots) +
                 "); wrap the whole buffer once and take views of it, or synchronize and drop the "
