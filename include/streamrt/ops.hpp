@@ -258,11 +258,11 @@ STREAMRT_API void share_tracking(const Tensor& t, const Tensor& with);
 //! undefined tensor.
 STREAMRT_API void expose_memory(const Tensor& t);
 
-//! For bindings that wrap memory its owner has just allocated (a new torch tensor): tensors still
-//! registered over any part of it stand for memory freed since, so later wraps stop joining them,
-//! and `t` (from_blob, not used yet, not shared) tracks its accesses apart from theirs.
-//! Thread-safe; never blocks; throws Error for an undefined tensor.
-STREAMRT_API void claim_memory(const Tensor& t);
+//! For bindings about to wrap memory its owner has just allocated (a new torch tensor): tensors
+//! still registered over any part of the `nbytes` bytes at `data` stand for memory freed since, so
+//! wraps made from now on do not join their tracking (they keep their own). Call it before
+//! from_blob. Thread-safe; never blocks; never throws.
+STREAMRT_API void claim_memory(const void* data, std::size_t nbytes) noexcept;
 
 //! For bindings whose wrapped memory was freed by its owner while `t` lives on: later wraps over
 //! that memory no longer join `t`'s tracking. Thread-safe; never blocks; never throws.

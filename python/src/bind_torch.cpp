@@ -167,9 +167,9 @@ void submit(Stream& s, const char* label, const std::vector<const Tensor*>& read
 
 // Never read or written through: only its storage's tracking is used.
 Tensor make_tracker(std::uintptr_t address, std::int64_t nbytes, bool fresh) {
-  Tensor t = from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
-  if (fresh) claim_memory(t);
-  return t;
+  // Fresh memory: whatever was wrapped there before stands for memory freed since.
+  if (fresh) claim_memory(reinterpret_cast<const void*>(address), static_cast<std::size_t>(nbytes));
+  return from_blob(reinterpret_cast<void*>(address), Shape{nbytes}, DType::Bool);
 }
 
 void* host_tracker_new(std::uintptr_t address, std::int64_t nbytes, bool fresh) noexcept {

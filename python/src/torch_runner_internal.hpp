@@ -139,6 +139,8 @@ class Registry {
     bool wrapped = false;    // the tracker was made for this memory (not shared: share())
     bool alive() const noexcept;
   };
+  // Under mutex_: moves the tracker of `e` (whose memory was freed) to `dropped`.
+  void drop_locked(Entry& e, std::vector<TrackerPtr>& dropped);
   // Under mutex_: drops the entries over [base, end) whose storages are gone and whose work has
   // finished (their memory was freed, maybe handed out again), so that a tracker made there now
   // does not join their tracking.

@@ -59,6 +59,13 @@ Registry::Found Registry::tracker(const at::Tensor& t, TrackerPtr* out) {
   return Found::kTracker;
 }
 
+void Registry::drop_locked(Entry& e, std::vector<TrackerPtr>& dropped) {
+  // A tracker made for the memory stands for memory freed now: later trackers made over it must
+  // not join it, even while something still holds it (a queued work item, a Python object).
+  if (e.wrapped) host()->tracker_release(e.tracker->get());
+  dropped.push_back(std::move(e.tracker));
+}
+
 void Registry::drop_dead_overlaps_locked(std::uintptr_t base, std::uintptr_t end,
                                          std::vector<TrackerPtr>& dropped) {
   // A walk of every entry: only when a storage no stream work made is first used.
@@ -66,8 +73,7 @@ void Registry::drop_dead_overlaps_locked(std::uintptr_t base, std::uintptr_t end
     Entry& e = it->second;
     const bool overlaps = it->first < end && e.end > base;
     if (overlaps && !e.alive() && host()->tracker_idle(e.tracker->get())) {
-      if (e.wrapped) host()->tracker_release(e.tracker->get());
-      dropped.push_back(std::move(e.tracker));
+      drop_locked(e, dropped);
       it = entries_.erase(it);
     } else {
       ++it;
@@ -110,7 +116,7 @@ void Registry::share(const at::Tensor& t, TrackerPtr with) {
 void Registry::file_locked(std::uintptr_t base, const at::Tensor& t, TrackerPtr tracker,
                            bool wrapped, std::vector<TrackerPtr>& dropped) {
   Entry& e = entries_[base];
-  if (e.tracker) dropped.push_back(std::move(e.tracker));
+  if (e.tracker) drop_locked(e, dropped);  // memory freed since (else the entry was live)
   e.tracker = std::move(tracker);
   e.weak.clear();
   e.weak.push_back(t.storage().getWeakStorageImpl());
@@ -125,7 +131,7 @@ void Registry::maybe_sweep(std::vector<TrackerPtr>& dropped) {
   if (entries_.size() < sweep_at_) return;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (!it->second.alive() && host()->tracker_idle(it->second.tracker->get())) {
-      dropped.push_back(std::move(it->second.tracker));
+      drop_locked(it->second, dropped);
       it = entries_.erase(it);
     } else {
       ++it;

@@ -152,9 +152,14 @@ def _drop_dead_overlaps(base, end):
     dead = [b for b, e in _entries.items()
             if b < end and e.end > base and not e.alive() and _C._torch_idle(e.tracker)]
     for b in dead:
-        e = _entries.pop(b)
-        if e.wrapped:
-            _C._torch_release(e.tracker)
+        _release(_entries.pop(b))
+
+
+def _release(e):
+    # A tracker made for memory that was freed: later trackers made over it must not join it,
+    # even while something still holds it (a queued work item, a Python reference).
+    if e.wrapped:
+        _C._torch_release(e.tracker)
 
 
 def new_tracker(t, base, nbytes):
@@ -168,7 +173,10 @@ def new_tracker(t, base, nbytes):
     # Under the lock: a sweep on another thread walks the entries (and may be switched out of the
     # GIL in the middle of the walk).
     with _lock:
+        old = _entries.get(base)
         _entries[base] = entry
+        if old is not None:
+            _release(old)
         _maybe_sweep()
     return h
 
@@ -198,7 +206,7 @@ def _maybe_sweep():
     if len(_entries) < _sweep_at:
         return
     for base in [b for b, e in _entries.items() if not e.alive() and _C._torch_idle(e.tracker)]:
-        del _entries[base]  # (every writer of _entries holds _lock, as the caller does)
+        _release(_entries.pop(base))  # (every writer of _entries holds _lock, as the caller does)
     _sweep_at = max(1024, 2 * len(_entries))
 
 

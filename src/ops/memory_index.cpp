@@ -58,11 +58,10 @@ void insert_locked(Index& ix, const std::shared_ptr<Storage>& s) {
   s->indexed.store(true, std::memory_order_relaxed);
 }
 
-// Drops every entry overlapping `s`'s memory but `s`'s own (they stand for memory freed since).
-void evict_others_locked(Index& ix, const Storage& s) {
-  const std::uintptr_t b = start_of(s);
-  for_each_overlap(ix, b, b + s.nbytes(), [&](auto it) {
-    if (it->second.raw == &s) return;
+// Drops every entry overlapping [b, e) but `keep` (they stand for memory freed since).
+void evict_locked(Index& ix, std::uintptr_t b, std::uintptr_t e, const Storage* keep) noexcept {
+  for_each_overlap(ix, b, e, [&](auto it) {
+    if (it->second.raw == keep) return;
     it->second.raw->indexed.store(false, std::memory_order_relaxed);
     ix.by_start.erase(it);
   });
@@ -119,22 +118,17 @@ void index_exposed(const std::shared_ptr<Storage>& s) {
   Index& ix = index();
   std::lock_guard lock(ix.mutex);
   if (s->indexed.load(std::memory_order_relaxed)) return;
-  evict_others_locked(ix, *s);
+  const std::uintptr_t b = start_of(*s);
+  evict_locked(ix, b, b + s->nbytes(), s.get());
   insert_locked(ix, s);
 }
 
-void index_claimed(const std::shared_ptr<Storage>& s) {
-  std::shared_ptr<Storage> root;
-  std::vector<std::shared_ptr<Storage>> also;
-  {
-    Index& ix = index();
-    std::lock_guard lock(ix.mutex);
-    evict_others_locked(ix, *s);
-    root = std::move(s->tracked_by);
-    also = std::move(s->also_tracked_by);
-    s->also_tracked_by.clear();
-  }
-  // `root` and `also` are released here, after the lock (their destructors may take it).
+void unindex_range(const void* data, std::size_t nbytes) noexcept {
+  if (nbytes == 0) return;
+  Index& ix = index();
+  std::lock_guard lock(ix.mutex);
+  const auto b = reinterpret_cast<std::uintptr_t>(data);
+  evict_locked(ix, b, b + nbytes, nullptr);
 }
 
 void unindex(Storage& s) noexcept {
@@ -171,9 +165,8 @@ void expose_memory(const Tensor& t) {
   detail::index_exposed(detail::TensorAccess::storage(t));
 }
 
-void claim_memory(const Tensor& t) {
-  ops::check_defined(t, "claim_memory");
-  detail::index_claimed(detail::TensorAccess::storage(t));
+void claim_memory(const void* data, std::size_t nbytes) noexcept {
+  detail::unindex_range(data, nbytes);
 }
 
 void release_memory(const Tensor& t) noexcept {

@@ -28,9 +28,9 @@ void index_wrapped(const std::shared_ptr<Storage>& s);
 // indexed over its memory before stand for memory freed since (the allocator owned it) and leave
 // the index. Idempotent; thread-safe.
 void index_exposed(const std::shared_ptr<Storage>& s);
-// `s` (wrapped memory that its owner has just allocated, not yet used): the storages indexed over
-// it stand for memory freed since; they leave the index and `s` keeps tracking of its own.
-void index_claimed(const std::shared_ptr<Storage>& s);
+// [data, data + nbytes) was just allocated by its owner: the storages indexed over it stand for
+// memory freed since, and leave the index. Never throws.
+void unindex_range(const void* data, std::size_t nbytes) noexcept;
 // `s` no longer stands for live memory: later wraps do not join it. Never throws.
 void unindex(Storage& s) noexcept;
 // Whether an indexed storage overlaps [data, data + nbytes).

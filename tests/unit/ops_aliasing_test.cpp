@@ -138,8 +138,8 @@ TEST_P(Aliasing, ClaimedMemoryStartsItsOwnTracking) {
   enqueue_tracked(s1, "fails", {}, writes,
                   [](Stream& s) { s.launch([] { throw Error("the old write failed"); }); });
   EXPECT_THROW(s1.synchronize(), Error);
+  claim_memory(buffer.data(), sizeof(double) * buffer.size());
   Tensor fresh = from_blob(buffer.data(), {8}, DType::Float64);
-  claim_memory(fresh);
   Tensor later = from_blob(buffer.data() + 4, {4}, DType::Float64);
   Stream s2;
   {
