@@ -352,6 +352,16 @@ void bind_fast(py::module_& m) {
       "fast path is available, why not).");
   m.def("set_enabled", &set_enabled, "on"_a, "The fast path on or off for every thread.");
   m.def(
+      "quiesce",
+      [](double timeout_s) {
+        py::gil_scoped_release release;
+        return quiesce(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(timeout_s)));
+      },
+      "timeout_s"_a,
+      "After set_enabled(False): waits (GIL released) until no fast-path enqueue is under way; "
+      "False after timeout_s.");
+  m.def(
       "set_waiter", [](py::object waiter) { set_waiter(waiter.ptr()); }, "waiter"_a,
       "waiter(tensor, for_write): the host wait of a marked tensor's pending work (once).");
   m.def(

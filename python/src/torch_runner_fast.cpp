@@ -21,11 +21,14 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -53,10 +56,27 @@ const std::uint64_t kPlainCpu =
                          kMarkKey})
         .raw_repr();
 
-// Whether streamrt.torch is installed with the runner (set_enabled), read at every op; relaxed:
-// it orders nothing, a thread that sees it late sends one more op to the Python path, which checks
-// the same under the GIL.
+// Whether streamrt.torch is installed with the runner (set_enabled), read at every op; relaxed
+// where it only routes an op (a thread that sees it late sends one more op to the Python path,
+// which checks the same), seq_cst where it decides an enqueue (see InFlight).
 std::atomic<bool> g_enabled{false};
+
+// Fast-path enqueues under way, counted in stripes (one per thread hash, on its own cache line, so
+// threads issuing ops do not share a counter). uninstall() turns g_enabled off and then waits
+// (quiesce) until every stripe is zero, and only then synchronizes: an enqueue either saw the
+// flag off, or is counted before it read the flag on (both seq_cst: neither can miss the other),
+// so none lands after that synchronize.
+struct alignas(64) InFlight {
+  std::atomic<int> n{0};
+};
+constexpr std::size_t kInFlightStripes = 16;
+InFlight g_in_flight[kInFlightStripes];
+
+InFlight& in_flight() noexcept {
+  thread_local InFlight* mine =
+      &g_in_flight[std::hash<std::thread::id>()(std::this_thread::get_id()) % kInFlightStripes];
+  return *mine;
+}
 // Whether this thread is inside a stream context (set_active), with the key included.
 thread_local bool tls_active = false;
 // Whether this thread's ops outside stream contexts wait for the pending work on their tensors
@@ -429,6 +449,25 @@ void not_here(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   to_python(op, ks, stack);
 }
 
+// Runs the op on the fast path when its plan knows the argument layout; false when it did not
+// (the Python path takes it). Counted in flight while it decides and enqueues (see InFlight).
+bool enqueued_fast(Plan& plan, Scan& s, torch::jit::Stack& stack) {
+  InFlight& f = in_flight();
+  f.n.fetch_add(1, std::memory_order_seq_cst);
+  bool done = false;
+  if (g_enabled.load(std::memory_order_seq_cst)) {
+    std::shared_ptr<const Entry> entry;
+    {
+      std::lock_guard lock(g_mutex);
+      auto it = plan.entries.find(s.key);
+      if (it != plan.entries.end()) entry = it->second;
+    }
+    done = entry && run_fast(plan, *entry, s, stack);
+  }
+  f.n.fetch_sub(1, std::memory_order_release);  // quiesce()'s acquire load sees the enqueue
+  return done;
+}
+
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   if (!tls_active || !g_enabled.load(std::memory_order_relaxed)) {
     if (!g_enabled.load(std::memory_order_relaxed)) {  // uninstalled meanwhile
@@ -459,15 +498,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     // A view or an allocation of plain tensors: what the Python path would do, without it.
     return op.redispatchBoxed(ks & kBelowPython, stack);
   }
-  if (s.ok && kind == Kind::kTracked) {
-    std::shared_ptr<const Entry> entry;
-    {
-      std::lock_guard lock(g_mutex);
-      auto it = plan->entries.find(s.key);
-      if (it != plan->entries.end()) entry = it->second;
-    }
-    if (entry && run_fast(*plan, *entry, s, *stack)) return;
-  }
+  if (s.ok && kind == Kind::kTracked && enqueued_fast(*plan, s, *stack)) return;
   g_python.fetch_add(1, std::memory_order_relaxed);
   Pending pending{plan, std::move(s.key), s.ok && kind != Kind::kMeta};
   PendingScope scope(&pending);
@@ -624,7 +655,18 @@ void set_handler(PyObject* handler) {
 }
 
 void set_enabled(bool on) noexcept {
-  g_enabled.store(on, std::memory_order_relaxed);  // see g_enabled
+  g_enabled.store(on, std::memory_order_seq_cst);  // see InFlight
+}
+
+bool quiesce(std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto& f : g_in_flight) {
+    while (f.n.load(std::memory_order_seq_cst) != 0) {  // see InFlight
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+  }
+  return true;
 }
 
 void set_active(bool on) {

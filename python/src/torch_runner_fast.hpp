@@ -6,6 +6,7 @@
 #include <Python.h>
 #include <c10/core/ScalarType.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -51,6 +52,10 @@ bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyO
 //! Turns the fast path on or off for every thread (streamrt.torch installed, with the runner).
 //! Never blocks; thread-safe.
 void set_enabled(bool on) noexcept;
+//! Waits until no fast-path enqueue that saw the fast path enabled is under way (call after
+//! set_enabled(false), before synchronizing, so nothing is enqueued after). False after `timeout`.
+//! Needs no GIL; release it while waiting.
+bool quiesce(std::chrono::nanoseconds timeout);
 
 //! The Python callable `handler(op, args, kwargs)` that an op of a thread inside a stream context
 //! goes to when the fast path does not enqueue it (streamrt.torch's planner; no dispatch mode is

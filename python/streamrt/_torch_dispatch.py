@@ -18,6 +18,7 @@ While streamrt.torch is installed, a thread that entered a stream context has th
 
 import importlib.util
 import threading
+import time
 import warnings
 
 import torch
@@ -607,11 +608,58 @@ def _result(plan, args, kwargs, outs):
     return tuple(values)
 
 
+# Python-path enqueues under way (uninstall() waits for them before it synchronizes: one that
+# checked `installed` before the switch may release the GIL before its work is queued).
+_in_flight = threading.Condition()
+_in_flight_count = 0
+
+
+def _enter_enqueue():
+    # Counts an enqueue in; False when streamrt.torch was uninstalled meanwhile.
+    global _in_flight_count
+    with _in_flight:
+        if not installed:
+            return False
+        _in_flight_count += 1
+        return True
+
+
+def _leave_enqueue():
+    global _in_flight_count
+    with _in_flight:
+        _in_flight_count -= 1
+        if _in_flight_count == 0:
+            _in_flight.notify_all()
+
+
+def set_installed(on):
+    """Switches `installed` (streamrt.torch.install and uninstall), under the lock that counts
+    enqueues in, so none starts after the switch off."""
+    global installed
+    with _in_flight:
+        installed = on
+
+
+def quiesce(timeout_s):
+    """After set_installed(False): waits until no enqueue that started before is under way (the
+    Python path's and the fast path's). False after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    with _in_flight:
+        if not _in_flight.wait_for(lambda: _in_flight_count == 0, timeout_s):
+            return False
+    if _native is not None:
+        return _native.quiesce(max(0.0, deadline - time.monotonic()))
+    return True
+
+
 def dispatch(func, args, kwargs):
     """An op of this thread, below autograd: enqueued inside a stream context, else a host op
     that waits for the pending work on its tensors (views and allocations never wait)."""
-    if tls.depth > 0 and installed:
-        return enqueue(func, args, kwargs)
+    if tls.depth > 0 and installed and _enter_enqueue():
+        try:
+            return enqueue(func, args, kwargs)
+        finally:
+            _leave_enqueue()
     plan = _plans.get(id(func)) or plan_of(func)
     if plan.kind <= _ALLOC or not _tracking.tracked():
         return func(*args, **kwargs)
@@ -643,8 +691,11 @@ class Mode(torch.utils._python_dispatch.TorchDispatchMode):
                 if installed:
                     if _compat.MODE_STAYS_SET_IN_DISPATCH:
                         _compat.push_mode(self)
-                else:
-                    tls.armed = False  # uninstalled from another thread: leave this one too
+                elif _compat.MODE_STAYS_SET_IN_DISPATCH:
+                    # Uninstalled from another thread: not pushed back, so this thread is left.
+                    # (Where torch keeps the mode set, it stays until the thread leaves its
+                    # context: context_left.)
+                    tls.armed = False
 
 
 MODE = Mode()
@@ -742,6 +793,8 @@ def context_left():
             tls.mode_off = False
             if tls.armed and installed:
                 _compat.push_mode(MODE)
+        if tls.depth == 0 and not installed:
+            disarm()  # uninstalled from another thread meanwhile: no mode left on this thread
 
 
 set_native(True)

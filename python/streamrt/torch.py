@@ -135,12 +135,14 @@ def _restore():
             delattr(owner, name)
 
 
-# streamrt's own contexts: entering one arms the dispatch mode on the thread and counts the depth.
+# streamrt's own contexts: entering one while installed arms the thread and counts the depth.
+# The hooks stay after uninstall() (they are streamrt's own classes, and do nothing then), so that
+# a thread inside a context while another uninstalls stops being guarded when it leaves it.
 
 
 def _wrap_enter(orig, is_context):
     def __enter__(self):
-        active = not is_context or self.stream is not None
+        active = _dispatch.installed and (not is_context or self.stream is not None)
         if active:
             _dispatch.arm()
         result = orig(self)
@@ -159,6 +161,18 @@ def _wrap_exit(orig, is_context):
         return result
 
     return __exit__
+
+
+_contexts_hooked = []
+
+
+def _hook_contexts():
+    if _contexts_hooked:
+        return
+    for cls, is_context in ((_C.StreamContext, True), (_C.Stream, False)):
+        cls.__enter__ = _wrap_enter(vars(cls)["__enter__"], is_context)
+        cls.__exit__ = _wrap_exit(vars(cls)["__exit__"], is_context)
+    _contexts_hooked.append(True)
 
 
 # Host reads through torch methods that do not go through torch's dispatcher: they wait first.
@@ -335,9 +349,7 @@ def install(cuda=False):
         for module, names in _torch_cpu_names(cuda):
             for name, value in names.items():
                 _patch(module, name, value)
-        for cls, is_context in ((_C.StreamContext, True), (_C.Stream, False)):
-            _patch(cls, "__enter__", _wrap_enter(vars(cls)["__enter__"], is_context))
-            _patch(cls, "__exit__", _wrap_exit(vars(cls)["__exit__"], is_context))
+        _hook_contexts()
         for name, for_write in _HOST_READS:
             orig = getattr(_torch.Tensor, name)
             wrapped = _reader(orig, for_write)
@@ -354,22 +366,47 @@ def install(cuda=False):
         _settings["threads"] = _torch.get_num_threads()
         _torch.set_num_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
-        _dispatch.installed = True
+        _dispatch.set_installed(True)
         _dispatch._update_fast()
         _dispatch.arm()
 
 
+# How long uninstall() waits for other threads' enqueues that started before it switched off.
+_QUIESCE_S = 60.0
+
+
+def _stop_enqueues():
+    # Switches enqueuing off, waits for the enqueues already started on other threads, and then for
+    # their work, so that no torch work is pending once uninstall() has returned (a host read of
+    # its result would no longer wait). The failure of that late work, or None.
+    _dispatch.set_installed(False)
+    _dispatch._update_fast()
+    if not _dispatch.quiesce(_QUIESCE_S):
+        return RuntimeError(
+            f"streamrt.torch.uninstall(): another thread was still enqueuing a torch op after "
+            f"{_QUIESCE_S:.0f} s; streamrt.torch is uninstalled, but that op's work may still be "
+            "pending: call streamrt.synchronize() before reading its results")
+    try:
+        _C.synchronize()
+    except Exception as e:  # raised once the rest is restored
+        return e
+    return None
+
+
 def uninstall():
     """Restores torch as it was before install() (idempotent). Waits for all stream work first,
-    and raises its failure if it failed (then nothing is changed; call it again)."""
+    and raises its failure if it failed (then nothing is changed; call it again). Ops that other
+    threads enqueue meanwhile are waited for too (their failure is raised once everything is
+    restored); ops after the switch run as eager torch."""
     with _lock:
         if not _dispatch.installed:
             return
         _C.synchronize()
-        _dispatch.installed = False
-        _dispatch._update_fast()
+        late = _stop_enqueues()
         _C._set_torch_dlpack_hook(None)
         _restore()
         _torch.set_num_threads(_settings.pop("threads", _torch.get_num_threads()))
         _dispatch.disarm()
         _tracking.sweep()
+        if late is not None:
+            raise late
