@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "py_runtime.hpp"
 #include "streamrt/cpu.hpp"
 #include "streamrt/device.hpp"
 
@@ -133,6 +134,9 @@ void bind_fork(py::module_& m) {
   m.def(
       "_finish_work_before_fork", [] { cpu::finish_work_before_fork(); },
       py::call_guard<py::gil_scoped_release>());
+  // The after_in_child hook: the interpreter's locks work again, so the Python references of the
+  // parent's work dropped in the child are released now (release_after_fork_in_child).
+  m.def("_after_fork_in_child", [] { release_after_fork_in_child(); });
 }
 
 }  // namespace

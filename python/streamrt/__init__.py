@@ -311,6 +311,10 @@ _atexit.register(_at_exit)
 # os.fork() (multiprocessing, DataLoader workers) waits for queued stream work first, so that the
 # child reads finished results (docs/torch.md, "fork and multiprocessing"). The wait runs here,
 # with the GIL released: os.fork() holds the GIL through the C++ fork handler, and stream work may
-# need it. The hook never raises.
+# need it. In the child, the Python references of the parent's work dropped there are released once
+# the interpreter is usable again (after_in_child). The hooks never raise.
 if hasattr(_os, "register_at_fork"):
-    _os.register_at_fork(before=_streamrt._finish_work_before_fork)
+    _os.register_at_fork(
+        before=_streamrt._finish_work_before_fork,
+        after_in_child=_streamrt._after_fork_in_child,
+    )

@@ -131,6 +131,44 @@ def test_os_fork_gives_up_after_its_time_out_and_the_child_is_told_why():
     assert "fork() went ahead with stream work unfinished" in proc.stderr, proc.stderr
 
 
+def test_work_dropped_in_the_child_is_released_once_the_interpreter_is_usable_again():
+    # The child drops the parent's unfinished work inside the C fork handler, before Python has
+    # reset its GIL there; releasing its Python references then can hang the child (the GIL may
+    # await a hand-over to a parent thread that is gone). They are released in the interpreter's
+    # after-fork hook instead, which runs after this script's own (registered first).
+    run_script(
+        """
+    import os
+    hooks_ran = []
+    os.register_at_fork(after_in_child=lambda: hooks_ran.append(True))
+    """
+        + FORK_AND_CHECK
+        + """
+    parent = os.getpid()
+    released_in_child = []
+
+    class Work:
+        def __call__(self):
+            pass
+
+        def __del__(self):
+            if os.getpid() != parent:
+                released_in_child.append(bool(hooks_ran))
+
+    gate = threading.Event()
+    s = streamrt.Stream()
+    s.launch(gate.wait, 120)
+    s.launch(Work())  # queued behind the gate: dropped in the child
+
+    code = fork_and_check(lambda: 0 if released_in_child == [True] else 3)
+    gate.set()
+    s.synchronize()
+    raise SystemExit(code)
+    """,
+        env={"STREAMRT_FORK_TIMEOUT": "0.3"},
+    )
+
+
 def test_fork_time_out_setting():
     before = streamrt.get_fork_timeout()
     try:
