@@ -16,9 +16,10 @@ namespace streamrt::cpu {
 // workers, so work still queued or running at the fork never runs there and the child could not
 // read what it writes (a DataLoader's workers reading a dataset tensor normalised on a stream).
 // So the prepare handler first waits, holding no runtime lock, for the work queued on every stream
-// when fork() was called, as CUDA users expect a fork to see finished results, bounded by the fork
-// time-out; only what is still pending after that is dropped in the child, whose reads of it raise
-// Cancelled saying why. Failures of the work waited for stay where they were: a wait reports none.
+// when fork() was called, so that the child sees finished results as eager code would, bounded by
+// the fork time-out; only what is still pending after that is dropped in the child, whose reads of
+// it raise Cancelled saying why. Failures of the work waited for stay where they were: a wait
+// reports none.
 //
 // fork(): POSIX leaves only the forking thread in the child, so the pool's workers are gone and
 // any lock another thread held at that instant stays held for ever. prepare_fork() therefore takes
