@@ -420,6 +420,25 @@ TEST_P(Fork, APartitionMadeBeforeTheForkWorksInTheChild) {
   EXPECT_EQ(code, 0);
 }
 
+// The wait before a fork covers partition streams too (they run on the partition's own workers),
+// and work on one stream that waits for another's event: the child reads the results of both.
+TEST_P(Fork, ForkWaitsForPartitionStreamsAndCrossStreamWaits) {
+  if (GetParam() < 2) GTEST_SKIP() << "one worker in all cannot host a partition";
+  streamrt::cpu::set_fork_timeout(600s);  // generous: only a broken wait comes near it
+  streamrt::cpu::Partition part(1);
+  streamrt::Stream p = part.new_stream();
+  streamrt::Stream q;
+  std::atomic<int> first{0}, second{0};
+  p.launch([] { std::this_thread::sleep_for(200ms); });  // still queued at the fork unless waited
+  p.launch([&] { first.store(1); });
+  q.wait_event(p.record_event());
+  q.launch([&] { second.store(first.load() + 1); });
+  const int code = in_child([&] { return first.load() == 1 && second.load() == 2 ? 0 : 1; });
+  EXPECT_EQ(code, 0);
+  q.synchronize();
+  EXPECT_EQ(second.load(), 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Workers, Fork, ::testing::Values(1, 2, 4));
 
 }  // namespace
