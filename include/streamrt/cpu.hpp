@@ -54,6 +54,28 @@ STREAMRT_API void set_worker_batch(bool batch);
 //! The setting of set_worker_batch(). Never blocks; thread-safe.
 STREAMRT_API bool worker_batch();
 
+//! Sets how long fork() waits for the stream work queued when it is called (default 10 s, or
+//! STREAMRT_FORK_TIMEOUT in seconds; 0: no wait). streamrt's pthread_atfork handler waits, holding
+//! no lock of the runtime, for the work of every stream to finish, so that the child reads the
+//! results as the parent does (a DataLoader's worker processes reading tensors made on streams).
+//! Work still queued or running after the time-out (blocked on a user event nobody completes,
+//! launched while the process forks, or any work when fork() is called from stream work or a
+//! callback, which cannot wait) runs in the parent only: the child's waits and reads of it raise
+//! Cancelled saying why. A failure of the work waited for is reported in the parent as before.
+//! See docs/reliability.md, "fork()". Never blocks; thread-safe; throws Error for a time-out
+//! below 0 or above a day.
+STREAMRT_API void set_fork_timeout(std::chrono::nanoseconds timeout);
+
+//! The time-out of set_fork_timeout(). Never blocks; thread-safe.
+STREAMRT_API std::chrono::nanoseconds fork_timeout();
+
+//! Waits as fork()'s handler does (up to fork_timeout()) for the work queued on every stream, and
+//! tells the handler of this thread's next fork() that it need not wait again. For a layer whose
+//! fork() holds a lock that stream work may need: Python's os.fork() holds the GIL (streamrt's
+//! Python module calls this from an os.register_at_fork hook, with the GIL released). Blocks up to
+//! fork_timeout() (not at all from stream work or a callback); thread-safe; never throws.
+STREAMRT_API void finish_work_before_fork() noexcept;
+
 //! {least urgent, most urgent} priorities of CPU streams: {0, -(levels - 1)}, lower = more
 //! urgent; what Stream::priority_range(Device{}) returns. Never blocks; thread-safe.
 STREAMRT_API std::pair<int, int> priority_range();

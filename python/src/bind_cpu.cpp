@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "bindings.hpp"
+#include "py_runtime.hpp"
 #include "streamrt/cpu.hpp"
 #include "streamrt/device.hpp"
 
@@ -105,6 +106,39 @@ void bind_partition(py::module_& m) {
       });
 }
 
+void bind_fork(py::module_& m) {
+  m.def(
+      "set_fork_timeout",
+      [](py::object seconds_arg) {
+        constexpr double kMaxSeconds = 86400;  // the library's own limit, named in the message
+        const double seconds = float_arg(seconds_arg, "set_fork_timeout", "seconds");
+        if (!(seconds >= 0 && seconds <= kMaxSeconds)) {
+          throw py::value_error("set_fork_timeout(" + std::to_string(seconds) +
+                                "): the time-out must be from 0 to 86400 seconds (0: os.fork() "
+                                "does not wait for stream work)");
+        }
+        cpu::set_fork_timeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(seconds)));
+      },
+      "seconds"_a,
+      "Sets how long os.fork() (multiprocessing, DataLoader workers) waits for the stream work "
+      "queued when it is called, so that the child reads finished results. Work still pending "
+      "after it runs in the parent only; the child's reads of it raise Cancelled saying why. "
+      "Default 10, or STREAMRT_FORK_TIMEOUT; 0: no wait.");
+  m.def(
+      "get_fork_timeout", [] { return std::chrono::duration<double>(cpu::fork_timeout()).count(); },
+      "How long (seconds) os.fork() waits for queued stream work (set_fork_timeout).");
+  // The os.register_at_fork(before=...) hook (streamrt/__init__.py): os.fork() holds the GIL
+  // through the pthread_atfork handlers, and stream work may need it (Python callables, ops that
+  // call back into Python), so the wait happens here, without it; the handler then does not wait.
+  m.def(
+      "_finish_work_before_fork", [] { cpu::finish_work_before_fork(); },
+      py::call_guard<py::gil_scoped_release>());
+  // The after_in_child hook: the interpreter's locks work again, so the Python references of the
+  // parent's work dropped in the child are released now (release_after_fork_in_child).
+  m.def("_after_fork_in_child", [] { release_after_fork_in_child(); });
+}
+
 }  // namespace
 
 void bind_cpu(py::module_& m) {
@@ -149,6 +183,7 @@ void bind_cpu(py::module_& m) {
   m.def(
       "get_worker_batch", [] { return cpu::worker_batch(); },
       "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
+  bind_fork(m);
 }
 
 }  // namespace streamrt::python

@@ -57,6 +57,14 @@ std::atomic<Deferred*> g_deferred{nullptr};
 std::atomic<bool> g_drain_scheduled{false};  // a Py_AddPendingCall for drain() is outstanding
 // Threads inside call_with_gil: exit closes the gate only once none is left (see there).
 std::atomic<int> g_in_call{0};
+// Set in a child of fork() by the runtime's child handler, cleared by the interpreter's
+// after_in_child hook (release_after_fork_in_child). In between, the child drops the parent's
+// pending work (CpuBackend::after_fork_in_child), whose Python references must not be released
+// yet: the forking thread holds the GIL, but a parent thread that was waiting for it left a
+// hand-over request, and a release that lets the GIL go (torch's tensor dealloc does) would wait
+// for ever for that thread to take it. Python clears that state only after the fork handlers.
+// Relaxed: the child is single-threaded until the hook runs.
+std::atomic<bool> g_fork_child_holding{false};
 
 // With the GIL held: runs the releases other threads deferred, oldest first.
 void release_deferred() {
@@ -92,14 +100,20 @@ void drain_if_any() {
   if (g_deferred.load(std::memory_order_relaxed) != nullptr) release_deferred();
 }
 
-void defer(void (*fn)(void*), void* arg) noexcept {
+// Pushes a release for a later holder of the GIL; false when out of memory (then leaked).
+bool push_deferred(void (*fn)(void*), void* arg) noexcept {
   auto* node = new (std::nothrow) Deferred{fn, arg, nullptr};
-  if (node == nullptr) return;  // out of memory: the reference is leaked, never dropped unsafely
+  if (node == nullptr) return false;  // out of memory: leaked, never dropped unsafely
   node->next = g_deferred.load(std::memory_order_relaxed);
   // Release: publishes the node's fields to the acquire exchange in release_deferred().
   while (!g_deferred.compare_exchange_weak(node->next, node, std::memory_order_release,
                                            std::memory_order_relaxed)) {
   }
+  return true;
+}
+
+void defer(void (*fn)(void*), void* arg) noexcept {
+  if (!push_deferred(fn, arg)) return;
   // acq_rel: one thread wins the right to schedule; a failed Py_AddPendingCall (its queue is
   // full) gives it back, and the next PythonScope drains instead.
   if (!g_drain_scheduled.exchange(true, std::memory_order_acq_rel) &&
@@ -128,6 +142,7 @@ void reset_in_child() {
   g.mutex.unlock();
   g_in_call.store(0, std::memory_order_relaxed);  // single-threaded here
   g_drain_scheduled.store(false, std::memory_order_relaxed);
+  g_fork_child_holding.store(true, std::memory_order_relaxed);  // see its declaration
 }
 
 // A streamrt thread keeps the Python thread state of its first PythonScope until it exits:
@@ -169,6 +184,10 @@ void call_with_gil(void (*fn)(void*), void* arg) noexcept {
   g_in_call.fetch_add(1, std::memory_order_seq_cst);
   if (g_closed.load(std::memory_order_seq_cst)) {
     // The interpreter is finalizing or gone, so Python may not be touched: leaked.
+  } else if (g_fork_child_holding.load(std::memory_order_relaxed)) {
+    // A fork child before the interpreter's after-fork clean-up: held back, no pending call
+    // (its lock may be one a parent thread held at the fork).
+    (void)push_deferred(fn, arg);
   } else if (PyGILState_Check() != 0) {
     // Before the gate closes PyGILState_Check is reliable, and with the GIL held the interpreter
     // cannot finalize under us: running at once is safe.
@@ -239,6 +258,11 @@ void refuse_python_work_at_exit(const char* what) {
         "queued on streams (is a daemon thread still launching work? join it before the "
         "program ends)");
   }
+}
+
+void release_after_fork_in_child() {
+  g_fork_child_holding.store(false, std::memory_order_relaxed);  // see its declaration
+  release_deferred();
 }
 
 void install_fork_handlers() {

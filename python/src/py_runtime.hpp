@@ -66,7 +66,9 @@ class SafeObject {
 //! Runs `fn(arg)` with the GIL held: at once when this thread holds it, else later on the main
 //! thread (Py_AddPendingCall) or the next thread that enters Python through streamrt. Never
 //! blocks on the GIL, so it is safe in destructors and on worker threads. After the interpreter
-//! started shutting down it never runs (what `arg` owns is leaked). Thread-safe.
+//! started shutting down it never runs (what `arg` owns is leaked). In a child of fork(), until
+//! release_after_fork_in_child(), it is held back (the parent's dropped work is destroyed while
+//! the interpreter's GIL may still await a hand-over to a thread that is gone). Thread-safe.
 void call_with_gil(void (*fn)(void*), void* arg) noexcept;
 
 //! Holds the GIL for a scope on any thread (worker or not; nests), unless the interpreter has
@@ -119,6 +121,12 @@ void refuse_python_work_at_exit(const char* what);
 //! it there) and, in the child, forget the parent's threads and pending work. Once per process;
 //! at module import. Never blocks.
 void install_fork_handlers();
+
+//! Runs, with the GIL, the releases held back in a child of fork() since the fork (see
+//! call_with_gil), and lets later ones run at once again. Called from os.register_at_fork's
+//! after_in_child hook, once the interpreter has made its locks usable in the child. Requires the
+//! GIL.
+void release_after_fork_in_child();
 
 //! A stable C string naming callable `fn` for the profiler ("module.qualname"); interned for the
 //! life of the process (at most a few thousand names, then "python"). Requires the GIL.

@@ -87,6 +87,8 @@ from ._streamrt import (
     get_worker_spin,
     set_worker_batch,
     get_worker_batch,
+    set_fork_timeout,
+    get_fork_timeout,
     set_stream,
     sigmoid,
     softmax,
@@ -186,6 +188,8 @@ __all__ = [
     "get_worker_spin",
     "set_worker_batch",
     "get_worker_batch",
+    "set_fork_timeout",
+    "get_fork_timeout",
     "set_stream",
     "sigmoid",
     "softmax",
@@ -303,3 +307,14 @@ def _at_exit():
 
 
 _atexit.register(_at_exit)
+
+# os.fork() (multiprocessing, DataLoader workers) waits for queued stream work first, so that the
+# child reads finished results (docs/torch.md, "fork and multiprocessing"). The wait runs here,
+# with the GIL released: os.fork() holds the GIL through the C++ fork handler, and stream work may
+# need it. In the child, the Python references of the parent's work dropped there are released once
+# the interpreter is usable again (after_in_child). The hooks never raise.
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(
+        before=_streamrt._finish_work_before_fork,
+        after_in_child=_streamrt._after_fork_in_child,
+    )

@@ -96,16 +96,36 @@ bool parse_worker_batch(const char* text) {
               "the default policy");
 }
 
+std::int64_t parse_fork_timeout(const char* text) {
+  if (text == nullptr || *text == '\0') return kDefaultForkTimeoutMs;
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(text, &end);
+  const bool number_only = *text >= '0' && *text <= '9' && *end == '\0';  // no sign, inf, nan
+  const double ms = seconds * 1000.0;
+  if (!number_only || errno == ERANGE || !(ms <= static_cast<double>(kMaxForkTimeoutMs))) {
+    throw Error(std::string("STREAMRT_FORK_TIMEOUT='") + text +
+                "' is not a time-out: set it to seconds from 0 to " +
+                std::to_string(kMaxForkTimeoutMs / 1000) +
+                " (how long fork() waits for queued stream work; 0: it does not wait), or unset "
+                "it for the default " +
+                std::to_string(kDefaultForkTimeoutMs / 1000));
+  }
+  return static_cast<std::int64_t>(ms);
+}
+
 }  // namespace
 
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
-                    const char* host_run, const char* worker_spin_us, const char* worker_batch) {
+                    const char* host_run, const char* worker_spin_us, const char* worker_batch,
+                    const char* fork_timeout) {
   Config c;
   c.num_threads = parse_num_threads(num_threads, hardware_threads);
   c.schedule = parse_schedule(schedule);
   c.host_run = parse_host_run(host_run);
   c.worker_spin_us = parse_worker_spin(worker_spin_us);
   c.worker_batch = parse_worker_batch(worker_batch);
+  c.fork_timeout_ms = parse_fork_timeout(fork_timeout);
   return c;
 }
 
@@ -122,8 +142,8 @@ const Config& config() {
       return Parsed{
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
                        hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN"),
-                       std::getenv("STREAMRT_WORKER_SPIN_US"),
-                       std::getenv("STREAMRT_WORKER_BATCH")),
+                       std::getenv("STREAMRT_WORKER_SPIN_US"), std::getenv("STREAMRT_WORKER_BATCH"),
+                       std::getenv("STREAMRT_FORK_TIMEOUT")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

@@ -1,6 +1,6 @@
 #pragma once
 // The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE,
-// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH), read
+// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH, STREAMRT_FORK_TIMEOUT), read
 // and validated once, in one place. The backend checks them before it hands out a stream, so a bad
 // value is an Error before anything can be queued.
 #include <cstdint>
@@ -33,6 +33,14 @@ inline constexpr std::int64_t kMaxWorkerSpinUs = 1'000'000;
 // exhausting the process's threads.
 inline constexpr int kMaxNumThreads = 4096;
 
+// How long fork() waits, by default, for the stream work queued when it is called
+// (STREAMRT_FORK_TIMEOUT, docs/reliability.md "fork()"): long enough for work a program queued just
+// before forking (a DataLoader starting its workers), short enough that a stream blocked for ever
+// (a user event nobody completes) delays a fork noticeably rather than hanging it.
+inline constexpr std::int64_t kDefaultForkTimeoutMs = 10'000;
+// The longest accepted one (a day): longer is a hang, not a bound.
+inline constexpr std::int64_t kMaxForkTimeoutMs = 86'400'000;
+
 struct Config {
   int num_threads = 1;  // workers asked for: STREAMRT_NUM_THREADS, else the hardware threads
   Schedule schedule;
@@ -40,13 +48,15 @@ struct Config {
   // STREAMRT_WORKER_SPIN_US: an idle worker's poll before it parks, in microseconds.
   std::int64_t worker_spin_us = kDefaultWorkerSpinUs;
   bool worker_batch = false;  // STREAMRT_WORKER_BATCH: workers run under SCHED_BATCH
+  // STREAMRT_FORK_TIMEOUT (seconds, decimals allowed): fork()'s wait for pending work, in ms.
+  std::int64_t fork_timeout_ms = kDefaultForkTimeoutMs;
 };
 
 // Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
 // value and the accepted values. Pure: reads no environment.
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
                     const char* host_run = nullptr, const char* worker_spin_us = nullptr,
-                    const char* worker_batch = nullptr);
+                    const char* worker_batch = nullptr, const char* fork_timeout = nullptr);
 
 // The process's settings, parsed from the environment on the first call. Throws the Error of a
 // bad value on every call. Thread-safe; never blocks after the first call.

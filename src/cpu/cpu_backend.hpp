@@ -1,7 +1,9 @@
 #pragma once
 // The CPU backend: streams on a shared worker pool.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,16 @@ class FunctionTask final : public Task {
  private:
   std::function<void()> fn_;
   int level_;
+};
+
+// How the wait for pending work before a fork() ended (fork.cpp); in the child it says why work
+// was still pending (the Cancelled its reads raise names the cause and the fix).
+enum class ForkWait : std::uint8_t {
+  kFinished,        // all work finished: what is pending was launched while the process forked
+  kFromStreamWork,  // fork() from stream work or a callback: that thread cannot wait
+  kOff,             // the fork time-out is 0
+  kTimedOut,        // work did not finish within the fork time-out
+  kFailed,          // the wait itself failed (out of memory)
 };
 
 // Reports an exception escaping a callback on stderr (it must not kill a worker or the process).
@@ -99,6 +111,15 @@ class CpuBackend final : public impl::Backend {
   // Blocks until no live stream of `partition` has unfinished work (PartitionState::retire).
   void wait_until_idle(const PartitionState& partition);
 
+  // fork() (fork.cpp): how long the handler waits for pending work (cpu::set_fork_timeout);
+  // the wait itself (no lock held, up to the time-out; also called by layers that must wait before
+  // their own fork locks, cpu::finish_work_before_fork).
+  void set_fork_timeout(std::chrono::nanoseconds timeout);
+  std::chrono::nanoseconds fork_timeout() const noexcept {
+    // Relaxed: a setting; it publishes no data.
+    return std::chrono::nanoseconds(fork_timeout_ns_.load(std::memory_order_relaxed));
+  }
+  ForkWait finish_work_for_fork() noexcept;
   // pthread_atfork handlers (see cpu_backend.cpp, "fork").
   void prepare_fork() noexcept;
   void after_fork_in_parent() noexcept;
@@ -135,6 +156,8 @@ class CpuBackend final : public impl::Backend {
   // setting); relaxed reads: a setting, it publishes nothing else.
   std::atomic<bool> worker_batch_{false};
   std::atomic<std::uint64_t> next_id_{1};
+  std::atomic<std::int64_t> fork_timeout_ns_{kDefaultForkTimeoutMs * 1'000'000};
+  ForkWait fork_wait_ = ForkWait::kFinished;  // this fork's wait; guarded by pool_mutex_
   std::mutex streams_mutex_;
   std::vector<std::weak_ptr<CpuStream>> streams_;  // guarded by streams_mutex_
   std::size_t prune_at_ = 64;                      // guarded by streams_mutex_

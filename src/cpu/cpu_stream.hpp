@@ -101,8 +101,9 @@ class CpuStream final : public impl::StreamImpl,
   // drop everything that was queued or running in the parent (fork.cpp).
   void lock_for_fork(bool failures);
   void unlock_after_fork();
-  // Returns what the child must destroy after unlock_after_fork().
-  std::shared_ptr<void> reset_in_fork_child();
+  // Returns what the child must destroy after unlock_after_fork(); `why` ends the Cancelled the
+  // dropped positions complete with (why the work was still pending, what to do).
+  std::shared_ptr<void> reset_in_fork_child(const std::string& why);
   // Acquire: kept for callers that read completed_ next; the value alone needs only coherence.
   std::uint64_t submitted() const noexcept { return submitted_.load(std::memory_order_acquire); }
 

@@ -1,13 +1,26 @@
-// fork() handling of the CPU backend: the pthread_atfork handlers and what each stream does in
-// them.
+// fork() handling of the CPU backend: the wait for pending work before a fork, the
+// pthread_atfork handlers and what each stream does in them.
 #include <cstdio>
+#include <optional>
+#include <string>
 
+#include "core/deadline.hpp"
 #include "cpu_backend.hpp"
 #include "cpu_stream.hpp"
+#include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
 
+// Before a fork (docs/reliability.md, "fork()"): the child gets a copy of memory but none of the
+// workers, so work still queued or running at the fork never runs there and the child could not
+// read what it writes (a DataLoader's workers reading a dataset tensor normalised on a stream).
+// So the prepare handler first waits, holding no runtime lock, for the work queued on every stream
+// when fork() was called, so that the child sees finished results as eager code would, bounded by
+// the fork time-out; only what is still pending after that is dropped in the child, whose reads of
+// it raise Cancelled saying why. Failures of the work waited for stay where they were: a wait
+// reports none.
+//
 // fork(): POSIX leaves only the forking thread in the child, so the pool's workers are gone and
 // any lock another thread held at that instant stays held for ever. prepare_fork() therefore takes
 // every lock the child will need (backend, stream list, each stream's two locks, in the order the
@@ -15,8 +28,111 @@ namespace streamrt::cpu {
 // consistent queues. The child then drops the parent's pending work (it runs in the parent) and
 // starts a fresh pool on first use; the old pool is abandoned (its threads do not exist there).
 
+namespace {
+
+// How many times the wait looks again for work launched while it waited (by the work itself, a
+// callback, another thread); a thread that never stops launching must not hold the fork for the
+// whole time-out.
+constexpr int kForkWaitRounds = 4;
+
+// The outcome of a wait a layer above already did for this thread's next fork()
+// (finish_work_before_fork: Python waits in an os.register_at_fork hook, without the GIL that
+// stream work may need); the prepare handler then does not wait again, holding what that layer
+// holds across fork().
+thread_local std::optional<ForkWait> t_waited_before_fork;
+
+// Why work of the parent was still pending in the child, and what to do about it.
+std::string fork_cancel_reason(ForkWait wait, std::chrono::nanoseconds timeout) {
+  switch (wait) {
+    case ForkWait::kFromStreamWork:
+      return "fork() was called from stream work or a callback, which cannot wait for the "
+             "runtime's work: fork from a host thread";
+    case ForkWait::kOff:
+      return "fork() did not wait for it, its time-out being 0 (STREAMRT_FORK_TIMEOUT, "
+             "streamrt::cpu::set_fork_timeout): synchronize before forking, or set a time-out";
+    case ForkWait::kTimedOut: {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", std::chrono::duration<double>(timeout).count());
+      return std::string("it did not finish within fork()'s time-out of ") + seconds +
+             " s (STREAMRT_FORK_TIMEOUT, streamrt::cpu::set_fork_timeout); work waiting for an "
+             "event nobody completes (a user event) never does: complete it or synchronize "
+             "before forking, or raise the time-out";
+    }
+    case ForkWait::kFailed:
+      return "fork() could not wait for it (out of memory): synchronize before forking";
+    case ForkWait::kFinished:
+      break;
+  }
+  return "it was launched while the process forked (by another thread, or by the work fork() "
+         "waited for): synchronize before forking, and launch nothing while a fork is under way";
+}
+
+}  // namespace
+
+void CpuBackend::set_fork_timeout(std::chrono::nanoseconds timeout) {
+  if (timeout.count() < 0 || timeout > std::chrono::milliseconds(kMaxForkTimeoutMs)) {
+    throw Error("set_fork_timeout(" + std::to_string(timeout.count()) +
+                " ns): the time-out must be from 0 to " + std::to_string(kMaxForkTimeoutMs / 1000) +
+                " seconds (0: fork() does not wait for stream work)");
+  }
+  // Relaxed: a setting; the next fork reads it, it publishes no data.
+  fork_timeout_ns_.store(timeout.count(), std::memory_order_relaxed);
+}
+
+ForkWait CpuBackend::finish_work_for_fork() noexcept {
+  // A worker (or a thread running an item) may be running the very work it would wait for.
+  if (WorkerPool::on_worker_thread() || CpuStream::running_any_stream()) {
+    return ForkWait::kFromStreamWork;
+  }
+  const auto timeout = fork_timeout();
+  const auto deadline = detail::deadline_after(timeout);
+  try {
+    for (int round = 0; round < kForkWaitRounds; ++round) {
+      // Each stream up to what it had when this round began (as synchronize_device does).
+      const auto streams = live_streams();
+      std::vector<std::uint64_t> targets;
+      targets.reserve(streams.size());
+      for (const auto& s : streams) targets.push_back(s->submitted());
+      bool waited = false;
+      for (std::size_t i = 0; i < streams.size(); ++i) {
+        if (streams[i]->is_complete(targets[i])) continue;
+        if (timeout.count() == 0) return ForkWait::kOff;
+        waited = true;
+        // A time-out, not a synchronize: it reports no failure, so none is lost or moved.
+        if (!streams[i]->wait_complete(targets[i], deadline, false)) {
+          std::fprintf(stderr,
+                       "streamrt: fork() went ahead with stream work unfinished after its "
+                       "time-out (STREAMRT_FORK_TIMEOUT): that work runs in the parent only and "
+                       "the child's reads of it raise Cancelled\n");
+          return ForkWait::kTimedOut;
+        }
+      }
+      if (!waited) break;
+    }
+  } catch (...) {
+    return ForkWait::kFailed;
+  }
+  return ForkWait::kFinished;
+}
+
+void finish_work_before_fork() noexcept {
+  try {
+    // Another backend registered for the CPU: its own fork handling applies, not this one.
+    auto* b = dynamic_cast<CpuBackend*>(&impl::backend(DeviceType::CPU));
+    if (b != nullptr) t_waited_before_fork = b->finish_work_for_fork();
+  } catch (...) {
+    t_waited_before_fork = ForkWait::kFailed;
+  }
+}
+
 void CpuBackend::prepare_fork() noexcept {
+  // The wait comes first, holding no lock of the runtime: the work waited for takes them.
+  const ForkWait waited = t_waited_before_fork.value_or(ForkWait::kFinished);
+  const bool waited_above = t_waited_before_fork.has_value();
+  t_waited_before_fork.reset();
+  const ForkWait wait = waited_above ? waited : finish_work_for_fork();
   pool_mutex_.lock();
+  fork_wait_ = wait;
   // Partitions: each one's pool lock (it builds its pool under it), after pool_mutex_ as
   // everywhere; the child abandons their pools too and builds new ones on first use.
   try {
@@ -66,8 +182,9 @@ void CpuBackend::after_fork_in_child() noexcept {
   const bool from_worker = WorkerPool::on_worker_thread();
   if (!from_worker) {
     try {
+      const std::string why = fork_cancel_reason(fork_wait_, fork_timeout());
       garbage.reserve(forking_.size());
-      for (const auto& s : forking_) garbage.push_back(s->reset_in_fork_child());
+      for (const auto& s : forking_) garbage.push_back(s->reset_in_fork_child(why));
     } catch (...) {
       std::fputs("streamrt: out of memory while resetting streams after fork()\n", stderr);
     }
@@ -107,7 +224,7 @@ void CpuStream::unlock_after_fork() {
   mutex_.unlock();
 }
 
-std::shared_ptr<void> CpuStream::reset_in_fork_child() {
+std::shared_ptr<void> CpuStream::reset_in_fork_child(const std::string& why) {
   // Only the forking thread exists now and it holds both locks (lock_for_fork). The queue and any
   // running item belong to the parent, which runs them; running them here too would repeat their
   // side effects. So the child starts with the stream idle: positions the parent had not finished
@@ -118,7 +235,9 @@ std::shared_ptr<void> CpuStream::reset_in_fork_child() {
   auto cancelled = std::make_shared<ErrorRecord>(
       std::make_exception_ptr(
           Cancelled("work on " + str() +
-                    " was queued or running when the process forked: it runs in the parent only")),
+                    " was queued or running when the process forked: it runs in the parent "
+                    "only, so this process cannot read what it writes; " +
+                    why + " (docs/reliability.md, \"fork()\")")),
       str());
   cancelled->observed.store(true, std::memory_order_relaxed);
   failures_.reset_in_fork_child(done, end, std::move(cancelled));

@@ -51,6 +51,14 @@ bool worker_batch() {
   return cpu_backend().worker_batch();
 }
 
+void set_fork_timeout(std::chrono::nanoseconds timeout) {
+  cpu_backend().set_fork_timeout(timeout);
+}
+
+std::chrono::nanoseconds fork_timeout() {
+  return cpu_backend().fork_timeout();
+}
+
 std::pair<int, int> priority_range() {
   return cpu_backend().priority_range();
 }

@@ -117,5 +117,29 @@ TEST(Config, WorkerBatchSwitch) {
   }
 }
 
+TEST(Config, ForkTimeoutInSeconds) {
+  const auto ms = [](const char* text) {
+    return parse_config(nullptr, nullptr, 8, nullptr, nullptr, nullptr, text).fork_timeout_ms;
+  };
+  EXPECT_EQ(ms(nullptr), kDefaultForkTimeoutMs);
+  EXPECT_EQ(ms(""), kDefaultForkTimeoutMs);
+  EXPECT_EQ(ms("0"), 0);
+  EXPECT_EQ(ms("0.25"), 250);
+  EXPECT_EQ(ms("30"), 30'000);
+  EXPECT_EQ(ms("86400"), kMaxForkTimeoutMs);
+  for (const char* bad : {"-1", "86401", "5s", " 5", "inf", "nan", "1e999", "never"}) {
+    SCOPED_TRACE(bad);
+    std::string msg = "<no error>";
+    try {
+      (void)ms(bad);
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find(std::string("STREAMRT_FORK_TIMEOUT='") + bad + "'"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("seconds from 0 to 86400"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace streamrt::cpu

@@ -1,6 +1,8 @@
-// fork() in a process with live workers. The child gets a fresh pool and can use
-// streamrt; work the parent had queued or running runs in the parent only, and in the child its
-// events complete with Cancelled. Its own executable: forking is process-wide.
+// fork() in a process with live workers. fork() first waits (bounded by the fork time-out) for the
+// work queued on every stream, so the child sees its results; the child gets a fresh pool and can
+// use streamrt; work still queued or running at the fork (past the time-out, with the time-out 0,
+// from stream work) runs in the parent only, and in the child its events complete with Cancelled
+// saying why. Its own executable: forking is process-wide.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -47,12 +49,28 @@ class Fork : public ::testing::TestWithParam<int> {
                       "multi-threaded fork";
     }
     threads_.emplace(GetParam());
+    saved_fork_timeout_ = streamrt::cpu::fork_timeout();
   }
-  void TearDown() override { threads_.reset(); }
+  void TearDown() override {
+    streamrt::cpu::set_fork_timeout(saved_fork_timeout_);
+    threads_.reset();
+  }
 
  private:
   std::optional<ThreadCount> threads_;
+  std::chrono::nanoseconds saved_fork_timeout_{};
 };
+
+// The text of the Cancelled a wait on `e` raises, or "" when it raises none or another error.
+std::string cancelled_text(const streamrt::Event& e) {
+  try {
+    e.synchronize();
+  } catch (const streamrt::Cancelled& c) {
+    return c.what();
+  } catch (...) {
+  }
+  return "";
+}
 
 // Runs `body` in a forked child; returns its exit status, or -1 if it crashed or had to be killed
 // after `timeout` (a hang). The child leaves with std::exit, so exit handlers run there too.
@@ -94,6 +112,8 @@ int in_child(const std::function<int()>& body, std::chrono::seconds timeout = 60
 }
 
 TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
+  // No wait before the fork: the work held below is still pending in the child.
+  streamrt::cpu::set_fork_timeout(0s);
   streamrt::Stream a, idle;
   idle.launch([] {});
   idle.synchronize();  // workers now parked
@@ -109,11 +129,12 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
 
   const int code = in_child([&] {
     int bad = 0;
-    // The parent's pending work does not run here: its event is complete, Cancelled.
+    // The parent's pending work does not run here: its event is complete, Cancelled, saying why.
     try {
       pending_event.wait_for(10s);
       bad |= 1;
-    } catch (const streamrt::Cancelled&) {
+    } catch (const streamrt::Cancelled& e) {
+      if (std::string_view(e.what()).find("time-out being 0") == std::string_view::npos) bad |= 1;
     }
     if (pending_event.state() != streamrt::EventState::Cancelled) bad |= 2;
     // a is idle and usable; its synchronize does not throw for the parent's work.
@@ -166,6 +187,106 @@ TEST_P(Fork, ChildGetsAFreshPoolAndTheParentsPendingWorkRunsOnlyInTheParent) {
   EXPECT_NO_THROW(pending_event.synchronize());
   EXPECT_EQ(counter.load(), 100);
   a.synchronize();
+}
+
+// What a DataLoader does with a dataset made on a stream: fork() while the work that writes it is
+// still queued. fork() waits for it, so the child reads its results; it ran once, in the parent.
+// A failure among the work waited for is not lost: the parent's synchronize still raises it, and
+// the child's wait raises that failure, not Cancelled.
+TEST_P(Fork, ForkWaitsForQueuedWorkAndTheChildReadsItsResults) {
+  streamrt::cpu::set_fork_timeout(600s);  // generous: only a broken wait comes near it
+  streamrt::Stream a, f;
+  std::atomic<int> runs{0};
+  std::vector<int> data(1000, 0);
+  // Still queued at the fork unless fork() waits: the first item takes a while.
+  a.launch([] { std::this_thread::sleep_for(200ms); });
+  for (int i = 0; i < 100; ++i) {
+    a.launch([&, i] {
+      runs.fetch_add(1);
+      for (int k = i; k < 1000; k += 100) data[static_cast<std::size_t>(k)] = k + 1;
+    });
+  }
+  const streamrt::Event written = a.record_event();
+  f.launch([] { std::this_thread::sleep_for(200ms); });
+  f.launch([] { throw 7; });
+  const streamrt::Event failed = f.record_event();
+  const int code = in_child([&] {
+    int bad = 0;
+    if (!cancelled_text(written).empty()) bad |= 1;
+    if (!written.query()) bad |= 2;
+    for (int k = 0; k < 1000; ++k) {
+      if (data[static_cast<std::size_t>(k)] != k + 1) bad |= 4;
+    }
+    if (runs.load() != 100) bad |= 8;
+    try {
+      failed.synchronize();
+      bad |= 16;
+    } catch (int v) {
+      if (v != 7) bad |= 16;
+    } catch (...) {
+      bad |= 16;  // Cancelled: the failing item had not run yet
+    }
+    return bad;
+  });
+  EXPECT_EQ(code, 0) << "child check bits failed (see the lambda)";
+  // In the parent: each item ran exactly once, and the failure is still reported there.
+  a.synchronize();
+  EXPECT_EQ(runs.load(), 100);
+  EXPECT_THROW(f.synchronize(), int);
+}
+
+// A stream blocked on a user event nobody completes before the fork: fork() gives up after its
+// time-out instead of waiting for ever, and the child's wait on that work raises Cancelled naming
+// the time-out. Runs in a child of its own, which is killed if it hangs (the failure without the
+// bound: the forking thread would wait for the user event it completes only afterwards).
+TEST_P(Fork, ForkGivesUpOnWorkThatCannotFinishAfterItsTimeOut) {
+  const int code = in_child(
+      [] {
+        streamrt::cpu::set_fork_timeout(300ms);
+        streamrt::UserEvent go;
+        streamrt::Stream s;
+        s.wait_event(go.event());
+        std::atomic<int> ran{0};
+        s.launch([&] { ran.fetch_add(1); });
+        const streamrt::Event after = s.record_event();
+        const int grandchild = in_child([&] {
+          const std::string text = cancelled_text(after);
+          const bool named = text.find("fork()'s time-out of 0.3 s") != std::string::npos &&
+                             text.find("STREAMRT_FORK_TIMEOUT") != std::string::npos;
+          return named && ran.load() == 0 ? 0 : 1;
+        });
+        go.complete();
+        s.synchronize();
+        return grandchild == 0 && ran.load() == 1 ? 0 : 1;
+      },
+      120s);
+  EXPECT_EQ(code, 0);
+}
+
+// fork() called from stream work does not wait: the forking worker is running the very work it
+// would wait for (its own item, and the item queued behind it). In a child of its own with a long
+// time-out, so that a fork that waited hangs it.
+TEST_P(Fork, ForkFromStreamWorkDoesNotWait) {
+  const int code = in_child(
+      [] {
+        streamrt::cpu::set_fork_timeout(3600s);
+        streamrt::Stream a;
+        std::atomic<int> forked{-1}, after{0};
+        a.launch([&] {
+          const pid_t pid = fork();
+          if (pid == 0) _exit(0);  // POSIX allows only async-signal-safe calls here
+          int status = 0;
+          forked.store(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                               WEXITSTATUS(status) == 0
+                           ? 1
+                           : 0);
+        });
+        a.launch([&] { after.fetch_add(1); });
+        a.synchronize();
+        return forked.load() == 1 && after.load() == 1 ? 0 : 1;
+      },
+      120s);
+  EXPECT_EQ(code, 0);
 }
 
 TEST_P(Fork, ChildExitsWithPendingWorkAfterFinishingIt) {
@@ -297,6 +418,25 @@ TEST_P(Fork, APartitionMadeBeforeTheForkWorksInTheChild) {
     return bad;
   });
   EXPECT_EQ(code, 0);
+}
+
+// The wait before a fork covers partition streams too (they run on the partition's own workers),
+// and work on one stream that waits for another's event: the child reads the results of both.
+TEST_P(Fork, ForkWaitsForPartitionStreamsAndCrossStreamWaits) {
+  if (GetParam() < 2) GTEST_SKIP() << "one worker in all cannot host a partition";
+  streamrt::cpu::set_fork_timeout(600s);  // generous: only a broken wait comes near it
+  streamrt::cpu::Partition part(1);
+  streamrt::Stream p = part.new_stream();
+  streamrt::Stream q;
+  std::atomic<int> first{0}, second{0};
+  p.launch([] { std::this_thread::sleep_for(200ms); });  // still queued at the fork unless waited
+  p.launch([&] { first.store(1); });
+  q.wait_event(p.record_event());
+  q.launch([&] { second.store(first.load() + 1); });
+  const int code = in_child([&] { return first.load() == 1 && second.load() == 2 ? 0 : 1; });
+  EXPECT_EQ(code, 0);
+  q.synchronize();
+  EXPECT_EQ(second.load(), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Fork, ::testing::Values(1, 2, 4));
