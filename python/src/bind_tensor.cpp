@@ -91,7 +91,14 @@ void bind_attributes(py::class_<Tensor>& cls) {
           },
           "dim"_a = py::none())
       .def("__len__", [](const Tensor& t) {
-        if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
+        // torch 1.13's torch.tensor()/as_tensor() of a streamrt tensor walk it as a sequence and
+        // end here: say what works instead.
+        if (t.dim() == 0) {
+          throw py::type_error(
+              "len() of a 0-d tensor (to make a torch tensor of a streamrt tensor, use "
+              "torch.from_dlpack(t), or call streamrt.torch.install() first, after which "
+              "torch.tensor(t) and torch.as_tensor(t) take it)");
+        }
         return t.shape()[0];
       });
 }

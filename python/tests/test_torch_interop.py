@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import streamrt
-from helpers import RENDEZVOUS_S
+from helpers import RENDEZVOUS_S, held_stream
 
 torch = pytest.importorskip(
     "torch", reason="torch is not importable here (Debian: apt-get install python3-torch), so torch <-> "
@@ -205,3 +205,21 @@ def test_torch_ops_in_launched_work_overlap_on_two_streams(workers):
     s1.synchronize()
     s2.synchronize()
     assert overlapped()
+
+
+@pytest.mark.parametrize("make", ["tensor", "as_tensor"])
+def test_torch_constructors_of_a_streamrt_tensor_without_install(make):
+    # torch 2.x takes it (through the array interface: after its pending writer, held here until
+    # a little later); torch 1.13 walks it as a sequence and fails, with a message saying what
+    # works instead.
+    x = streamrt.zeros([4])
+    s, gate = held_stream()
+    with streamrt.StreamContext(s):
+        x.fill_(2.0)
+    threading.Timer(0.2, gate.set).start()
+    if torch.__version__.startswith("1."):
+        with pytest.raises(TypeError, match=r"torch\.from_dlpack\(t\).*streamrt\.torch\.install"):
+            getattr(torch, make)(x)
+        s.synchronize()
+    else:
+        assert getattr(torch, make)(x).tolist() == [2.0] * 4
