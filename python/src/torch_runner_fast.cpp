@@ -126,10 +126,21 @@ struct Entry {
   std::vector<OutSpec> outs;
 };
 
+// Whether every return of `schema` aliases an argument without writing it (a view).
+bool returns_views(const c10::FunctionSchema& schema) {
+  for (const auto& r : schema.returns()) {
+    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) return false;
+  }
+  return !schema.returns().empty();
+}
+
 struct Plan {
   explicit Plan(const c10::OperatorHandle& o) : op(o) {
     const auto& name = o.schema().operator_name();
     label = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    // A view is known from its schema: the first call need not ask the Python path, whose result
+    // would come back with a Python object already made for it (x.as_subclass(C) then fails).
+    if (returns_views(o.schema())) kind = Kind::kMeta;
   }
   c10::OperatorHandle op;
   std::string label;  // the profiler's "aten::add.Tensor" (stable: plans are never freed)

@@ -260,3 +260,26 @@ def test_uninstall_leaves_no_op_of_another_thread_pending(workers, path):
             assert not pending, f"trial {trial}: another thread's op was pending after uninstall()"
     finally:
         _torch_dispatch.set_native(True)
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+def test_tensor_subclasses_work_after_install(installed):
+    x = torch.ones(4)
+    if _torch_dispatch._fast is None and TORCH_1:
+        # The dispatch mode's path guards this thread with a mode, under which torch 1.13 makes
+        # no subclass (docs/torch.md, "Limits").
+        with pytest.raises(RuntimeError, match="already associated to a python object"):
+            x.as_subclass(_Sub)
+        return
+    y = x.as_subclass(_Sub) + 1
+    assert type(y) is _Sub and y.tolist() == [2.0] * 4
+    assert type(x + torch.ones(4).as_subclass(_Sub)) is _Sub
+    if _torch_dispatch._fast is None:
+        return  # the dispatch mode's path: inside a context, see docs/torch.md, "Limits"
+    s = torch.cpu.Stream()
+    with torch.cpu.StreamContext(s):
+        z = x.as_subclass(_Sub)  # the first view of its kind inside a context
+    assert type(z) is _Sub and z.tolist() == [1.0] * 4
