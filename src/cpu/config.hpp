@@ -1,8 +1,8 @@
 #pragma once
 // The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE,
-// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH), read
-// and validated once, in one place. The backend checks them before it hands out a stream, so a bad
-// value is an Error before anything can be queued.
+// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH, STREAMRT_LAUNCH_BLOCKING),
+// read and validated once, in one place. The backend checks them before it hands out a stream, so a
+// bad value is an Error before anything can be queued.
 #include <cstdint>
 
 namespace streamrt::cpu {
@@ -40,13 +40,15 @@ struct Config {
   // STREAMRT_WORKER_SPIN_US: an idle worker's poll before it parks, in microseconds.
   std::int64_t worker_spin_us = kDefaultWorkerSpinUs;
   bool worker_batch = false;  // STREAMRT_WORKER_BATCH: workers run under SCHED_BATCH
+  // STREAMRT_LAUNCH_BLOCKING: every host launch waits for its own completion (debugging).
+  bool launch_blocking = false;
 };
 
 // Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
 // value and the accepted values. Pure: reads no environment.
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
                     const char* host_run = nullptr, const char* worker_spin_us = nullptr,
-                    const char* worker_batch = nullptr);
+                    const char* worker_batch = nullptr, const char* launch_blocking = nullptr);
 
 // The process's settings, parsed from the environment on the first call. Throws the Error of a
 // bad value on every call. Thread-safe; never blocks after the first call.

@@ -87,6 +87,7 @@ CpuBackend::CpuBackend() {
     threads_.store(c.num_threads, std::memory_order_relaxed);
     worker_spin_us_.store(c.worker_spin_us, std::memory_order_relaxed);
     worker_batch_.store(c.worker_batch, std::memory_order_relaxed);
+    launch_blocking_.store(c.launch_blocking, std::memory_order_relaxed);
     schedule_ = c.schedule;
     // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
     // waiting host running items would take picks out of its hands.

@@ -13,6 +13,7 @@
 
 #include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
+#include "launch_origin.hpp"
 #include "partition.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
@@ -144,12 +145,17 @@ std::uint64_t CpuStream::push(Node* n) {
 void CpuStream::enqueue(detail::Work work, const char* label) {
   Node* n = NodeCache::get();
   n->label = label;
-  // The one relaxed load tracing costs when off; when on, the item is wrapped so that it records
-  // its own trace (the node has no room for the enqueue time).
-  if (tracing_enabled()) {
-    n->work = NodeWork(TracedWork{std::move(work), this, label, now_ns()});
-  } else {
+  // A thread-local load and the one relaxed load tracing costs when off. A launch with an origin
+  // (a binding's, impl::LaunchOriginScope) carries it in a wrapper (the node has no room); with
+  // tracing on, the item is wrapped so that it records its own trace (nor for the enqueue time).
+  const char* origin = launch_origin();
+  if (origin == nullptr && !tracing_enabled()) [[likely]] {
     n->work = NodeWork(std::move(work));
+  } else {
+    NodeWork item = origin != nullptr ? NodeWork(LocatedWork{std::move(work), origin})
+                                      : NodeWork(std::move(work));
+    if (tracing_enabled()) item = NodeWork(TracedWork{std::move(item), this, label, now_ns()});
+    n->work = std::move(item);
   }
   // Relaxed: a count for pending(); counted before the item can finish, so finished <= launched.
   work_launched_.fetch_add(1, std::memory_order_relaxed);
@@ -161,6 +167,10 @@ void CpuStream::enqueue(detail::Work work, const char* label) {
     NodeCache::put(n);
     throw;
   }
+  // Launch-blocking mode (a debugging switch): the host waits here, so that a failure is raised
+  // by the call that queued the work. Launches from inside stream work are no host's.
+  if (cpu_.launch_blocking() && !running_any_stream()) [[unlikely]]
+    after_blocking_launch(*this);
 }
 
 std::uint64_t CpuStream::push_or_recycle(Node* n) {
@@ -593,16 +603,21 @@ void CpuStream::run_work_locked(Node* e, std::unique_lock<core::SpinMutex>& lock
   }
   lock.unlock();
   std::exception_ptr error;
+  const char* origin = nullptr;
   try {
     e->work();
   } catch (...) {
     error = std::current_exception();
+    origin = take_failed_origin();
   }
   e->work.reset();
+  // Outside the stream lock: an annotator may take the GIL.
+  if (error) [[unlikely]]
+    error = locate_failure(std::move(error), e->label, origin, str());
   lock.lock();
   work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                        std::memory_order_relaxed);  // written under mutex_ only
-  if (error) record_failure(std::move(error), nullptr, e->seq());
+  if (error) record_failure(std::move(error), nullptr, e->seq(), e->label, origin);
 }
 
 void CpuStream::run_node_locked(Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept {
@@ -702,9 +717,9 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at, Deferred& deferred
 }
 
 void CpuStream::record_failure(std::exception_ptr error, std::shared_ptr<ErrorRecord> record,
-                               std::uint64_t seq) noexcept {
+                               std::uint64_t seq, const char* label, const char* origin) noexcept {
   try {
-    if (!record) record = std::make_shared<ErrorRecord>(error, str());
+    if (!record) record = std::make_shared<ErrorRecord>(error, str(), label, origin);
     failures_.fail(std::move(record), seq);  // allocates before it changes anything
   } catch (...) {
     report_unrecorded(error);

@@ -51,6 +51,14 @@ bool worker_batch() {
   return cpu_backend().worker_batch();
 }
 
+void set_launch_blocking(bool on) {
+  cpu_backend().set_launch_blocking(on);
+}
+
+bool launch_blocking() {
+  return cpu_backend().launch_blocking();
+}
+
 std::pair<int, int> priority_range() {
   return cpu_backend().priority_range();
 }
