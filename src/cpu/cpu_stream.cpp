@@ -144,18 +144,16 @@ std::uint64_t CpuStream::push(Node* n) {
 
 void CpuStream::enqueue(detail::Work work, const char* label) {
   Node* n = NodeCache::get();
+  // A launch with an origin (a binding's, impl::LaunchOriginScope) carries it in its label's
+  // pointer (the node has no room for it): a thread-local load when there is none.
+  label = label_with_origin(label);
   n->label = label;
-  // A thread-local load and the one relaxed load tracing costs when off. A launch with an origin
-  // (a binding's, impl::LaunchOriginScope) carries it in a wrapper (the node has no room); with
-  // tracing on, the item is wrapped so that it records its own trace (nor for the enqueue time).
-  const char* origin = launch_origin();
-  if (origin == nullptr && !tracing_enabled()) [[likely]] {
-    n->work = NodeWork(std::move(work));
+  // The one relaxed load tracing costs when off; when on, the item is wrapped so that it records
+  // its own trace (the node has no room for the enqueue time).
+  if (tracing_enabled()) {
+    n->work = NodeWork(TracedWork{std::move(work), this, label, now_ns()});
   } else {
-    NodeWork item = origin != nullptr ? NodeWork(LocatedWork{std::move(work), origin})
-                                      : NodeWork(std::move(work));
-    if (tracing_enabled()) item = NodeWork(TracedWork{std::move(item), this, label, now_ns()});
-    n->work = std::move(item);
+    n->work = NodeWork(std::move(work));
   }
   // Relaxed: a count for pending(); counted before the item can finish, so finished <= launched.
   work_launched_.fetch_add(1, std::memory_order_relaxed);
@@ -603,17 +601,18 @@ void CpuStream::run_work_locked(Node* e, std::unique_lock<core::SpinMutex>& lock
   }
   lock.unlock();
   std::exception_ptr error;
-  const char* origin = nullptr;
   try {
     e->work();
   } catch (...) {
     error = std::current_exception();
-    origin = take_failed_origin();
   }
   e->work.reset();
-  // Outside the stream lock: an annotator may take the GIL.
-  if (error) [[unlikely]]
+  const char* origin = nullptr;
+  if (error) [[unlikely]] {
+    // Outside the stream lock: an annotator may take the GIL.
+    origin = origin_of(e->label);
     error = locate_failure(std::move(error), e->label, origin, str());
+  }
   lock.lock();
   work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                        std::memory_order_relaxed);  // written under mutex_ only

@@ -2,9 +2,14 @@
 // include/streamrt/impl/launch_site.hpp).
 #include "launch_origin.hpp"
 
+#include <array>
 #include <atomic>
+#include <cstdint>
+#include <mutex>
 #include <optional>
+#include <string_view>
 #include <typeinfo>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -16,7 +21,25 @@ namespace streamrt::cpu {
 namespace {
 
 thread_local const char* tls_launch_origin = nullptr;
-thread_local const char* tls_failed_origin = nullptr;
+
+// Sited labels ("label\0origin"), interned for ever: a program has as many as it has (op,
+// launching line) pairs. By text, for interning; by address, for origin_of. Guarded by
+// g_sited_mutex; the strings never move (each its own allocation).
+std::mutex g_sited_mutex;
+std::unordered_map<std::string, std::unique_ptr<std::string>>& sited() {
+  static auto* map = new std::unordered_map<std::string, std::unique_ptr<std::string>>();  // leaked
+  return *map;
+}
+std::unordered_map<const char*, const char*>& labels_with_origins() {
+  static auto* map = new std::unordered_map<const char*, const char*>();  // leaked: used at exit
+  return *map;
+}
+struct SitedCache {
+  const char* label = nullptr;
+  const char* origin = nullptr;
+  const char* sited = nullptr;
+};
+thread_local std::array<SitedCache, 64> tls_sited;
 // Streams with a blocking launch whose wait this thread deferred (usually one).
 thread_local std::vector<std::shared_ptr<CpuStream>> tls_deferred;
 
@@ -48,21 +71,37 @@ std::exception_ptr remake_error(const std::exception_ptr& error, const std::stri
 
 }  // namespace
 
-const char* launch_origin() noexcept {
-  return tls_launch_origin;
-}
-
-void LocatedWork::operator()() {
+const char* label_with_origin(const char* label) noexcept {
+  const char* origin = tls_launch_origin;
+  if (origin == nullptr) return label;
+  // Direct-mapped by the pair's addresses; both have static storage, so a hit is exact.
+  const auto h = (reinterpret_cast<std::uintptr_t>(label) >> 3) ^
+                 (reinterpret_cast<std::uintptr_t>(origin) >> 3) * 0x9E3779B97F4A7C15ull;
+  SitedCache& c = tls_sited[(h >> 58) % tls_sited.size()];
+  if (c.label == label && c.origin == origin && c.sited != nullptr) return c.sited;
   try {
-    work();
+    const std::string_view shown = label != nullptr ? label : "launch";
+    std::string text(shown);
+    text += '\0';
+    text += origin;
+    std::lock_guard lock(g_sited_mutex);
+    auto& slot = sited()[text];
+    if (slot == nullptr) slot = std::make_unique<std::string>(std::move(text));
+    const char* result = slot->c_str();
+    labels_with_origins()[result] = result + shown.size() + 1;
+    c = SitedCache{label, origin, result};
+    return result;
   } catch (...) {
-    tls_failed_origin = origin;  // taken by the drainer that catches it next (run_work_locked)
-    throw;
+    return label;  // out of memory: the failure will name no line
   }
 }
 
-const char* take_failed_origin() noexcept {
-  return std::exchange(tls_failed_origin, nullptr);
+const char* origin_of(const char* label) noexcept {
+  if (label == nullptr) return nullptr;
+  std::lock_guard lock(g_sited_mutex);
+  const auto& all = labels_with_origins();
+  const auto it = all.find(label);
+  return it != all.end() ? it->second : nullptr;
 }
 
 std::string failure_site(const char* label, const char* origin, const std::string& where) {

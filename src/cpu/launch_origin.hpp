@@ -6,27 +6,21 @@
 #include <memory>
 #include <string>
 
-#include "stream_queue.hpp"
-
 namespace streamrt::cpu {
 
 class CpuStream;
 
-// This thread's launch origin (impl::LaunchOriginScope), or null. Never blocks.
-const char* launch_origin() noexcept;
+// `label` of a launch made under this thread's launch origin (impl::LaunchOriginScope): a
+// "sited" label, the interned text "label\0origin", which reads as `label` (null: "launch")
+// wherever labels are read as text (traces, profiler, graphs), so a queue node carries its origin
+// in the label's pointer at no extra room; `label` itself when there is no origin. A per-thread
+// cache answers repeated launches from one line; a new pair takes a short lock. Never throws (out
+// of memory: `label`).
+const char* label_with_origin(const char* label) noexcept;
 
-// A work item with the origin of its launch: a failure leaves the origin for the drainer that
-// catches it (take_failed_origin), so that only failing items pay for it.
-struct LocatedWork {
-  NodeWork work;
-  const char* origin;
-
-  void operator()();
-};
-
-// The origin of the item whose failure this thread is handling (set by LocatedWork as its
-// exception leaves it), or null; clears it. Never blocks.
-const char* take_failed_origin() noexcept;
+// The origin of a sited label (label_with_origin), or null for a plain one. Takes a short lock:
+// for failures only. Never throws.
+const char* origin_of(const char* label) noexcept;
 
 // `error` of the work labelled `label` (may be null), launched from `origin` (may be null), that
 // failed on `where` ("cpu:0 stream 3"), with a text naming them: a streamrt::Error of a known

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "streamrt/impl/launch_site.hpp"
 #include "streamrt/streamrt.hpp"
@@ -42,6 +43,21 @@ TEST(FailureSite, AnOriginScopeNamesTheLineThatLaunched) {
   s.launch("later", [] {});  // outside the scope: carries no origin
   const std::string what = error_of([&] { s.synchronize(); });
   EXPECT_TRUE(contains(what, "'my_kernel', queued at model.py:12")) << what;
+}
+
+TEST(FailureSite, TheOriginRidesInTheLabelButTracesShowTheLabelAlone) {
+  streamrt::Stream s;
+  streamrt::Profiler prof;
+  {
+    const streamrt::ProfilerGuard on(prof);
+    const streamrt::impl::LaunchOriginScope origin("model.py:12");
+    s.launch("my_kernel", [] {});
+    s.launch([] {});  // no label: traced as "launch", as without an origin
+    s.synchronize();
+  }
+  std::vector<std::string> labels;
+  for (const auto& r : prof.records()) labels.push_back(r.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"my_kernel", "launch"}));
 }
 
 TEST(FailureSite, AnOpKernelFailureAtALaterWaitNamesTheOp) {
