@@ -20,7 +20,8 @@ namespace streamrt::impl {
 STREAMRT_API const char* exchange_launch_origin(const char* origin) noexcept;
 
 //! The origin of the launches this thread makes while the scope lives: the work items carry it,
-//! and a failure of one names it. `origin` must have static storage ("model.py:12", interned).
+//! and a failure of one names it. `origin` must have static storage ("model.py:12", interned), and
+//! so must the labels launched under it (each label-origin pair is interned by address).
 class LaunchOriginScope {
  public:
   //! Sets `origin` (null: none) for this thread's launches. Never blocks.
