@@ -4,7 +4,9 @@
 - a no-op Python callable launched on a stream (per launch; the stream is synchronized at the end
   of each batch, so the figure includes the work's run on a worker),
 - Stream.synchronize() on an idle stream,
-- `a + b` on two 16-element float32 tensors (streamrt, result left queued) against numpy.
+- `a + b` on two 16-element float32 tensors (streamrt, result left queued) against numpy,
+- the launch and `a + b` again without reading the caller's line for failure messages
+  (`_set_launch_origins(False)`), alternated with the default batch by batch: that read's cost.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/py_launch.py [--n 20000] [--reps 7]
 
@@ -30,6 +32,20 @@ def per_call(batch, n, reps):
         batch(n)
         times.append((time.perf_counter() - t0) / n)
     return statistics.median(times)
+
+
+def per_call_ab(batch, n, reps):
+    """Medians per call with origins read (the default) and not, batches alternated."""
+    batch(n)  # warm-up
+    times = {True: [], False: []}
+    for _ in range(reps):
+        for on in (True, False):
+            streamrt._streamrt._set_launch_origins(on)
+            t0 = time.perf_counter()
+            batch(n)
+            times[on].append((time.perf_counter() - t0) / n)
+    streamrt._streamrt._set_launch_origins(True)
+    return statistics.median(times[True]), statistics.median(times[False])
 
 
 def main():
@@ -74,6 +90,9 @@ def main():
         ("a + b, 16 float32 (streamrt)", per_call(adds, args.n, args.reps)),
         ("a + b, 16 float32 (numpy)", per_call(np_adds, args.n, args.reps)),
     ]
+    for name, batch in (("no-op Python launch", launches), ("a + b, 16 float32 (streamrt)", adds)):
+        on, off = per_call_ab(batch, args.n, args.reps)
+        rows += [(name + ", A/B: origins read", on), (name + ", A/B: not read", off)]
     for name, sec in rows:
         print(f"{name:40s} {sec * 1e9:9.0f} ns")
     print(f"load average after: {os.getloadavg()[0]:.2f}")

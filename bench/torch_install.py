@@ -384,6 +384,13 @@ def host(args):
     def fast_path():
         srt._dispatch.set_fast(True)
 
+    def no_origins(then):
+        # Launches without reading the user's line (failures name no line): its cost, A/B.
+        return lambda: (streamrt._streamrt._set_launch_origins(False), then())
+
+    def origins_again(then):
+        return lambda: (then(), streamrt._streamrt._set_launch_origins(True))
+
     # name -> (before, after, inside a context); installed for all but the first two
     cases = {}
     srt.uninstall()
@@ -397,10 +404,15 @@ def host(args):
         cases["probe: work"] = (probe(2), probe_off, True)
         cases["probe: work, no kernel"] = (probe(3), probe_off, True)
         cases["fast path, held"] = (hold, release, True)
+        cases["fast path, held, no origins"] = (no_origins(hold), origins_again(release), True)
         cases["mode path, held"] = (lambda: (dispatch_mode_path(), hold()),
                                     lambda: (release(), fast_path()), True)
+        cases["mode path, held, no origins"] = (
+            no_origins(lambda: (dispatch_mode_path(), hold())),
+            origins_again(lambda: (release(), fast_path())), True)
     else:
         cases["mode path, held"] = (hold, release, True)
+        cases["mode path, held, no origins"] = (no_origins(hold), origins_again(release), True)
     times = {name: [] for name in list(plain) + list(cases)}
 
     def run_all(record):
@@ -445,7 +457,9 @@ def host(args):
     row("installed, outside a context", "guard")
     if fast:
         row("enqueued, fast path (C++), held", "fast path, held", "  (target <= +15)")
+        row("  the same, origins not read", "fast path, held, no origins")
         row("enqueued, dispatch mode's path, held", "mode path, held")
+        row("  the same, origins not read", "mode path, held, no origins")
         e, p1, p2, p3, h = (med[k][0] for k in ("eager", "probe: entry", "probe: work",
                                                  "probe: work, no kernel", "fast path, held"))
         print("  fast path breakdown (wall): dispatch-key entry "
@@ -458,6 +472,7 @@ def host(args):
     else:
         row("enqueued, dispatch mode's path, held", "mode path, held",
             f"  (target <= +15; fast path unavailable: {srt._dispatch.fast_unavailable})")
+        row("  the same, origins not read", "mode path, held, no origins")
     print(f"  enqueued and run (host + workers)  {run:6.2f} us (+{run - eager_w:5.2f}) "
           f"(median of {args.reps} x {n_run})")
 

@@ -76,6 +76,17 @@ STREAMRT_API std::chrono::nanoseconds fork_timeout();
 //! fork_timeout() (not at all from stream work or a callback); thread-safe; never throws.
 STREAMRT_API void finish_work_before_fork() noexcept;
 
+//! Launch-blocking mode (true), for debugging: every launch and op waits for its own completion
+//! at its call, as Stream::synchronize() does, so a failure of stream work is raised by the call
+//! that queued it (with CUDA_LAUNCH_BLOCKING=1's purpose). Off by default unless
+//! STREAMRT_LAUNCH_BLOCKING=1. Launches made from inside stream work do not wait (they are not
+//! the host's). Slow: work no longer overlaps the host. Never blocks; thread-safe; launches under
+//! way follow the new value.
+STREAMRT_API void set_launch_blocking(bool on);
+
+//! The setting of set_launch_blocking(). Never blocks; thread-safe.
+STREAMRT_API bool launch_blocking();
+
 //! {least urgent, most urgent} priorities of CPU streams: {0, -(levels - 1)}, lower = more
 //! urgent; what Stream::priority_range(Device{}) returns. Never blocks; thread-safe.
 STREAMRT_API std::pair<int, int> priority_range();

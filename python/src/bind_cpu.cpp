@@ -184,6 +184,15 @@ void bind_cpu(py::module_& m) {
       "get_worker_batch", [] { return cpu::worker_batch(); },
       "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
   bind_fork(m);
+  m.def(
+      "set_launch_blocking", [](bool on) { cpu::set_launch_blocking(on); }, "on"_a,
+      "Launch-blocking mode, for debugging (True): every op and launch waits for its own work at "
+      "its call, so a failure of stream work is raised by the line that queued it (as "
+      "CUDA_LAUNCH_BLOCKING=1). Slow: work no longer overlaps Python. Default False, or "
+      "STREAMRT_LAUNCH_BLOCKING=1.");
+  m.def(
+      "get_launch_blocking", [] { return cpu::launch_blocking(); },
+      "Whether launch-blocking mode is on (set_launch_blocking).");
 }
 
 }  // namespace streamrt::python

@@ -14,6 +14,7 @@
 #include "args.hpp"
 #include "bindings.hpp"
 #include "launch_handle.hpp"
+#include "launch_origin.hpp"
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "stream_context.hpp"
@@ -21,6 +22,7 @@
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/launch_site.hpp"
 #include "streamrt/stream.hpp"
 #include "waits.hpp"
 
@@ -201,8 +203,12 @@ void bind_stream_work(py::class_<Stream>& cls) {
               work.keep = true;
               PendingPythonWork uncounted(std::move(work.pending));
             }
-            s.launch(label, std::move(work));
+            {
+              const impl::LaunchOriginScope origin(launch_origin_here());
+              s.launch(label, std::move(work));
+            }
             handle.done.record(s);
+            finish_blocking_launches();  // launch-blocking mode: raises fn's exception here
             return handle;
           },
           "fn"_a,

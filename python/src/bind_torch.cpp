@@ -15,9 +15,12 @@
 #include "args.hpp"
 #include "bindings.hpp"
 #include "interop.hpp"
+#include "launch_origin.hpp"
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
+#include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/launch_site.hpp"
 #include "streamrt/ops.hpp"
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
@@ -238,11 +241,16 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
   bool launched = false;
   try {
     NativeTorchWork work(prepared, label);  // owns the prepared op from here
+    // Launch-blocking mode: the Python path, which waits for the op at its end and raises its
+    // failure as torch does (this fallback could only raise a RuntimeError).
+    if (cpu::launch_blocking()) return TorchEnqueued::kNo;
     Stream s = current_stream();
     if (s.is_capturing()) return TorchEnqueued::kNo;  // the Python path raises the error
     std::vector<const Tensor*> r(n_reads), w(n_writes);
     for (std::size_t i = 0; i < n_reads; ++i) r[i] = static_cast<const Tensor*>(reads[i]);
     for (std::size_t i = 0; i < n_writes; ++i) w[i] = static_cast<const Tensor*>(writes[i]);
+    // Read without the GIL (torch released it): this thread's frames stand still meanwhile.
+    const impl::LaunchOriginScope origin(launch_origin_here());
     submit(s, label, r, w, [&](Stream& st) {
       st.launch(label, std::move(work));
       launched = true;
@@ -361,7 +369,11 @@ void bind_python_path(py::module_& m) {
                        kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
                        label,
                        {}};
-        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+        {
+          const impl::LaunchOriginScope origin(launch_origin_here());
+          submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+        }
+        finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
       "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
@@ -404,7 +416,11 @@ void bind_native_path(py::module_& m) {
             g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
         if (prepared == nullptr) throw py::error_already_set();
         NativeTorchWork work(prepared, label);
-        submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+        {
+          const impl::LaunchOriginScope origin(launch_origin_here());
+          submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
+        }
+        finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
       "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "error_text.hpp"
+#include "launch_origin.hpp"
 #include "py_exception.hpp"
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
@@ -75,6 +76,16 @@ PYBIND11_MODULE(_streamrt, m) {
   m.doc() = "streamrt: CUDA-style streams and events for CPU work (native part)";
 
   register_exceptions(m);
+  sp::install_launch_site_hooks();
+  m.def(
+      "_add_origin_skip", [](const std::string& prefix) { sp::add_origin_skip(prefix); },
+      "prefix"_a,
+      "Failures of work launched from Python name the innermost frame outside the files under "
+      "`prefix` (a directory ending in '/'): streamrt's own package, torch's.");
+  m.def(
+      "_set_launch_origins", [](bool on) { return sp::set_launch_origins(on); }, "on"_a,
+      "Whether launches from Python read the line they come from (default True); returns the "
+      "previous setting. For benchmarks that measure its cost.");
 
   sp::remember_main_thread();
   sp::bind_device(m);

@@ -14,7 +14,9 @@
 #include <utility>
 
 #include "interop.hpp"
+#include "launch_origin.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/launch_site.hpp"
 #include "streamrt/tensor.hpp"
 
 namespace streamrt::python {
@@ -113,17 +115,26 @@ py::value_error op_error(const char* what, const Error& e);
 //! the OS (ResourceUnavailable: a worker thread, memory), which is no argument error and stays
 //! what Python code expects for it (streamrt.Error, a RuntimeError; streamrt.OutOfMemoryError, a
 //! MemoryError).
+//! The work it launches carries the caller's source line (launch_origin.hpp); in launch-blocking
+//! mode it waits for that work before it returns, raising its failure as it is (not as a
+//! ValueError: no argument was wrong).
 template <class F>
 Tensor launch_op(const char* what, F&& f) {
-  try {
-    return f();
-  } catch (const Cancelled&) {
-    throw;
-  } catch (const ResourceUnavailable& e) {
-    rethrow_refusal(what, e);
-  } catch (const Error& e) {
-    throw op_error(what, e);
-  }
+  auto launch = [&]() -> Tensor {
+    const impl::LaunchOriginScope origin(launch_origin_here());
+    try {
+      return f();
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const ResourceUnavailable& e) {
+      rethrow_refusal(what, e);
+    } catch (const Error& e) {
+      throw op_error(what, e);
+    }
+  };
+  Tensor out = launch();
+  finish_blocking_launches();
+  return out;
 }
 
 //! Runs an op that may wait (or is not known not to) with the GIL released; its Errors are

@@ -89,6 +89,8 @@ from ._streamrt import (
     get_worker_batch,
     set_fork_timeout,
     get_fork_timeout,
+    set_launch_blocking,
+    get_launch_blocking,
     set_stream,
     sigmoid,
     softmax,
@@ -106,6 +108,11 @@ from ._streamrt import (
     where,
     zeros,
 )
+
+# A failure of stream work names the line that launched it: the innermost frame outside this
+# package (docs/reliability.md, "Failures that say where they came from").
+for _path in {__file__, _os.path.abspath(__file__)}:
+    _streamrt._add_origin_skip(_os.path.join(_os.path.dirname(_path), ""))
 
 from . import cpu  # noqa: E402  (needs the names above)
 from .graphs import graph  # noqa: E402
@@ -190,6 +197,8 @@ __all__ = [
     "get_worker_batch",
     "set_fork_timeout",
     "get_fork_timeout",
+    "set_launch_blocking",
+    "get_launch_blocking",
     "set_stream",
     "sigmoid",
     "softmax",

@@ -17,6 +17,7 @@ While streamrt.torch is installed, a thread that entered a stream context has th
 """
 
 import importlib.util
+import os
 import threading
 import time
 import warnings
@@ -26,6 +27,11 @@ import torch
 from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_tracking as _tracking
+
+# Failures of torch ops run on streams name the user's line, not torch's Python wrappers
+# (torch.nn.functional, torch._tensor) that called the op.
+for _path in {torch.__file__, os.path.abspath(torch.__file__)}:
+    _C._add_origin_skip(os.path.join(os.path.dirname(_path), ""))
 
 _VIEW, _ALLOC, _HOST, _WRITE, _FUNCTIONAL = range(5)
 

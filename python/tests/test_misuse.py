@@ -466,10 +466,16 @@ def test_no_number_reaches_pybind11s_generic_cast_errors():
     t = streamrt.ones(2, 3)
     s = cpu.Stream()
     found = []
-    for name in dir(streamrt):
-        fn = getattr(streamrt, name)
-        if not name.startswith("_") and callable(fn) and not isinstance(fn, type):
-            found += _generic_errors(name, fn, False)
+    # Setters get numbers too: a number is a true switch, and launch-blocking mode must not stay
+    # on for the tests after this one.
+    blocking = streamrt.get_launch_blocking()
+    try:
+        for name in dir(streamrt):
+            fn = getattr(streamrt, name)
+            if not name.startswith("_") and callable(fn) and not isinstance(fn, type):
+                found += _generic_errors(name, fn, False)
+    finally:
+        streamrt.set_launch_blocking(blocking)
     for owner, obj in (("Tensor", t), ("Stream", s)):
         for name in dir(obj):
             if name.startswith("_") or name in ("launch",):

@@ -114,11 +114,20 @@ std::int64_t parse_fork_timeout(const char* text) {
   return static_cast<std::int64_t>(ms);
 }
 
+bool parse_launch_blocking(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "0") == 0) return false;
+  if (std::strcmp(text, "1") == 0) return true;
+  throw Error(std::string("STREAMRT_LAUNCH_BLOCKING='") + text +
+              "' is not a switch: use 1 to make every launch wait for its own work (a failure is "
+              "then raised by the call that queued it; for debugging), 0 or unset to launch "
+              "asynchronously");
+}
+
 }  // namespace
 
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
                     const char* host_run, const char* worker_spin_us, const char* worker_batch,
-                    const char* fork_timeout) {
+                    const char* fork_timeout, const char* launch_blocking) {
   Config c;
   c.num_threads = parse_num_threads(num_threads, hardware_threads);
   c.schedule = parse_schedule(schedule);
@@ -126,6 +135,7 @@ Config parse_config(const char* num_threads, const char* schedule, int hardware_
   c.worker_spin_us = parse_worker_spin(worker_spin_us);
   c.worker_batch = parse_worker_batch(worker_batch);
   c.fork_timeout_ms = parse_fork_timeout(fork_timeout);
+  c.launch_blocking = parse_launch_blocking(launch_blocking);
   return c;
 }
 
@@ -143,7 +153,8 @@ const Config& config() {
           parse_config(std::getenv("STREAMRT_NUM_THREADS"), std::getenv("STREAMRT_SCHEDULE"),
                        hw == 0 ? 1 : static_cast<int>(hw), std::getenv("STREAMRT_HOST_RUN"),
                        std::getenv("STREAMRT_WORKER_SPIN_US"), std::getenv("STREAMRT_WORKER_BATCH"),
-                       std::getenv("STREAMRT_FORK_TIMEOUT")),
+                       std::getenv("STREAMRT_FORK_TIMEOUT"),
+                       std::getenv("STREAMRT_LAUNCH_BLOCKING")),
           {}};
     } catch (const Error& e) {
       return Parsed{{}, e.what()};

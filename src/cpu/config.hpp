@@ -1,8 +1,8 @@
 #pragma once
 // The CPU backend's settings from the environment (STREAMRT_NUM_THREADS, STREAMRT_SCHEDULE,
-// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH, STREAMRT_FORK_TIMEOUT), read
-// and validated once, in one place. The backend checks them before it hands out a stream, so a bad
-// value is an Error before anything can be queued.
+// STREAMRT_HOST_RUN, STREAMRT_WORKER_SPIN_US, STREAMRT_WORKER_BATCH, STREAMRT_FORK_TIMEOUT,
+// STREAMRT_LAUNCH_BLOCKING), read and validated once, in one place. The backend checks them before
+// it hands out a stream, so a bad value is an Error before anything can be queued.
 #include <cstdint>
 
 namespace streamrt::cpu {
@@ -50,13 +50,16 @@ struct Config {
   bool worker_batch = false;  // STREAMRT_WORKER_BATCH: workers run under SCHED_BATCH
   // STREAMRT_FORK_TIMEOUT (seconds, decimals allowed): fork()'s wait for pending work, in ms.
   std::int64_t fork_timeout_ms = kDefaultForkTimeoutMs;
+  // STREAMRT_LAUNCH_BLOCKING: every host launch waits for its own completion (debugging).
+  bool launch_blocking = false;
 };
 
 // Parses the settings' texts (null or empty = unset). Throws Error naming the variable, the bad
 // value and the accepted values. Pure: reads no environment.
 Config parse_config(const char* num_threads, const char* schedule, int hardware_threads,
                     const char* host_run = nullptr, const char* worker_spin_us = nullptr,
-                    const char* worker_batch = nullptr, const char* fork_timeout = nullptr);
+                    const char* worker_batch = nullptr, const char* fork_timeout = nullptr,
+                    const char* launch_blocking = nullptr);
 
 // The process's settings, parsed from the environment on the first call. Throws the Error of a
 // bad value on every call. Thread-safe; never blocks after the first call.

@@ -88,6 +88,7 @@ CpuBackend::CpuBackend() {
     worker_spin_us_.store(c.worker_spin_us, std::memory_order_relaxed);
     worker_batch_.store(c.worker_batch, std::memory_order_relaxed);
     fork_timeout_ns_.store(c.fork_timeout_ms * 1'000'000, std::memory_order_relaxed);
+    launch_blocking_.store(c.launch_blocking, std::memory_order_relaxed);
     schedule_ = c.schedule;
     // The schedule fuzzer decides every pick itself (seeded order, one worker for serial): a
     // waiting host running items would take picks out of its hands.

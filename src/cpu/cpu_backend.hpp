@@ -56,6 +56,12 @@ class CpuBackend final : public impl::Backend {
   WorkerPool* pool_if_started() const noexcept { return pool_.load(std::memory_order_acquire); }
   // Whether new streams allow host-run items (STREAMRT_HOST_RUN, default on).
   bool host_run_default() const noexcept { return host_run_; }
+  // Launch-blocking mode (cpu::set_launch_blocking; STREAMRT_LAUNCH_BLOCKING). Relaxed: a
+  // setting read at every launch; it publishes nothing else.
+  bool launch_blocking() const noexcept { return launch_blocking_.load(std::memory_order_relaxed); }
+  void set_launch_blocking(bool on) noexcept {
+    launch_blocking_.store(on, std::memory_order_relaxed);
+  }
 
   DeviceType type() const noexcept override { return DeviceType::CPU; }
   int device_count() const noexcept override { return 1; }
@@ -155,6 +161,7 @@ class CpuBackend final : public impl::Backend {
   // Workers under SCHED_BATCH (set_worker_batch). Written under pool_mutex_ (with the pool's own
   // setting); relaxed reads: a setting, it publishes nothing else.
   std::atomic<bool> worker_batch_{false};
+  std::atomic<bool> launch_blocking_{false};
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::int64_t> fork_timeout_ns_{kDefaultForkTimeoutMs * 1'000'000};
   ForkWait fork_wait_ = ForkWait::kFinished;  // this fork's wait; guarded by pool_mutex_

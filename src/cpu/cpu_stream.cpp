@@ -13,6 +13,7 @@
 
 #include "core/prefetch.hpp"
 #include "cpu_backend.hpp"
+#include "launch_origin.hpp"
 #include "partition.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
@@ -143,6 +144,9 @@ std::uint64_t CpuStream::push(Node* n) {
 
 void CpuStream::enqueue(detail::Work work, const char* label) {
   Node* n = NodeCache::get();
+  // A launch with an origin (a binding's, impl::LaunchOriginScope) carries it in its label's
+  // pointer (the node has no room for it): a thread-local load when there is none.
+  label = label_with_origin(label);
   n->label = label;
   // The one relaxed load tracing costs when off; when on, the item is wrapped so that it records
   // its own trace (the node has no room for the enqueue time).
@@ -161,6 +165,10 @@ void CpuStream::enqueue(detail::Work work, const char* label) {
     NodeCache::put(n);
     throw;
   }
+  // Launch-blocking mode (a debugging switch): the host waits here, so that a failure is raised
+  // by the call that queued the work. Launches from inside stream work are no host's.
+  if (cpu_.launch_blocking() && !running_any_stream()) [[unlikely]]
+    after_blocking_launch(*this);
 }
 
 std::uint64_t CpuStream::push_or_recycle(Node* n) {
@@ -599,10 +607,16 @@ void CpuStream::run_work_locked(Node* e, std::unique_lock<core::SpinMutex>& lock
     error = std::current_exception();
   }
   e->work.reset();
+  const char* origin = nullptr;
+  if (error) [[unlikely]] {
+    // Outside the stream lock: an annotator may take the GIL.
+    origin = origin_of(e->label);
+    error = locate_failure(std::move(error), e->label, origin, str());
+  }
   lock.lock();
   work_finished_.store(work_finished_.load(std::memory_order_relaxed) + 1,
                        std::memory_order_relaxed);  // written under mutex_ only
-  if (error) record_failure(std::move(error), nullptr, e->seq());
+  if (error) record_failure(std::move(error), nullptr, e->seq(), e->label, origin);
 }
 
 void CpuStream::run_node_locked(Node* e, std::unique_lock<core::SpinMutex>& lock) noexcept {
@@ -702,9 +716,9 @@ CpuStream::Exit CpuStream::drain_items(std::uint64_t stop_at, Deferred& deferred
 }
 
 void CpuStream::record_failure(std::exception_ptr error, std::shared_ptr<ErrorRecord> record,
-                               std::uint64_t seq) noexcept {
+                               std::uint64_t seq, const char* label, const char* origin) noexcept {
   try {
-    if (!record) record = std::make_shared<ErrorRecord>(error, str());
+    if (!record) record = std::make_shared<ErrorRecord>(error, str(), label, origin);
     failures_.fail(std::move(record), seq);  // allocates before it changes anything
   } catch (...) {
     report_unrecorded(error);

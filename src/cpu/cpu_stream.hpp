@@ -228,9 +228,11 @@ class CpuStream final : public impl::StreamImpl,
   // Runs completion callback `cb` as its own pool task (here, when there is no memory for one).
   void start_callback(std::function<void()>& cb) noexcept;
   // Makes `error` (with `record` when it is inherited from another stream) the active failure
-  // from `seq` on (stream lock). Out of memory for its record, it is reported on stderr instead.
+  // from `seq` on (stream lock); a new record names the failed item's `label` and `origin`. Out
+  // of memory for its record, it is reported on stderr instead.
   void record_failure(std::exception_ptr error, std::shared_ptr<ErrorRecord> record,
-                      std::uint64_t seq) noexcept;
+                      std::uint64_t seq, const char* label = nullptr,
+                      const char* origin = nullptr) noexcept;
   // Makes a stream that was parked on a wait runnable again. wake=false: the caller, a worker
   // about to look for its next task, will take it itself.
   void resume(bool wake = true);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "launch_origin.hpp"
 #include "streamrt/error.hpp"
 
 namespace streamrt::cpu {
@@ -67,10 +68,17 @@ void ErrorRecord::rethrow() {
 
 ErrorRecord::~ErrorRecord() {
   if (!observed.load(std::memory_order_relaxed)) {
+    std::string work;
+    try {
+      work =
+          op != nullptr || origin != nullptr ? failure_site(op, origin, where) : "work on " + where;
+    } catch (...) {
+      // No memory for the text: the stream's name alone.
+    }
     std::fprintf(stderr,
-                 "streamrt: a failure in work on %s was never reported (no synchronize, wait or "
-                 "callback saw it): %s\n",
-                 where.c_str(), describe(error).c_str());
+                 "streamrt: a failure in %s was never reported (no synchronize, wait or callback "
+                 "saw it): %s\n",
+                 work.empty() ? "stream work" : work.c_str(), describe(error).c_str());
   }
 }
 

@@ -17,8 +17,9 @@ namespace streamrt::cpu {
 // A failure of work on a stream, shared by every event and stream that inherits it. Reports itself
 // on stderr when the last reference goes and nobody ever observed it.
 struct ErrorRecord {
-  ErrorRecord(std::exception_ptr e, std::string where_)
-      : error(std::move(e)), where(std::move(where_)) {}
+  ErrorRecord(std::exception_ptr e, std::string where_, const char* op_ = nullptr,
+              const char* origin_ = nullptr)
+      : error(std::move(e)), where(std::move(where_)), op(op_), origin(origin_) {}
   ~ErrorRecord();
   ErrorRecord(const ErrorRecord&) = delete;
   ErrorRecord& operator=(const ErrorRecord&) = delete;
@@ -28,6 +29,8 @@ struct ErrorRecord {
   [[noreturn]] void rethrow();
   std::exception_ptr error;
   std::string where;
+  const char* op;      // the failed item's label (static storage), or null
+  const char* origin;  // where it was launched from (impl::LaunchOriginScope), or null
   std::atomic<bool> observed{false};  // seen by a wait or a callback: not printed at the end
   std::atomic<bool> reported{false};  // raised by a host wait at least once
 };

@@ -59,6 +59,14 @@ std::chrono::nanoseconds fork_timeout() {
   return cpu_backend().fork_timeout();
 }
 
+void set_launch_blocking(bool on) {
+  cpu_backend().set_launch_blocking(on);
+}
+
+bool launch_blocking() {
+  return cpu_backend().launch_blocking();
+}
+
 std::pair<int, int> priority_range() {
   return cpu_backend().priority_range();
 }

@@ -129,6 +129,27 @@ int worker_batch() {
   return 0;
 }
 
+// Whether launch-blocking mode is on, and whether a failing launch raised at the launch.
+int launch_blocking() {
+  const bool on = streamrt::cpu::launch_blocking();
+  streamrt::Stream s;
+  bool at_launch = false;
+  try {
+    s.launch("failing", [] { throw streamrt::Error("boom"); });
+  } catch (const streamrt::Error&) {
+    at_launch = true;
+  }
+  if (!at_launch) {
+    try {
+      s.synchronize();
+    } catch (const streamrt::Error&) {
+      // Raised later, as launches do by default.
+    }
+  }
+  std::printf("launch_blocking=%d raised_at_launch=%d\n", on ? 1 : 0, at_launch ? 1 : 0);
+  return 0;
+}
+
 // The exit code of `mode`; 2 for a mode there is not.
 int run(const std::string& mode, const char* self) {
   if (mode == "exit-pending") return exit_pending();
@@ -137,8 +158,10 @@ int run(const std::string& mode, const char* self) {
   if (mode == "host-run") return host_run();
   if (mode == "worker-spin") return worker_spin();
   if (mode == "worker-batch") return worker_batch();
+  if (mode == "launch-blocking") return launch_blocking();
   std::fprintf(stderr,
-               "usage: %s exit-pending|num-threads|launch|host-run|worker-spin|worker-batch\n",
+               "usage: %s exit-pending|num-threads|launch|host-run|worker-spin|worker-batch|"
+               "launch-blocking\n",
                self);
   return 2;
 }
