@@ -317,10 +317,25 @@ def _spec(r):
     return r
 
 
+_QUANTIZED = {getattr(torch, n) for n in ("quint8", "qint8", "qint32", "quint4x2", "quint2x4")
+              if hasattr(torch, n)}
+
+
+def _quantized(x):
+    return (isinstance(x, torch.dtype) and x in _QUANTIZED) or (
+        isinstance(x, _Tensor) and x.is_quantized)
+
+
 def _infer(func, plan, args, kwargs):
     """The outputs' (shape, stride, dtype), as the structure the op returns; _HOST_RESULT when
     the op must run on the host (no meta kernel, data-dependent, an error to raise as eager does,
-    or an out= argument the op would resize)."""
+    an out= argument the op would resize, or quantized tensors)."""
+    if (func._schema.name.startswith("aten::quantize_") or any(_quantized(a) for a in args)
+            or any(_quantized(v) for v in kwargs.values())):
+        # A quantized output carries its quantizer, which no output made from the meta result
+        # has (torch 2.x's meta kernel for quantize_per_tensor even returns float32; a dtype
+        # argument may reach here as a plain int, so the op is also known by its name).
+        return _HOST_RESULT
     margs = [_to_meta(a) for a in args]
     mkwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     if plan.device_kw:

@@ -4,6 +4,7 @@ uninstall() gives torch back as it was."""
 
 import os
 import threading
+import warnings
 
 import pytest
 
@@ -283,3 +284,16 @@ def test_tensor_subclasses_work_after_install(installed):
     with torch.cpu.StreamContext(s):
         z = x.as_subclass(_Sub)  # the first view of its kind inside a context
     assert type(z) is _Sub and z.tolist() == [1.0] * 4
+
+
+def test_quantize_per_tensor_in_a_context_gives_eagers_result(installed):
+    x = torch.linspace(-1, 1, 8)
+    expected = torch.quantize_per_tensor(x, 0.1, 3, torch.quint8)
+    s = torch.cpu.Stream()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch 2.x deprecates quantized tensor creation
+        with torch.cpu.StreamContext(s):
+            q = torch.quantize_per_tensor(x, 0.1, 3, torch.quint8)
+    s.synchronize()
+    assert q.is_quantized and q.q_scale() == 0.1 and q.q_zero_point() == 3
+    assert torch.equal(q.int_repr(), expected.int_repr())
