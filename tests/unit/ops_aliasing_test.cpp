@@ -22,6 +22,15 @@ class Aliasing : public ::testing::TestWithParam<int> {
   test::ThreadCountGuard guard_;
 };
 
+// Two gates held at once, one opened while the other holds its worker: at 2, 4 and 8 workers.
+class AliasingTwoGates : public Aliasing {
+ protected:
+  void SetUp() override {
+    STREAMRT_SKIP_UNDER_SERIAL_SCHEDULE();
+    Aliasing::SetUp();
+  }
+};
+
 // Read after write: the reader's wrap starts inside the writer's, so only tracking by memory
 // range (not by start address) makes the reader wait for the fill held back by the gate.
 TEST_P(Aliasing, AWrapStartingInsideAnotherReadsAfterItsWriter) {
@@ -74,7 +83,7 @@ TEST_P(Aliasing, OverlappingWritesLandInIssueOrder) {
 }
 
 // A wrap over two buffers wrapped apart joins both: its reader waits for each writer.
-TEST_P(Aliasing, AWrapOverTwoSeparateWrapsWaitsForBoth) {
+TEST_P(AliasingTwoGates, AWrapOverTwoSeparateWrapsWaitsForBoth) {
   std::vector<double> buffer(16, 0.0);
   Tensor lo = from_blob(buffer.data(), {8}, DType::Float64);
   Tensor hi = from_blob(buffer.data() + 8, {8}, DType::Float64);
@@ -188,6 +197,9 @@ TEST_P(Aliasing, AWrapOverTooManySeparateWrapsIsRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, Aliasing, ::testing::ValuesIn(test::kWorkerCounts),
+                         [](const auto& info) { return std::to_string(info.param) + "workers"; });
+INSTANTIATE_TEST_SUITE_P(Workers, AliasingTwoGates,
+                         ::testing::ValuesIn(test::kParallelWorkerCounts),
                          [](const auto& info) { return std::to_string(info.param) + "workers"; });
 
 }  // namespace
