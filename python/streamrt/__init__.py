@@ -241,10 +241,9 @@ def _set_blas_threads(n):
         lib.openblas_set_num_threads(int(n))
 
 
-# streamrt's workers are the parallelism: a BLAS call inside stream work (streamrt's matmul, or
-# torch's, which calls the same OpenBLAS) runs on its worker's core. OpenBLAS's own thread pool
-# would instead make concurrent calls from several streams queue for it (docs/python.md).
-_set_blas_threads(1)
+# Importing streamrt changes no OpenBLAS setting (an eager torch product keeps its bits):
+# streamrt.torch.install() sets one thread per call, and streamrt's own first product does
+# (docs/python.md, "Cores: streamrt's workers, torch's threads and OpenBLAS").
 # The caching allocator (docs/ops.md), as torch.cuda has it.
 from ._streamrt import (  # noqa: E402
     empty_cache,

@@ -25,6 +25,8 @@ import threading
 
 import torch as _torch
 
+import streamrt as _pkg
+
 from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_dispatch as _dispatch
@@ -365,6 +367,10 @@ def install(cuda=False):
             _patch(_torch, name, _adopting(getattr(_torch, name)))
         _settings["threads"] = _torch.get_num_threads()
         _torch.set_num_threads(1)
+        # One OpenBLAS thread per call (process-wide: OpenBLAS has no per-thread setting): each
+        # stream's products run on its worker's core instead of queueing for OpenBLAS's pool.
+        _settings["blas"] = _pkg._blas_threads()
+        _pkg._set_blas_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
         _dispatch.set_installed(True)
         _dispatch._update_fast()
@@ -406,6 +412,9 @@ def uninstall():
         _C._set_torch_dlpack_hook(None)
         _restore()
         _torch.set_num_threads(_settings.pop("threads", _torch.get_num_threads()))
+        blas = _settings.pop("blas", None)
+        if blas is not None:
+            _pkg._set_blas_threads(blas)
         _dispatch.disarm()
         _tracking.sweep()
         if late is not None:

@@ -178,6 +178,19 @@ def test_torch_ops_in_launched_work_overlap_on_two_streams(workers):
     # GIL held, so if torch kept the GIL inside its kernels (or the streams ran one after the
     # other) no two intervals could overlap and the test would fail at the rendezvous time-out.
     workers(2)
+    # One OpenBLAS thread per call, as install() sets it: OpenBLAS's own pool would make the two
+    # streams' products queue for it (docs/python.md, "Cores").
+    blas = streamrt._blas_threads()
+    if blas is not None:
+        streamrt._set_blas_threads(1)
+    try:
+        run_products_on_two_streams()
+    finally:
+        if blas is not None:
+            streamrt._set_blas_threads(blas)
+
+
+def run_products_on_two_streams():
     a = torch.randn(400, 400)
     intervals = {1: [], 2: []}
     lock = threading.Lock()

@@ -4,6 +4,9 @@ OpenBLAS so that streams do not oversubscribe the cores; threads that enter and 
 their own streams while the main thread drives its own never see an op reach Python again (on a
 worker, or on a host thread that helps run queued work while it waits)."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -71,14 +74,47 @@ def test_kernels_of_two_streams_run_at_the_same_time(installed):
 
 
 def test_install_sets_one_torch_thread_and_one_openblas_thread_per_call(workers):
-    before = torch.get_num_threads()
+    before, blas = torch.get_num_threads(), streamrt._blas_threads()
+    if blas is not None:
+        streamrt._set_blas_threads(2)  # so that the change is seen on a one-core machine too
     srt.install()
     try:
         assert torch.get_num_threads() == 1
         assert streamrt._blas_threads() in (None, 1)  # None: not OpenBLAS
     finally:
         srt.uninstall()
+        after = streamrt._blas_threads()
+        if blas is not None:
+            streamrt._set_blas_threads(blas)
     assert torch.get_num_threads() == before
+    assert after in (None, 2)
+
+
+IMPORT_KEEPS_BLAS = """
+import ctypes, os
+import torch
+try:
+    lib = ctypes.CDLL("libopenblas.so.0", mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+except OSError:
+    lib = None
+a = torch.randn(300, 300, generator=torch.Generator().manual_seed(0))
+before = (a @ a, lib.openblas_get_num_threads() if lib else None)
+import streamrt
+after = (a @ a, lib.openblas_get_num_threads() if lib else None)
+print(torch.equal(before[0], after[0]), before[1], after[1])
+"""
+
+
+def test_importing_streamrt_changes_no_eager_setting_or_result():
+    # OpenBLAS at two threads (its default on two cores, set here for any machine): before, the
+    # import set one thread per call, process-wide, which changed eager products' bits.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", PYTHONPATH=os.path.dirname(
+        os.path.dirname(os.path.abspath(streamrt.__file__))))
+    proc = subprocess.run([sys.executable, "-c", IMPORT_KEEPS_BLAS], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    same, before, after = proc.stdout.split()
+    assert same == "True" and before == after, proc.stdout
 
 
 def run_threads(n, rounds, size):
