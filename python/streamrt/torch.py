@@ -336,8 +336,11 @@ def install(cuda=False):
     ``synchronize`` to streamrt's; makes torch ops inside a stream context (torch's or
     streamrt's) stream work; makes host reads of torch tensors wait for pending work; makes
     ``torch.from_dlpack``, ``torch.as_tensor``, ``torch.tensor`` and ``torch.asarray`` accept
-    streamrt tensors, with one dependency tracking for memory shared through DLPack; sets torch's
-    intra-op threads to 1 (the streams are the parallelism: one worker per core). With
+    streamrt tensors, with one dependency tracking for memory shared through DLPack; makes the
+    tensors ``torch.from_numpy``, ``torch.frombuffer``, ``torch.as_tensor``, ``torch.asarray`` and
+    ``torch.from_dlpack`` build over memory that stream work uses join its tracking; sets torch's
+    intra-op threads and OpenBLAS's threads per call to 1 (the streams are the parallelism: one
+    worker per core). With
     ``cuda=True`` on a machine where torch has no CUDA, the ``torch.cuda`` stream names are CPU
     streams too, so code written for CUDA streams runs unchanged. Blocks only to set up; not for
     use while another thread runs torch ops."""
