@@ -40,29 +40,39 @@ struct ForState {
   std::exception_ptr error;  // guarded by error_mutex
   std::shared_ptr<Parker> caller;
 
-  // Claims and runs chunks until none is left.
-  void work() noexcept {
+  // Claims and runs chunks until none is left. A helper (a worker running a ChunkTask) that finds
+  // none left counts itself idle before it reports its last chunk done: the caller, once every
+  // chunk is reported, may split again at once (back-to-back loops, graph replays), and help-first
+  // asks only the workers counted idle then.
+  void work(bool helper) noexcept {
     ++tls_parallel_depth;
-    for (;;) {
-      // Relaxed: the claim only needs atomicity; the chunk's inputs were published to this
-      // thread by the pool's queue mutex (helpers) or are the caller's own.
-      const std::int64_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= num_chunks) break;
-      if (!failed.load(std::memory_order_relaxed)) {
-        const std::int64_t begin = i * chunk;
-        const std::int64_t end = std::min(n, begin + chunk);
-        try {
-          (*fn)(base + begin, base + end);
-        } catch (...) {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-          failed.store(true, std::memory_order_relaxed);
-        }
+    // Relaxed: a claim only needs atomicity; the chunk's inputs were published to this thread by
+    // the pool's queue mutex (helpers) or are the caller's own.
+    std::int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+    while (i < num_chunks) {
+      run_chunk(i);
+      const std::int64_t j = next.fetch_add(1, std::memory_order_relaxed);
+      if (helper && j >= num_chunks) {
+        if (WorkerPool* p = WorkerPool::current()) p->leave_busy();
       }
-      // Release: the caller's acquire load of `done` sees this chunk's writes.
+      // Release: the caller's acquire load of `done` sees this chunk's writes (and the count).
       if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == num_chunks) caller->unpark();
+      i = j;
     }
     --tls_parallel_depth;
+  }
+
+  void run_chunk(std::int64_t i) noexcept {
+    if (failed.load(std::memory_order_relaxed)) return;
+    const std::int64_t begin = i * chunk;
+    const std::int64_t end = std::min(n, begin + chunk);
+    try {
+      (*fn)(base + begin, base + end);
+    } catch (...) {
+      std::lock_guard lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed.store(true, std::memory_order_relaxed);
+    }
   }
 };
 
@@ -70,7 +80,7 @@ class ChunkTask final : public Task {
  public:
   explicit ChunkTask(std::shared_ptr<ForState> s) : state_(std::move(s)) {}
   void run() noexcept override {
-    state_->work();
+    state_->work(/*helper=*/true);
     state_.reset();
   }
   // Most urgent: a helper finishes an op that is already running, so it goes before new items.
@@ -139,7 +149,7 @@ void CpuParallel::parallel_for(std::int64_t begin, std::int64_t end, std::int64_
       break;
     }
   }
-  state->work();
+  state->work(/*helper=*/false);
   // Join: every chunk is claimed now; wait for those running on other threads.
   const auto spin_until = Clock::now() + kJoinSpin;
   for (unsigned i = 1; state->done.load(std::memory_order_acquire) < state->num_chunks; ++i) {

@@ -18,6 +18,11 @@ namespace {
 
 thread_local int tls_worker_index = -1;
 thread_local WorkerPool* tls_pool = nullptr;
+// Set when the task this worker runs has counted it idle already (WorkerPool::leave_busy).
+thread_local bool tls_left_busy = false;
+// Test switch (set_task_exit_delay_for_testing): how long a worker pauses after each task before
+// its own idle count; 0 (always, outside tests) skips it.
+std::atomic<std::int64_t> g_task_exit_delay_ns{0};
 
 // splitmix64: a tiny, well-mixed generator; one step per random pick.
 std::uint64_t next_random(std::uint64_t& state) noexcept {
@@ -104,6 +109,18 @@ int WorkerPool::worker_index() noexcept {
 }
 WorkerPool* WorkerPool::current() noexcept {
   return tls_pool;
+}
+
+void WorkerPool::set_task_exit_delay_for_testing(std::chrono::nanoseconds delay) noexcept {
+  g_task_exit_delay_ns.store(delay.count(), std::memory_order_relaxed);
+}
+
+void WorkerPool::leave_busy() noexcept {
+  if (tls_pool != this || tls_worker_index < 0 || tls_left_busy) return;
+  tls_left_busy = true;
+  // Relaxed, as in worker_main: the caller's acquire of what the task publishes next (a chunk
+  // reported done) is what makes the new count seen in time.
+  busy_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 std::shared_ptr<Task> WorkerPool::pop_locked() {
@@ -290,8 +307,13 @@ void WorkerPool::worker_main(int index) {
     if (random_) random_pause(pause_state);
     // Relaxed: idle_workers() is a hint for splitting work; it orders nothing.
     busy_.fetch_add(1, std::memory_order_relaxed);
+    tls_left_busy = false;
     t->run();
-    busy_.fetch_sub(1, std::memory_order_relaxed);
+    // Relaxed: a test switch, read once per task.
+    if (const auto d = g_task_exit_delay_ns.load(std::memory_order_relaxed); d > 0) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(d));
+    }
+    if (!tls_left_busy) busy_.fetch_sub(1, std::memory_order_relaxed);
   }
   policy_.leave();
 }

@@ -174,6 +174,14 @@ class WorkerPool {
 
   // The pool whose worker the calling thread is; null on other threads.
   static WorkerPool* current() noexcept;
+  // Called by a task running on one of this pool's workers that will take no more work: counts
+  // the worker idle (idle_workers()) from now, before the task returns, so that a split made
+  // right after what the task reports next can ask this worker again. Once per task; no-op on
+  // other threads. Never blocks.
+  void leave_busy() noexcept;
+  // Test switch (tests/internal): every worker pauses `delay` after each task before it counts
+  // itself idle, so the tests can show what leave_busy() prevents. 0 turns it off.
+  static void set_task_exit_delay_for_testing(std::chrono::nanoseconds delay) noexcept;
 
   // True on one of this pool's worker threads.
   static bool on_worker_thread() noexcept;

@@ -143,6 +143,31 @@ TEST_P(ParallelForMulti, ChunksRunConcurrentlyOnTheSamePool) {
   }
 }
 
+// A helper counts itself idle before it reports its last chunk done, so a split made right after
+// a loop returns finds it idle (back-to-back loops, graph replays: help-first asks only the
+// workers counted idle). Every worker pauses after each task here (a descheduled helper on a
+// loaded machine): a helper counted busy until its task has returned fails every round.
+TEST_P(ParallelForMulti, HelpersAreIdleAgainWhenTheLoopReturns) {
+  const cpu::WorkerPool& pool =
+      static_cast<cpu::CpuBackend&>(impl::backend(DeviceType::CPU)).pool();
+  struct Delay {
+    Delay() { cpu::WorkerPool::set_task_exit_delay_for_testing(std::chrono::milliseconds(20)); }
+    ~Delay() { cpu::WorkerPool::set_task_exit_delay_for_testing(std::chrono::nanoseconds(0)); }
+  } delay;
+  int busy_after = 0;
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(wait_until_all_idle(pool)) << "the workers never all became idle";
+    test::Rendezvous meet(2);
+    std::atomic<int> met{0};
+    runtime::parallel_for(0, 2, 1, [&](std::int64_t, std::int64_t) {
+      if (meet.arrive()) met.fetch_add(1);
+    });
+    ASSERT_EQ(met.load(), 2) << "the two chunks did not run at the same time";
+    if (pool.idle_workers() < pool.size()) ++busy_after;
+  }
+  EXPECT_EQ(busy_after, 0) << "rounds after which a helper still counted as busy";
+}
+
 // A big op inside stream work while every other worker is held by another stream: the caller
 // does all the chunks itself (no wait for helpers that cannot run, no deadlock).
 TEST_P(ParallelForMulti, CompletesWhenEveryOtherWorkerIsBusy) {
