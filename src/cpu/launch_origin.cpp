@@ -107,9 +107,17 @@ const char* origin_of(const char* label) noexcept {
 }
 
 std::string failure_site(const char* label, const char* origin, const std::string& where) {
-  std::string site = label != nullptr ? "'" + std::string(label) + "'" : "launched work";
-  if (origin != nullptr) site += std::string(", queued at ") + origin;
-  return site + ", on " + where;
+  // Appended piece by piece: g++ 12 at -O3 warns (-Werror=restrict, a known false positive) on
+  // `"'" + std::string(label)`.
+  std::string site;
+  if (label != nullptr) {
+    site.append("'").append(label).append("'");
+  } else {
+    site.append("launched work");
+  }
+  if (origin != nullptr) site.append(", queued at ").append(origin);
+  site.append(", on ").append(where);
+  return site;
 }
 
 std::exception_ptr locate_failure(std::exception_ptr error, const char* label, const char* origin,
