@@ -72,9 +72,7 @@ void evict_locked(Index& ix, std::uintptr_t b, std::uintptr_t e, const Storage* 
 void add_tracking_roots(const std::shared_ptr<Storage>& x,
                         std::vector<std::shared_ptr<Storage>>& roots) {
   auto add = [&](const std::shared_ptr<Storage>& r) {
-    if (std::find(roots.begin(), roots.end(), r) != roots.end()) return;
-    roots.push_back(r);
-    r->joined.store(true, std::memory_order_relaxed);  // see Storage::joined
+    if (std::find(roots.begin(), roots.end(), r) == roots.end()) roots.push_back(r);
   };
   if (!x->tracked_by) {
     add(x);
@@ -82,6 +80,13 @@ void add_tracking_roots(const std::shared_ptr<Storage>& x,
   }
   add(x->tracked_by);
   for (const auto& r : x->also_tracked_by) add(r);
+}
+
+void join_tracking(Storage& s, const std::vector<std::shared_ptr<Storage>>& roots) {
+  if (roots.empty()) return;
+  for (const auto& r : roots) r->joined.store(true, std::memory_order_relaxed);  // see joined
+  s.tracked_by = roots.front();
+  s.also_tracked_by.assign(roots.begin() + 1, roots.end());
 }
 
 void index_wrapped(const std::shared_ptr<Storage>& s) {
@@ -105,10 +110,7 @@ void index_wrapped(const std::shared_ptr<Storage>& s) {
                 "); wrap the whole buffer once and take views of it, or synchronize and drop the "
                 "other wrappers first");
   }
-  if (!roots.empty()) {
-    s->tracked_by = roots.front();
-    s->also_tracked_by.assign(roots.begin() + 1, roots.end());
-  }
+  join_tracking(*s, roots);
   insert_locked(ix, s);
 }
 

@@ -16,9 +16,12 @@ namespace streamrt::detail {
 inline constexpr std::size_t kMaxTrackingRoots = 4;
 
 // Adds the storages whose tracking records accesses to `x` (x itself, or those it shares) to
-// `roots`, once each, and marks them joined.
+// `roots`, once each.
 void add_tracking_roots(const std::shared_ptr<Storage>& x,
                         std::vector<std::shared_ptr<Storage>>& roots);
+// `s` (not used yet, and joined by none) records its accesses in `roots`' tracking from now on
+// (none: its own), and they are marked joined.
+void join_tracking(Storage& s, const std::vector<std::shared_ptr<Storage>>& roots);
 
 // `s` (just made by from_blob, not yet seen by another thread or used): joins the tracking of
 // every indexed storage overlapping its memory, and is indexed. Throws Error when that would be

@@ -338,31 +338,25 @@ void share_tracking(const Tensor& t, const Tensor& with) {
                 t.device().str() + " and " + with.device().str() + ")");
   }
   const auto& own = detail::TensorAccess::storage(t);
-  std::vector<std::shared_ptr<detail::Storage>> roots;
-  detail::add_tracking_roots(detail::TensorAccess::storage(with), roots);
-  const bool already = std::all_of(roots.begin(), roots.end(), [&](const auto& r) {
-    return r == own || r == own->tracked_by ||
-           std::find(own->also_tracked_by.begin(), own->also_tracked_by.end(), r) !=
-               own->also_tracked_by.end();
+  std::vector<std::shared_ptr<detail::Storage>> mine, theirs;
+  detail::add_tracking_roots(own, mine);
+  detail::add_tracking_roots(detail::TensorAccess::storage(with), theirs);
+  const bool already = std::all_of(theirs.begin(), theirs.end(), [&](const auto& r) {
+    return std::find(mine.begin(), mine.end(), r) != mine.end();
   });
   if (already) return;
   check_can_share(*own);
-  if (own->tracked_by) {
-    // Joined at the wrap (overlapping memory): keeps those, adds `with`'s.
-    std::vector<std::shared_ptr<detail::Storage>> mine;
-    detail::add_tracking_roots(own, mine);
-    for (auto& r : roots) {
-      if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(std::move(r));
-    }
-    roots = std::move(mine);
+  // Joined at the wrap (overlapping memory): keeps those and adds `with`'s; else only `with`'s.
+  if (!own->tracked_by) mine.clear();
+  for (auto& r : theirs) {
+    if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(std::move(r));
   }
-  if (roots.size() > detail::kMaxTrackingRoots) {
+  if (mine.size() > detail::kMaxTrackingRoots) {
     throw Error(api::function("share_tracking") + ": the tensor would share the tracking of " +
-                std::to_string(roots.size()) + " buffers tracked apart (at most " +
+                std::to_string(mine.size()) + " buffers tracked apart (at most " +
                 std::to_string(detail::kMaxTrackingRoots) + ")");
   }
-  own->tracked_by = roots.front();
-  own->also_tracked_by.assign(roots.begin() + 1, roots.end());
+  detail::join_tracking(*own, mine);
 }
 
 }  // namespace streamrt
