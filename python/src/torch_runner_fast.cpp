@@ -126,14 +126,6 @@ struct Entry {
   std::vector<OutSpec> outs;
 };
 
-// Whether every return of `schema` aliases an argument without writing it (a view).
-bool returns_views(const c10::FunctionSchema& schema) {
-  for (const auto& r : schema.returns()) {
-    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) return false;
-  }
-  return !schema.returns().empty();
-}
-
 struct Plan {
   explicit Plan(const c10::OperatorHandle& o) : op(o) {
     const auto& name = o.schema().operator_name();

@@ -171,4 +171,13 @@ Registry& registry();
 //! The start address of `t`'s storage (0 when it has no memory).
 std::uintptr_t storage_base(const at::Tensor& t) noexcept;
 
+//! Whether every return of `schema` aliases an argument without writing it (a view); false for an
+//! op that returns nothing. Never blocks.
+inline bool returns_views(const c10::FunctionSchema& schema) noexcept {
+  for (const auto& r : schema.returns()) {
+    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) return false;
+  }
+  return !schema.returns().empty();
+}
+
 }  // namespace streamrt::python::torch_runner

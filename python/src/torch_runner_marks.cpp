@@ -62,14 +62,6 @@ void unmark_if_idle(const at::Tensor& t) {
   if (!idle(t)) set_key(t.unsafeGetTensorImpl(), true);
 }
 
-bool is_view_or_allocation(const c10::FunctionSchema& schema) {
-  // Returns that alias an argument without writing it (views), or nothing read at all.
-  for (const auto& r : schema.returns()) {
-    if (r.alias_info() == nullptr || r.alias_info()->isWrite()) return false;
-  }
-  return !schema.returns().empty();
-}
-
 bool written(const c10::Argument& a) {
   return a.alias_info() != nullptr && a.alias_info()->isWrite();
 }
@@ -117,7 +109,7 @@ bool register_mark_fallback(std::string* why) {
 void guard(const c10::OperatorHandle& op, const torch::jit::Stack& stack, bool all) {
   const auto& schema = op.schema();
   const auto& args = schema.arguments();
-  const bool view = is_view_or_allocation(schema);
+  const bool view = returns_views(schema);
   const std::size_t first = stack.size() - args.size();
   for (std::size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[first + i];
