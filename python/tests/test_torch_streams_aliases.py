@@ -4,14 +4,12 @@ other's stream work, and their host reads wait for it, on the installing thread 
 that never entered a context. Each test holds the writer behind a gate opened a little later from
 another thread, so a read that did not wait would see the old values."""
 
-import threading
-
 import numpy as np
 import pytest
 
 import streamrt
 from helpers import RENDEZVOUS_S
-from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import Gate, installed, on_another_thread, srt, torch  # noqa: F401
 
 from streamrt import _torch_dispatch
 
@@ -26,25 +24,6 @@ def queued_adds(t, stream, gate):
             t.add_(1)
 
 
-def on_another_thread(fn):
-    """fn() on a thread that never entered a context; its result (or exception)."""
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # handed to the test
-            out["error"] = e
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(RENDEZVOUS_S)
-    assert not thread.is_alive(), "the read never finished"
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
-
-
 @pytest.mark.parametrize("where", ["this thread", "another thread"])
 def test_a_numpy_slice_made_after_the_work_reads_after_it(installed, where):
     if where == "another thread" and _torch_dispatch._mark is None:
@@ -55,8 +34,14 @@ def test_a_numpy_slice_made_after_the_work_reads_after_it(installed, where):
     queued_adds(t1, srt.Stream(), gate)
     t2 = torch.from_numpy(a[4:])  # another start address, made after the work was queued
     gate.open_later()
-    read = (lambda: t2.tolist()) if where == "this thread" else (lambda: on_another_thread(t2.tolist))
-    assert read() == [float(N)] * 4
+    if where == "this thread":
+        got = t2.tolist()
+    else:
+        thread, out = on_another_thread(t2.tolist)
+        thread.join(RENDEZVOUS_S)
+        assert not thread.is_alive() and "error" not in out, out.get("error")
+        got = out["value"]
+    assert got == [float(N)] * 4
 
 
 def test_overlapping_fills_on_two_streams_land_in_issue_order(installed):

@@ -3,12 +3,12 @@ thread, a thread started before install()) waits for the queued work on a tensor
 op or number conversion reads it, and before a write lands under queued readers."""
 
 import operator
-import threading
 
 import pytest
 
 from helpers import RENDEZVOUS_S
-from torch_streams_util import Gate, held_write, installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import (  # noqa: F401  (fixture)
+    Gate, held_write, installed, on_another_thread, srt, torch)
 from streamrt import _torch_dispatch
 
 N = 6
@@ -25,21 +25,6 @@ READS = {
     "operator.index": lambda t: float(operator.index(t.to(torch.int64)[0])),
     "a view taken after the write": lambda t: t[2:4].max().item(),
 }
-
-
-def on_another_thread(fn):
-    """Runs fn() on a new thread that never entered a stream context; returns its result."""
-    out = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001  (reported by the caller)
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
 
 
 def native_or_skip():

@@ -94,6 +94,22 @@ def assert_same_results(expected, got, seeds):
             assert torch.allclose(e, r, rtol=1e-5, atol=1e-6)
 
 
+def on_another_thread(fn):
+    """Runs fn() on a new thread that never entered a stream context; returns the thread and a dict
+    that gets fn's result ("value") or exception ("error")."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001  (reported by the caller)
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
 def held_write(stream, tensor, value):
     """Holds `stream` behind a gate and enqueues `tensor.fill_(value)` on it; returns the gate."""
     gate = Gate().hold(stream)
