@@ -138,6 +138,8 @@ class Registry {
     std::uintptr_t end = 0;  // past the storage's memory
     bool wrapped = false;    // the tracker was made for this memory (not shared: share())
     bool alive() const noexcept;
+    // No storage left and no work pending: its memory was freed (maybe handed out again).
+    bool freed() const noexcept;
   };
   // Under mutex_: moves the tracker of `e` (whose memory was freed) to `dropped`.
   void drop_locked(Entry& e, std::vector<TrackerPtr>& dropped);

@@ -24,12 +24,16 @@ bool Registry::Entry::alive() const noexcept {
   return false;
 }
 
+bool Registry::Entry::freed() const noexcept {
+  return !alive() && host()->tracker_idle(tracker->get());
+}
+
 Registry::Entry* Registry::live(std::uintptr_t base) {
   auto it = entries_.find(base);
   if (it == entries_.end()) return nullptr;
   Entry& e = it->second;
   // Pending work keeps the memory it uses alive, so the address still means this memory.
-  if (e.alive() || !host()->tracker_idle(e.tracker->get())) return &e;
+  if (!e.freed()) return &e;
   return nullptr;
 }
 
@@ -72,7 +76,7 @@ void Registry::drop_dead_overlaps_locked(std::uintptr_t base, std::uintptr_t end
   for (auto it = entries_.begin(); it != entries_.end();) {
     Entry& e = it->second;
     const bool overlaps = it->first < end && e.end > base;
-    if (overlaps && !e.alive() && host()->tracker_idle(e.tracker->get())) {
+    if (overlaps && e.freed()) {
       drop_locked(e, dropped);
       it = entries_.erase(it);
     } else {
@@ -130,7 +134,7 @@ void Registry::maybe_sweep(std::vector<TrackerPtr>& dropped) {
   // Amortised over the insertions: the threshold doubles with what stays.
   if (entries_.size() < sweep_at_) return;
   for (auto it = entries_.begin(); it != entries_.end();) {
-    if (!it->second.alive() && host()->tracker_idle(it->second.tracker->get())) {
+    if (it->second.freed()) {
       drop_locked(it->second, dropped);
       it = entries_.erase(it);
     } else {

@@ -45,6 +45,10 @@ class _Entry:
         self.end = end
         self.wrapped = wrapped
 
+    def freed(self):
+        """No storage left and no work pending: the memory was freed (maybe handed out again)."""
+        return not self.alive() and _C._torch_idle(self.tracker)
+
     def alive(self):
         for w in self.weak:
             if not _expired(w):
@@ -106,7 +110,7 @@ def _live(base):
     e = _entries.get(base)
     if e is None:
         return None
-    if e.alive() or not _C._torch_idle(e.tracker):
+    if not e.freed():
         # Pending work keeps the memory it uses alive, so the address still means this memory.
         return e
     return None
@@ -150,7 +154,7 @@ def _drop_dead_overlaps(base, end):
     # memory freed since (maybe handed out again): a tracker made there must not join them. A walk
     # of every entry, only when a storage that no stream work made is first used. (_lock held.)
     dead = [b for b, e in _entries.items()
-            if b < end and e.end > base and not e.alive() and _C._torch_idle(e.tracker)]
+            if b < end and e.end > base and e.freed()]
     for b in dead:
         _release(_entries.pop(b))
 
@@ -205,7 +209,7 @@ def _maybe_sweep():
     global _sweep_at
     if len(_entries) < _sweep_at:
         return
-    for base in [b for b, e in _entries.items() if not e.alive() and _C._torch_idle(e.tracker)]:
+    for base in [b for b, e in _entries.items() if e.freed()]:
         _release(_entries.pop(base))  # (every writer of _entries holds _lock, as the caller does)
     _sweep_at = max(1024, 2 * len(_entries))
 
