@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/deadline.hpp"
+#include "core/work_thread.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "tracing.hpp"
@@ -97,6 +98,10 @@ CpuBackend::CpuBackend() {
   } catch (const Error&) {
   }
   g_backend = this;
+  // Workers, and host threads while they help a wait, run stream work: what the read checker
+  // allows to touch memory whose writers are still queued.
+  core::set_work_thread_probe(
+      []() noexcept { return WorkerPool::on_worker_thread() || CpuStream::running_any_stream(); });
   default_stream_ = std::allocate_shared<CpuStream>(detail::CachedAllocator<CpuStream>{}, *this,
                                                     Device{DeviceType::CPU, 0}, 0, 0);
   // One backend per process (the registry keeps it for ever), so the handlers are installed once.

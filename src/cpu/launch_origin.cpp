@@ -155,6 +155,10 @@ const char* exchange_launch_origin(const char* origin) noexcept {
   return std::exchange(cpu::tls_launch_origin, origin);
 }
 
+const char* current_launch_origin() noexcept {
+  return cpu::tls_launch_origin;
+}
+
 void set_failure_annotator(FailureAnnotator annotator) noexcept {
   cpu::g_annotator.store(annotator, std::memory_order_release);
 }

@@ -19,6 +19,10 @@ namespace streamrt::impl {
 //! one. Never blocks; affects only this thread.
 STREAMRT_API const char* exchange_launch_origin(const char* origin) noexcept;
 
+//! This thread's launch origin (null for none): for layers that describe a launch before it is
+//! made (the read checker names it). Never blocks; affects nothing.
+STREAMRT_API const char* current_launch_origin() noexcept;
+
 //! The origin of the launches this thread makes while the scope lives: the work items carry it,
 //! and a failure of one names it. `origin` must have static storage ("model.py:12", interned), and
 //! so must the labels launched under it (each label-origin pair is interned by address).
