@@ -9,6 +9,7 @@
 #include "allocator.hpp"
 #include "core/capture.hpp"
 #include "memory_index.hpp"
+#include "read_check.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 
@@ -20,6 +21,7 @@ Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<vo
 
 Storage::~Storage() {
   unindex(*this);
+  ops::read_check::forget(*this);
   if (capacity_ > 0) {
     impl::StreamImpl& owner = *alloc_stream_;
     impl::Backend& backend = owner.backend();

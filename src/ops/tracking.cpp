@@ -14,6 +14,7 @@
 #include "checks.hpp"
 #include "core/capture.hpp"
 #include "memory_index.hpp"
+#include "read_check.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/ops.hpp"
@@ -185,6 +186,17 @@ class LockedUses {
   }
 }
 
+// Hands the written memory to the read checker, with the position the writes were recorded at.
+[[gnu::noinline]] void note_checked_writes(const Stream& s, const char* label, std::uint64_t sid,
+                                           const LockedUses& uses,
+                                           std::span<const Tensor* const> writes) {
+  for (std::size_t i = 0; i < uses.size(); ++i) {
+    if (!uses[i].write) continue;
+    read_check::note_writes(label, s, sid, uses[i].storage->last_write.position, writes);
+    return;
+  }
+}
+
 void submit_on(Stream& s, const char* label, std::span<const Tensor* const> reads,
                std::span<const Tensor* const> writes, EnqueueFn enqueue, void* ctx) {
   // The locks are held until the new accesses are recorded, so two threads submitting ops on the
@@ -194,9 +206,11 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits
   // become graph edges.
   const std::uint64_t sid = capture::tracking_id(si);
+  const bool check = !writes.empty() && read_check::enabled() && !capture::active();
   wait_for_conflicts(s, sid, uses);
   enqueue(ctx, s);
   record_accesses(si, sid, uses);
+  if (check) note_checked_writes(s, label, sid, uses, writes);
 }
 
 // Whether the memory of the storages an op uses could be freed and reused while its kernel is
