@@ -124,11 +124,14 @@ test-tsan: deps
 # run under the same seed), once with everything on one worker. Tests that prove work runs on
 # several workers at once skip themselves under serial, saying why (tests/unit/schedule_util.hpp).
 SCHEDULE_SEED ?= $(shell date +%s)
+# The random stage runs with the read checker on (docs/reliability.md, "The read checker"): a
+# test that touched memory with a queued write through a raw pointer would abort.
 test-schedule:
-	@echo "== STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) (replay: make test-schedule SCHEDULE_SEED=$(SCHEDULE_SEED))"
-	cd $(BUILD) && STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) \
+	@echo "== STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) STREAMRT_READ_CHECK=1 (replay: make test-schedule SCHEDULE_SEED=$(SCHEDULE_SEED))"
+	cd $(BUILD) && STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) STREAMRT_READ_CHECK=1 \
 	  ctest --output-on-failure --timeout 600 -L runtime -j $(JOBS)
-	STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) $(MAKE) --no-print-directory test-python
+	STREAMRT_SCHEDULE=random:$(SCHEDULE_SEED) STREAMRT_READ_CHECK=1 $(MAKE) --no-print-directory \
+	  test-python
 	@echo "== STREAMRT_SCHEDULE=serial"
 	cd $(BUILD) && STREAMRT_SCHEDULE=serial \
 	  ctest --output-on-failure --timeout 600 -L runtime -j $(JOBS)
@@ -149,13 +152,14 @@ test-asan: build-asan
 	  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 	  ctest --output-on-failure --timeout 900 -L runtime -j $(JOBS)
 
-# libFuzzer over the API (fuzz/), from the ASan+UBSan build: FUZZ_SECONDS of fuzzing. A
-# crash, a hang (-timeout), a leak or a sanitizer report fails the stage; libFuzzer leaves the
-# reproducer in build-asan/ (replay: build-asan/fuzz/streamrt_fuzz <file>).
+# libFuzzer over the API (fuzz/), from the ASan+UBSan build, with the read checker on:
+# FUZZ_SECONDS of fuzzing. A crash, a hang (-timeout), a leak or a sanitizer report fails the
+# stage; libFuzzer leaves the reproducer in build-asan/ (replay: build-asan/fuzz/streamrt_fuzz
+# <file>).
 FUZZ_SECONDS ?= 60
 test-fuzz: build-asan
 	rm -rf build-asan/corpus && mkdir -p build-asan/corpus
-	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+	cd build-asan && UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" STREAMRT_READ_CHECK=1 \
 	  ASAN_OPTIONS="allocator_may_return_null=1" ./fuzz/streamrt_fuzz \
 	  -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
 	  -artifact_prefix=./ corpus 2> fuzz.log || { tail -n 80 fuzz.log; exit 1; }

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -179,25 +180,36 @@ void run_exit_child(const std::string& steps) {
 
 // Fills through wraps of overlapping ranges of one buffer (other start addresses, other sizes)
 // on two fresh streams: the writes must land in the order they were issued, as the sequential
-// model applies them.
+// model applies them. Ranges are whole pages of page-aligned memory, so that under the read
+// checker (STREAMRT_READ_CHECK=1) the checker closes them and the workers open them again.
 void overlapping_fills(Bytes& in) {
-  constexpr int kLen = 16;
-  std::vector<double> buffer(kLen, 0.0), model(kLen, 0.0);
+  constexpr std::size_t kPage = 4096;
+  constexpr int kPerPage = static_cast<int>(kPage / sizeof(double));
+  constexpr int kPages = 4;
+  constexpr int kLen = kPages * kPerPage;
+  std::unique_ptr<double, decltype(&std::free)> buffer(
+      static_cast<double*>(std::aligned_alloc(kPage, kPages * kPage)), &std::free);
+  std::fill(buffer.get(), buffer.get() + kLen, 0.0);
+  std::vector<double> model(kLen, 0.0);
   streamrt::Stream streams[2];
   std::vector<streamrt::Tensor> wraps;
   for (int i = 0, n = 2 + static_cast<int>(in.pick(3)); i < n; ++i) {
-    const int start = static_cast<int>(in.pick(kLen));
-    const int len = 1 + static_cast<int>(in.pick(static_cast<unsigned>(kLen - start)));
-    wraps.push_back(streamrt::from_blob(buffer.data() + start, {len}, streamrt::DType::Float64));
+    const int start = kPerPage * static_cast<int>(in.pick(static_cast<unsigned>(kPages)));
+    const int len =
+        kPerPage *
+        (1 + static_cast<int>(in.pick(static_cast<unsigned>(kPages - start / kPerPage))));
+    wraps.push_back(streamrt::from_blob(buffer.get() + start, {len}, streamrt::DType::Float64));
     const double value = i + 1;
     {
       streamrt::StreamContext ctx(streams[in.pick(2)]);
       wraps.back().fill_(value);
     }
-    for (int k = start; k < start + len; ++k) model[static_cast<std::size_t>(k)] = value;
+    std::fill(model.begin() + start, model.begin() + start + len, value);
   }
   for (auto& s : streams) s.synchronize();
-  if (buffer != model) finding("writes through overlapping wraps landed out of issue order");
+  if (!std::equal(model.begin(), model.end(), buffer.get())) {
+    finding("writes through overlapping wraps landed out of issue order");
+  }
 }
 
 }  // namespace
