@@ -102,8 +102,13 @@ def tracked():
 
 
 def base_of(t):
-    """The start address of `t`'s storage (0 for a tensor without memory)."""
-    return _data_ptr(t) - _storage_offset(t) * _element_size(t)
+    """The start address of `t`'s storage (0 for a tensor without memory: torch.compile's fake and
+    functional tensors refuse to give a data pointer)."""
+    try:
+        ptr = _data_ptr(t)
+    except RuntimeError:
+        return 0
+    return ptr - _storage_offset(t) * _element_size(t)
 
 
 def _live(base):

@@ -29,6 +29,7 @@ import streamrt as _pkg
 
 from . import _streamrt as _C
 from . import _torch_compat as _compat
+from . import _torch_compile
 from . import _torch_dispatch as _dispatch
 from . import _torch_tracking as _tracking
 
@@ -368,6 +369,8 @@ def install(cuda=False):
         _patch(_torch, "asarray", _asarray(_torch.asarray))
         for name in ("from_numpy", "frombuffer"):
             _patch(_torch, name, _adopting(getattr(_torch, name)))
+        if hasattr(_torch, "compile"):
+            _patch(_torch, "compile", _torch_compile.wrap_compile(_torch.compile))
         _settings["threads"] = _torch.get_num_threads()
         _torch.set_num_threads(1)
         # One OpenBLAS thread per call (process-wide: OpenBLAS has no per-thread setting): each
