@@ -26,6 +26,7 @@ import torch
 
 from . import _streamrt as _C
 from . import _torch_compat as _compat
+from . import _torch_meta_fixes as _meta_fixes
 from . import _torch_tracking as _tracking
 
 # Failures of torch ops run on streams name the user's line, not torch's Python wrappers
@@ -341,7 +342,7 @@ def _infer(func, plan, args, kwargs):
     if plan.device_kw:
         mkwargs["device"] = _meta  # a factory: make the meta twin (None meant the CPU)
     try:
-        r = func(*margs, **mkwargs)
+        r = _meta_fixes.correct(func, margs, func(*margs, **mkwargs))
     except Exception:
         # No meta kernel, or an error: the host op gives exactly eager torch's behaviour.
         return _HOST_RESULT
