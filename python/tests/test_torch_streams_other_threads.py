@@ -1,9 +1,12 @@
 """Pending state travels with the tensor: a thread that never entered a stream context (a logging
 thread, a thread started before install()) waits for the queued work on a tensor before any torch
-op or number conversion reads it, and before a write lands under queued readers."""
+op, number conversion or buffer protocol reads it, and before a write lands under queued
+readers."""
 
 import operator
+import struct
 
+import numpy as np
 import pytest
 
 from helpers import RENDEZVOUS_S
@@ -24,6 +27,15 @@ READS = {
     "bool": lambda t: 5.0 if bool(t[0] == 5) else 0.0,
     "operator.index": lambda t: float(operator.index(t.to(torch.int64)[0])),
     "a view taken after the write": lambda t: t[2:4].max().item(),
+    "complex(t[0])": lambda t: complex(t[0]).real,
+    "format(t[0])": lambda t: float(format(t[0], ".1f")),
+    "repr": lambda t: 5.0 if "5." in repr(t) else 0.0,
+    "tolist": lambda t: t.tolist()[0],
+    "t.numpy()": lambda t: float(t.numpy()[0]),
+    "numpy.asarray": lambda t: float(np.asarray(t)[0]),
+    "numpy.from_dlpack": lambda t: float(np.from_dlpack(t)[0]),
+    "memoryview of t.numpy()": lambda t: struct.unpack_from("f", memoryview(t.numpy()))[0],
+    "bytes of t.numpy()": lambda t: struct.unpack_from("f", bytes(t.numpy()))[0],
 }
 
 
