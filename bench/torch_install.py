@@ -276,13 +276,16 @@ def ensemble_breakdown(args, nets, data, streams, steps):
             s.synchronize()
         return t
 
+    native = srt._dispatch._native
+    probes = native.Probe
+
     def probe(n):
         def run():
-            srt._dispatch._native._set_probe(n)
+            native._set_probe(n)
             try:
                 t = host_time(body)
             finally:
-                srt._dispatch._native._set_probe(0)
+                native._set_probe(probes.OFF)
             for s in streams:
                 s.synchronize()
             return t
@@ -293,7 +296,8 @@ def ensemble_breakdown(args, nets, data, streams, steps):
             return host_time(lambda: [step(net, opt, *data[i]) for _ in range(steps)
                                       for i, (net, opt) in enumerate(nets)])
 
-    cases = {"eager": eager, "kernels run by the host": probe(2), "no kernels": probe(3),
+    cases = {"eager": eager, "kernels run by the host": probe(probes.WORK),
+             "no kernels": probe(probes.NO_KERNEL),
              "held": held}
     times = {name: [] for name in cases}
     for rep in range(args.reps + 1):
@@ -376,7 +380,7 @@ def host(args):
         return lambda: native._set_probe(n)
 
     def probe_off():
-        native._set_probe(0)
+        native._set_probe(native.Probe.OFF)
 
     def dispatch_mode_path():
         srt._dispatch.set_fast(False)
@@ -400,9 +404,9 @@ def host(args):
     cases = {"guard": (None, None, False)}
     fast = srt._dispatch._fast is not None
     if fast:
-        cases["probe: entry"] = (probe(1), probe_off, True)
-        cases["probe: work"] = (probe(2), probe_off, True)
-        cases["probe: work, no kernel"] = (probe(3), probe_off, True)
+        cases["probe: entry"] = (probe(native.Probe.ENTRY), probe_off, True)
+        cases["probe: work"] = (probe(native.Probe.WORK), probe_off, True)
+        cases["probe: work, no kernel"] = (probe(native.Probe.NO_KERNEL), probe_off, True)
         cases["fast path, held"] = (hold, release, True)
         cases["fast path, held, no origins"] = (no_origins(hold), origins_again(release), True)
         cases["mode path, held"] = (lambda: (dispatch_mode_path(), hold()),

@@ -726,8 +726,6 @@ _C._set_torch_runtime(_Exclude)
 # run with no GIL at all, trackers live in its C++ registry, and small ops seen before are enqueued
 # by its fast path without Python (torch_runner_fast.cpp), taught by enqueue() above. Without it
 # work items call the op through Python (bind_torch.cpp) and everything else is this file's.
-_FAST_META, _FAST_HOST = 1, 2  # teach_kind
-_FAST_WRITE, _FAST_OUT, _FAST_COPY = 0, 1, 2  # teach
 # why there is no fast path, or None
 fast_unavailable = "streamrt._streamrt_torch is not built (`pip install -v` says why)"
 _native = None
@@ -754,6 +752,9 @@ if _native is not None:
     _native.set_handler(_from_fast_path)
     _native.set_waiter(_tracking.wait_host)
     _C._set_torch_runner(_native.runner)
+    # What teach_kind and teach take: torch_runner_fast.hpp's enums, as the module binds them.
+    _FAST_META, _FAST_HOST = _native.Kind.META, _native.Kind.HOST
+    _FAST_WRITE, _FAST_OUT, _FAST_COPY = _native.Mode.WRITE, _native.Mode.OUT, _native.Mode.COPY
     _ok, _why = _native.connect(_C._torch_host())
     fast_unavailable = None if _ok else f"torch refused the fast path's dispatch key: {_why}"
 
