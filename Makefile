@@ -209,9 +209,9 @@ test-pip: deps
 	  print("pip-installed streamrt", streamrt.__version__, "from", streamrt.__file__)'
 	cd build-venv && bin/python -c 'import streamrt.distributed as d; \
 	  assert d._mpi is not None, "the pip install has no streamrt.distributed: %s" % d._import_error'
-	cd build-venv && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
-	  assert d._native is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"; \
-	  assert d.fast_unavailable is None, d.fast_unavailable'
+	cd build-venv && bin/python -c 'import streamrt.torch, streamrt._torch_submit as s; \
+	  assert s.native() is not None, "the pip install has no streamrt._streamrt_torch (libtorch-dev)"; \
+	  assert s.unavailable("fast") is None, s.unavailable("fast")'
 	cd build-venv && bin/python -m streamrt | tee version.txt
 	grep -q "^library: $(CURDIR)/build-venv/lib/" build-venv/version.txt
 	cd build-venv && bin/streamrt --help | grep -q "^  demo "
@@ -240,10 +240,10 @@ test-pip: deps
 # fast path, and streamrt.torch must run the seed example through Python.
 PIP_TORCH2_DIR = $$(build-venv-torch2/bin/python -c 'import sysconfig; \
   print(sysconfig.get_path("purelib"))')/torch
-PIP_TORCH2_CHECK := import torch, streamrt.torch, streamrt._torch_dispatch as d; \
-  assert d._native is not None, "no streamrt._streamrt_torch: " + str(d.fast_unavailable); \
-  assert d._native.built_for == torch.__version__, (d._native.built_for, torch.__version__); \
-  assert d.fast_unavailable is None, d.fast_unavailable; \
+PIP_TORCH2_CHECK := import torch, streamrt.torch, streamrt._torch_submit as s; \
+  assert s.native() is not None, "no streamrt._streamrt_torch: " + str(s.unavailable("runner")); \
+  assert s.native().built_for == torch.__version__, (s.native().built_for, torch.__version__); \
+  assert s.unavailable("fast") is None, s.unavailable("fast"); \
   print("streamrt", streamrt.__version__, "fast path for torch", torch.__version__, "from", \
   streamrt.__file__)
 PIP_TORCH2_VENV = $(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --no-index \
@@ -277,8 +277,8 @@ test-pip-torch2: torch2-venv
 	  2>&1 || { tail -n 80 build-venv-torch2/headerless.log; exit 1; }
 	grep "^ *streamrt: .*(streamrt.torch's fast path) not built: .* has no C++ headers" \
 	  build-venv-torch2/headerless.log
-	cd build-venv-torch2 && bin/python -c 'import streamrt.torch, streamrt._torch_dispatch as d; \
-	  assert d._native is None, d._native'
+	cd build-venv-torch2 && bin/python -c 'import streamrt.torch, streamrt._torch_submit as s; \
+	  assert s.native() is None, s.native()'
 	cd build-venv-torch2 && bin/python $(CURDIR)/examples/python/seed_torch_streams.py \
 	  > seed-headerless.txt 2>&1 || { cat seed-headerless.txt; exit 1; }
 	cd $(PIP_TORCH2_DIR) && mv include.hidden include

@@ -30,8 +30,21 @@ import torch
 
 import streamrt
 import streamrt.torch as srt
+from streamrt import _torch_mode, _torch_submit
 
 CORES = os.cpu_count() or 1
+
+
+def has_fast_path():
+    """Whether streamrt.torch submits through the fast path now."""
+    return _torch_mode.path().guard is not None
+
+
+def use_fast_path(on):
+    """The fast path on (the best submission path here) or off: the dispatch mode guards threads
+    then, with the kernel runner where it was built."""
+    off = "runner" if _torch_submit.native() is not None else "python"
+    _torch_mode.use(None if on else off)
 
 
 def timed(fn, reps):
@@ -200,7 +213,7 @@ def ensemble(args, width, batch):
           f" eager (1 thread), {m['eager (default threads)'] / m['two processes (ceiling)']:5.2f}x eager"
           f" defaults; one stream each reaches "
           f"{m['two processes (ceiling)'] / m['one stream each'] * 100:5.1f}% of it")
-    if srt._dispatch._fast is not None:
+    if has_fast_path():
         ensemble_breakdown(args, nets, data, streams, steps)
 
 
@@ -276,13 +289,16 @@ def ensemble_breakdown(args, nets, data, streams, steps):
             s.synchronize()
         return t
 
+    native = _torch_submit.native()
+    probes = native.Probe
+
     def probe(n):
         def run():
-            srt._dispatch._native._set_probe(n)
+            native._set_probe(n)
             try:
                 t = host_time(body)
             finally:
-                srt._dispatch._native._set_probe(0)
+                native._set_probe(probes.OFF)
             for s in streams:
                 s.synchronize()
             return t
@@ -293,7 +309,8 @@ def ensemble_breakdown(args, nets, data, streams, steps):
             return host_time(lambda: [step(net, opt, *data[i]) for _ in range(steps)
                                       for i, (net, opt) in enumerate(nets)])
 
-    cases = {"eager": eager, "kernels run by the host": probe(2), "no kernels": probe(3),
+    cases = {"eager": eager, "kernels run by the host": probe(probes.WORK),
+             "no kernels": probe(probes.NO_KERNEL),
              "held": held}
     times = {name: [] for name in cases}
     for rep in range(args.reps + 1):
@@ -334,7 +351,7 @@ def host(args):
     batches = 60 if args.quick else 400
     a, b = torch.randn(64, 64), torch.randn(64, 64)
     s = torch.cpu.Stream()
-    native = srt._dispatch._native
+    native = _torch_submit.native()
 
     def loop():
         for _ in range(batch):
@@ -376,13 +393,13 @@ def host(args):
         return lambda: native._set_probe(n)
 
     def probe_off():
-        native._set_probe(0)
+        native._set_probe(native.Probe.OFF)
 
     def dispatch_mode_path():
-        srt._dispatch.set_fast(False)
+        use_fast_path(False)
 
     def fast_path():
-        srt._dispatch.set_fast(True)
+        use_fast_path(True)
 
     def no_origins(then):
         # Launches without reading the user's line (failures name no line): its cost, A/B.
@@ -398,11 +415,11 @@ def host(args):
     cases["pass-through mode"] = (mode_on, mode_off, False)
     plain = dict(cases)
     cases = {"guard": (None, None, False)}
-    fast = srt._dispatch._fast is not None
+    fast = has_fast_path()
     if fast:
-        cases["probe: entry"] = (probe(1), probe_off, True)
-        cases["probe: work"] = (probe(2), probe_off, True)
-        cases["probe: work, no kernel"] = (probe(3), probe_off, True)
+        cases["probe: entry"] = (probe(native.Probe.ENTRY), probe_off, True)
+        cases["probe: work"] = (probe(native.Probe.WORK), probe_off, True)
+        cases["probe: work, no kernel"] = (probe(native.Probe.NO_KERNEL), probe_off, True)
         cases["fast path, held"] = (hold, release, True)
         cases["fast path, held, no origins"] = (no_origins(hold), origins_again(release), True)
         cases["mode path, held"] = (lambda: (dispatch_mode_path(), hold()),
@@ -471,7 +488,7 @@ def host(args):
               " less added host time")
     else:
         row("enqueued, dispatch mode's path, held", "mode path, held",
-            f"  (target <= +15; fast path unavailable: {srt._dispatch.fast_unavailable})")
+            f"  (target <= +15; fast path unavailable: {_torch_submit.unavailable('fast')})")
         row("  the same, origins not read", "mode path, held, no origins")
     print(f"  enqueued and run (host + workers)  {run:6.2f} us (+{run - eager_w:5.2f}) "
           f"(median of {args.reps} x {n_run})")
@@ -518,7 +535,7 @@ def guard_toll(args):
         return statistics.median(loop() for _ in range(9))
 
     def installed(fast):
-        srt._dispatch.set_fast(fast)
+        use_fast_path(fast)
         srt.install()
         with torch.cpu.StreamContext(s):
             a.add_(0)
@@ -527,7 +544,7 @@ def guard_toll(args):
         return per_op()
 
     guards = {"C++ guard": True, "dispatch-mode guard": False}
-    if srt._dispatch._native is None or srt._dispatch.fast_unavailable is not None:
+    if _torch_submit.unavailable("fast") is not None:
         guards = {"dispatch-mode guard": False}
     res = {name: [] for name in ["eager"] + list(guards)}
     for _ in range(args.reps):  # alternated: drifting load hits every case alike
@@ -536,7 +553,7 @@ def guard_toll(args):
         for name, fast in guards.items():
             res[name].append(installed(fast))
             srt.uninstall()
-    srt._dispatch.set_fast(True)
+    use_fast_path(True)
     srt.install()
     eager = statistics.median(res["eager"])
     print(f"eager op outside contexts after install() (64x64 add, loops of {n}, medians):")

@@ -85,7 +85,8 @@ void bind_memory(py::module_& m);
 //! Graph, Stream.is_capturing and is_current_stream_capturing (bind_graph.cpp).
 void bind_graph(py::module_& m);
 
-//! The native support of streamrt.torch: its tracker registry and work items (bind_torch.cpp).
+//! The native support of streamrt.torch: its tracker registry and work items
+//! (torch/bind_torch.cpp).
 void bind_torch(py::module_& m);
 
 }  // namespace streamrt::python

@@ -73,3 +73,29 @@ REALLOCATING_OUT = frozenset(
     for n in ("mse_loss smooth_l1_loss huber_loss soft_margin_loss"
               + (" binary_cross_entropy" if VERSION >= (2, 0) else "")).split()
 )
+
+# Op tags that make an op a host op (random numbers, data-dependent results, metadata changes),
+# those this torch has. (dynamic_output_shape is not among them: it marks aten::index, whose meta
+# kernel infers the result for integer indices and refuses boolean masks, which then run as host
+# ops.)
+HOST_TAGS = tuple(
+    getattr(torch.Tag, n)
+    for n in ("nondeterministic_seeded", "data_dependent_output", "inplace_view")
+    if hasattr(torch.Tag, n)
+)
+
+#: The quantized dtypes this torch has (quint2x4 is newer than 1.13's first releases).
+QUANTIZED_DTYPES = frozenset(
+    getattr(torch, n) for n in ("quint8", "qint8", "qint32", "quint4x2", "quint2x4")
+    if hasattr(torch, n))
+
+#: The dispatch keys a work item excludes besides those excluded where its op was called:
+#: autocast (applied on the host already), and the Python keys and the fake-tensor ones, so that an
+#: item run on a thread that has a dispatch mode set never reaches Python. 2.x added some
+#: (PythonDispatcher, PreDispatch); those this torch has.
+WORK_ITEM_EXCLUDED_KEYS = tuple(
+    getattr(torch._C.DispatchKey, n)
+    for n in ("AutocastCPU", "AutocastCUDA", "AutocastXPU", "Python", "PythonTLSSnapshot",
+              "PythonDispatcher", "PreDispatch", "Fake", "DeferredInit")
+    if getattr(torch._C.DispatchKey, n, None) is not None
+)

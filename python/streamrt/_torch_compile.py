@@ -17,7 +17,7 @@ import torch
 from torch.utils import _pytree
 
 from . import _torch_compat as _compat
-from . import _torch_dispatch as _dispatch
+from . import _torch_mode as _mode
 from . import _torch_tracking as _tracking
 
 
@@ -34,18 +34,18 @@ def _tensors(args, kwargs, module):
 def _eager_here():
     """No stream context intercepts this thread's ops meanwhile (the fast path's fallback and the
     dispatch mode are taken off and put back), so dynamo and inductor see plain eager torch."""
-    tls = _dispatch.tls
-    fast = _dispatch._native if tls.depth > 0 and _dispatch._fast is not None else None
+    tls = _mode.tls
+    fast = tls.active
     mode = tls.armed and tls.guard is None and not tls.mode_off
     if fast is not None:
         fast.set_active(False)
     if mode:
-        _compat.pop_mode(_dispatch.MODE)
+        _compat.pop_mode(_mode.MODE)
     try:
         yield
     finally:
         if mode:
-            _compat.push_mode(_dispatch.MODE)
+            _compat.push_mode(_mode.MODE)
         if fast is not None:
             fast.set_active(True)
 

@@ -30,7 +30,7 @@ import streamrt as _pkg
 from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_compile
-from . import _torch_dispatch as _dispatch
+from . import _torch_mode as _mode
 from . import _torch_tracking as _tracking
 
 __all__ = [
@@ -145,12 +145,12 @@ def _restore():
 
 def _wrap_enter(orig, is_context):
     def __enter__(self):
-        active = _dispatch.installed and (not is_context or self.stream is not None)
+        active = _mode.installed and (not is_context or self.stream is not None)
         if active:
-            _dispatch.arm()
+            _mode.arm()
         result = orig(self)
         if active:
-            _dispatch.context_entered()
+            _mode.context_entered()
         return result
 
     return __enter__
@@ -160,7 +160,7 @@ def _wrap_exit(orig, is_context):
     def __exit__(self, *exc):
         result = orig(self, *exc)
         if not is_context or self.stream is not None:
-            _dispatch.context_left()
+            _mode.context_left()
         return result
 
     return __exit__
@@ -243,8 +243,8 @@ def _adopt(r):
     nbytes = _compat.untyped_storage(r).nbytes()
     if nbytes and _C._memory_tracked(_tracking.base_of(r), nbytes):
         h = _tracking.tracker(r)
-        if h is not None and not _C._torch_idle(h) and _dispatch._mark is not None:
-            _dispatch._mark([r])
+        if h is not None and not _C._torch_idle(h):
+            _mode.path().mark([r])
     return r
 
 
@@ -327,7 +327,7 @@ def _torch_cpu_names(cuda):
 
 def is_installed():
     """True between install() and uninstall()."""
-    return _dispatch.installed
+    return _mode.installed
 
 
 def install(cuda=False):
@@ -346,7 +346,7 @@ def install(cuda=False):
     streams too, so code written for CUDA streams runs unchanged. Blocks only to set up; not for
     use while another thread runs torch ops."""
     with _lock:
-        if _dispatch.installed:
+        if _mode.installed:
             return
         if cuda and _torch.cuda.is_available():
             raise RuntimeError(
@@ -378,9 +378,10 @@ def install(cuda=False):
         _settings["blas"] = _pkg._blas_threads()
         _pkg._set_blas_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
-        _dispatch.set_installed(True)
-        _dispatch._update_fast()
-        _dispatch.arm()
+        if _mode.path() is None:
+            _mode.use()  # the best submission path available here (_torch_submit.py)
+        _mode.set_installed(True)
+        _mode.arm()
 
 
 # How long uninstall() waits for other threads' enqueues that started before it switched off.
@@ -391,9 +392,8 @@ def _stop_enqueues():
     # Switches enqueuing off, waits for the enqueues already started on other threads, and then for
     # their work, so that no torch work is pending once uninstall() has returned (a host read of
     # its result would no longer wait). The failure of that late work, or None.
-    _dispatch.set_installed(False)
-    _dispatch._update_fast()
-    if not _dispatch.quiesce(_QUIESCE_S):
+    _mode.set_installed(False)
+    if not _mode.quiesce(_QUIESCE_S):
         return RuntimeError(
             f"streamrt.torch.uninstall(): another thread was still enqueuing a torch op after "
             f"{_QUIESCE_S:.0f} s; streamrt.torch is uninstalled, but that op's work may still be "
@@ -411,7 +411,7 @@ def uninstall():
     threads enqueue meanwhile are waited for too (their failure is raised once everything is
     restored); ops after the switch run as eager torch."""
     with _lock:
-        if not _dispatch.installed:
+        if not _mode.installed:
             return
         _C.synchronize()
         late = _stop_enqueues()
@@ -421,7 +421,7 @@ def uninstall():
         blas = _settings.pop("blas", None)
         if blas is not None:
             _pkg._set_blas_threads(blas)
-        _dispatch.disarm()
+        _mode.disarm()
         _tracking.sweep()
         if late is not None:
             raise late

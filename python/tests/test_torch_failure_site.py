@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from streamrt import _torch_dispatch
+from streamrt import _torch_mode
 from torch_streams_util import installed, srt, torch  # noqa: F401  (fixture)
 
 HERE = os.path.basename(__file__)
@@ -53,9 +53,9 @@ def test_the_line_is_the_users_not_torchs_python_wrappers(installed):
 
 
 def test_the_fast_path_names_the_line_too(installed):
-    if _torch_dispatch._fast is None:
+    if _torch_mode.path().guard is None:
         pytest.skip("the fast path is part of _streamrt_torch's native path")
-    fast_ops = _torch_dispatch._native.fast_counts
+    fast_ops = _torch_mode.path().native.fast_counts
     x = torch.arange(5.0)
     good, bad = torch.tensor([0, 1]), torch.tensor([0, 50])
     s = torch.cpu.Stream()

@@ -11,7 +11,7 @@ import streamrt
 from helpers import RENDEZVOUS_S
 from torch_streams_util import Gate, installed, on_another_thread, srt, torch  # noqa: F401
 
-from streamrt import _torch_dispatch
+from streamrt import _torch_mode
 
 N = 20
 
@@ -26,7 +26,7 @@ def queued_adds(t, stream, gate):
 
 @pytest.mark.parametrize("where", ["this thread", "another thread"])
 def test_a_numpy_slice_made_after_the_work_reads_after_it(installed, where):
-    if where == "another thread" and _torch_dispatch._mark is None:
+    if where == "another thread" and _torch_mode.path().native is None:
         pytest.skip("threads that never entered a context are guarded by the native marks only")
     a = np.zeros(8, dtype=np.float32)
     t1 = torch.from_numpy(a)

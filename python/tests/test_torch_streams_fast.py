@@ -11,21 +11,21 @@ import sys
 import pytest
 
 import streamrt
-from streamrt import _torch_dispatch
+from streamrt import _torch_mode, _torch_submit
 from torch_streams_util import (  # noqa: F401  (fixture)
-    Gate, assert_same_results, first_then_second, installed, run_per_seed, srt, torch)
+    Gate, assert_same_results, first_then_second, installed, run_per_seed, srt, torch, use_path)
 
 
 @pytest.fixture
 def fast(installed):
-    if _torch_dispatch._enqueue_native is None:
+    if _torch_mode.path().native is None:
         pytest.skip("the fast path is part of _streamrt_torch's native path")
-    assert _torch_dispatch._fast is not None, _torch_dispatch.fast_unavailable
+    assert _torch_mode.path().guard is not None, _torch_submit.unavailable("fast")
     return installed
 
 
 def fast_ops():
-    return _torch_dispatch._native.fast_counts()[0]
+    return _torch_submit.native().fast_counts()[0]
 
 
 def warm(stream, fn, times=3):
@@ -293,7 +293,7 @@ def test_uninstall_stops_the_fast_path(fast):
 
 
 def test_the_registry_hand_over_keeps_shares(fast):
-    # set_native() hands the tracker registry over between its C++ and Python forms: memory
+    # Switching paths hands the tracker registry over between its C++ and Python forms: memory
     # shared with a streamrt tensor before is still tracked once after, both ways.
     s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()
     x = streamrt.zeros(64)
@@ -310,7 +310,7 @@ def test_the_registry_hand_over_keeps_shares(fast):
 
     for native in (False, True):
         srt.uninstall()
-        assert _torch_dispatch.set_native(native) == native
+        use_path("native" if native else "python")
         srt.install()
         check(4.0 + native)
 
@@ -320,8 +320,8 @@ import sys
 import torch
 import streamrt
 import streamrt.torch as srt
-from streamrt import _torch_dispatch
-_torch_dispatch.set_native(sys.argv[1] == "runner")
+from streamrt import _torch_mode
+_torch_mode.use(None if sys.argv[1] == "native" else "python")
 srt.install()
 a = torch.randn(64, 32)
 s = torch.cpu.Stream()
@@ -340,12 +340,12 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("path", ["runner", "python"])
+@pytest.mark.parametrize("path", ["native", "python"])
 def test_ops_returning_several_out_tensors_keep_them_alive(path):
     # max/sort/topk return a tuple of references to their out= tensors; the work item's copies of
     # those must outlive torch's boxed call (a use after free, then a double free, otherwise). In
     # a child: the failure this guards against aborts the process.
-    if path == "runner" and _torch_dispatch._native is None:
+    if path == "native" and _torch_submit.native() is None:
         pytest.skip("_streamrt_torch was not built")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(
         streamrt.__file__))))

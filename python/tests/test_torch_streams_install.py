@@ -10,9 +10,10 @@ import pytest
 
 import streamrt
 from helpers import RENDEZVOUS_S
-from torch_streams_util import PATHS, Gate, installed, srt, torch  # noqa: F401  (fixture)
+from torch_streams_util import (  # noqa: F401  (fixture)
+    PATHS, Gate, installed, srt, torch, use_path)
 
-from streamrt import _torch_dispatch
+from streamrt import _torch_mode, _torch_submit
 
 NAMES = ("Stream", "Event", "StreamContext", "stream", "current_stream", "synchronize")
 
@@ -220,10 +221,8 @@ def test_the_native_part_is_built_where_the_build_says_so():
     # failed to build or to load would otherwise only drop the runner from the parametrized tests.
     if not os.environ.get("STREAMRT_EXPECT_TORCH_NATIVE"):
         pytest.skip("STREAMRT_EXPECT_TORCH_NATIVE is not set (make test-python sets it)")
-    from streamrt import _torch_dispatch
-
-    assert _torch_dispatch._native is not None, _torch_dispatch.fast_unavailable
-    assert _torch_dispatch._native.built_for == torch.__version__
+    assert _torch_submit.native() is not None, _torch_submit.unavailable("runner")
+    assert _torch_submit.native().built_for == torch.__version__
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -233,7 +232,7 @@ def test_uninstall_leaves_no_op_of_another_thread_pending(workers, path):
     # tolist(), no longer wait then). An op that checked for install() just before the switch and
     # enqueued just after uninstall()'s synchronize did stay pending (about 1 trial in 60).
     workers(2)
-    _torch_dispatch.set_native(path == "runner")
+    use_path(path)
     try:
         for trial in range(200):
             srt.install()
@@ -260,7 +259,7 @@ def test_uninstall_leaves_no_op_of_another_thread_pending(workers, path):
             thread.join(RENDEZVOUS_S)
             assert not pending, f"trial {trial}: another thread's op was pending after uninstall()"
     finally:
-        _torch_dispatch.set_native(True)
+        _torch_mode.use()
 
 
 class _Sub(torch.Tensor):
@@ -269,7 +268,7 @@ class _Sub(torch.Tensor):
 
 def test_tensor_subclasses_work_after_install(installed):
     x = torch.ones(4)
-    if _torch_dispatch._fast is None and TORCH_1:
+    if _torch_mode.path().guard is None and TORCH_1:
         # The dispatch mode's path guards this thread with a mode, under which torch 1.13 makes
         # no subclass (docs/torch.md, "Limits").
         with pytest.raises(RuntimeError, match="already associated to a python object"):
@@ -278,7 +277,7 @@ def test_tensor_subclasses_work_after_install(installed):
     y = x.as_subclass(_Sub) + 1
     assert type(y) is _Sub and y.tolist() == [2.0] * 4
     assert type(x + torch.ones(4).as_subclass(_Sub)) is _Sub
-    if _torch_dispatch._fast is None:
+    if _torch_mode.path().guard is None:
         return  # the dispatch mode's path: inside a context, see docs/torch.md, "Limits"
     s = torch.cpu.Stream()
     with torch.cpu.StreamContext(s):

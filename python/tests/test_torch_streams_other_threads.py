@@ -12,7 +12,7 @@ import pytest
 from helpers import RENDEZVOUS_S
 from torch_streams_util import (  # noqa: F401  (fixture)
     Gate, held_write, installed, on_another_thread, srt, torch)
-from streamrt import _torch_dispatch
+from streamrt import _torch_mode
 
 N = 6
 
@@ -40,7 +40,7 @@ READS = {
 
 
 def native_or_skip():
-    if _torch_dispatch._mark is None:
+    if _torch_mode.path().native is None:
         pytest.skip("pending marks are part of _streamrt_torch's native path")
 
 
@@ -92,7 +92,8 @@ def test_the_mark_goes_once_the_work_is_done(installed):
     plain = torch.zeros(N)
     with torch.cpu.StreamContext(s):
         x.add_(1)
-    assert _torch_dispatch._native.marked(x) and not _torch_dispatch._native.marked(plain)
+    native = _torch_mode.path().native
+    assert native.marked(x) and not native.marked(plain)
     s.synchronize()
     x.sum()  # the first op after the work finds nothing pending and drops the mark
-    assert not _torch_dispatch._native.marked(x)
+    assert not native.marked(x)

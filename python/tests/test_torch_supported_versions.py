@@ -59,8 +59,9 @@ def test_without_the_fast_path_streamrt_torch_runs_through_python():
 
         sys.meta_path.insert(0, NoTorchExtension())
         import torch
-        import streamrt.torch, streamrt._torch_dispatch as d
-        assert d._native is None and d.fast_unavailable, (d._native, d.fast_unavailable)
+        import streamrt.torch, streamrt._torch_submit as s
+        assert s.native() is None and s.unavailable("runner"), s.unavailable("runner")
+        assert s.best() == "python", s.best()
         streamrt.torch.install()
         a, b = torch.randn(200, 200), torch.randn(200, 200)
         s1, s2 = torch.cpu.Stream(), torch.cpu.Stream()

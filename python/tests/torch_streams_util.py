@@ -15,11 +15,18 @@ torch = pytest.importorskip(
 import streamrt.torch as srt  # noqa: E402  (needs torch)
 
 
-from streamrt import _torch_dispatch  # noqa: E402
+from streamrt import _torch_mode, _torch_submit  # noqa: E402
 
-# Work items run through _streamrt_torch's kernel runner where it was built (torch's C++ API), and
-# through Python otherwise: tests that take `installed` run both ways.
-PATHS = ["runner", "python"] if _torch_dispatch._native is not None else ["python"]
+# Ops are submitted through _streamrt_torch (its kernel runner and fast path) where it was built
+# (torch's C++ API), and through Python otherwise: tests that take `installed` run both ways.
+PATHS = ["native", "python"] if _torch_submit.native() is not None else ["python"]
+
+
+def use_path(name):
+    """Submits through `name` (a PATHS entry; "native": the best native path) from install() on."""
+    path = _torch_mode.use(None if name == "native" else name)
+    assert (path.native is not None) == (name == "native"), path.name
+    return path
 
 
 @pytest.fixture(params=PATHS)
@@ -27,12 +34,12 @@ def installed(workers, request):
     """streamrt.torch installed for the test (with 4 workers: gates hold some), uninstalled after,
     also when the test failed; once per way of running work items (PATHS)."""
     workers(4)
-    assert _torch_dispatch.set_native(request.param == "runner") == (request.param == "runner")
+    use_path(request.param)
     srt.install()
     try:
         yield srt
     finally:
-        _torch_dispatch.set_native(True)
+        _torch_mode.use()
         Gate.open_all()  # a failed test may leave one closed
         try:
             streamrt.synchronize()

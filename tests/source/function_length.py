@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""Lists every function in the given C++ trees whose body is longer than a limit.
+"""Lists every function in the given C++ trees and Python files whose body is longer than a limit.
 
-A brace counter, not a parser: comments, string and character literals and preprocessor lines are
+C++: a brace counter, not a parser: comments, string and character literals and preprocessor lines are
 blanked first, then every outermost brace block whose header ends like a function's (a parameter
 list, then qualifiers, a trailing return type or a constructor's initialiser list) counts as one
 function, lambdas and local classes inside it included. Lines are counted from the line of the
 opening brace to the line of the closing one.
 
-Usage: function_length.py [--max N] DIR_OR_FILE...   (exit status 1 when any function is longer)
+Python (.py files, parsed): every function and method, from its `def` line to its last line,
+nested functions inside it included (and each nested one checked on its own too).
+
+Usage: function_length.py [--max N] PATH...   (exit status 1 when any function is longer). A PATH
+is a file, a folder (its C++ files) or a glob pattern such as 'python/streamrt/_torch*.py'.
 """
 import argparse
+import ast
+import glob
 import pathlib
 import re
 import sys
@@ -126,6 +132,15 @@ def long_functions(path: pathlib.Path, limit: int):
             header_start = i + 1
 
 
+def long_python_functions(path: pathlib.Path, limit: int):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                yield node.name, node.lineno, length
+
+
 def self_test() -> int:
     """The counter finds a function one line over the limit and passes one at the limit."""
     import tempfile
@@ -141,8 +156,15 @@ def self_test() -> int:
         f = pathlib.Path(d) / "sample.cpp"
         f.write_text(source)
         found = [(name, length) for name, _, length in long_functions(f, 5)]
+        py = pathlib.Path(d) / "sample.py"
+        py.write_text("def at_limit():\n" + "    x = 1\n" * 4 + "\n\nclass C:\n    def over(self):\n"
+                      + "        x = 1\n" * 5)
+        found_py = [(name, length) for name, _, length in long_python_functions(py, 5)]
     if found != [("Foo::Foo", 6)]:
         print(f"self-test failed: found {found}, expected [('Foo::Foo', 6)]")
+        return 1
+    if found_py != [("over", 6)]:
+        print(f"self-test failed: found {found_py} in Python, expected [('over', 6)]")
         return 1
     return 0
 
@@ -156,10 +178,16 @@ def main() -> int:
         return 2
     files = []
     for p in args.paths:
-        files += sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES) if p.is_dir() else [p]
+        if "*" in str(p):
+            files += sorted(pathlib.Path(f) for f in glob.glob(str(p)))
+        elif p.is_dir():
+            files += sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES)
+        else:
+            files.append(p)
     found = 0
     for f in files:
-        for name, first, length in long_functions(f, args.max):
+        check = long_python_functions if f.suffix == ".py" else long_functions
+        for name, first, length in check(f, args.max):
             print(f"{f}:{first}: {name} is {length} lines (at most {args.max})")
             found += 1
     if found:

@@ -3,7 +3,7 @@
 // handle with its arguments as a boxed stack: a worker calls it with no Python at all), the tracker
 // registry (torch_runner_registry.cpp) and the fast path (torch_runner_fast.cpp), bound for
 // streamrt.torch's Python code. Built only where torch's headers are found; without it
-// streamrt.torch runs on its Python path (_torch_dispatch.py, _torch_tracking.py).
+// streamrt.torch runs on its Python path (_torch_submit.py, _torch_tracking.py).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
@@ -284,6 +284,12 @@ void bind_registry(py::module_& m) {
       },
       "tensor"_a, "with"_a,
       "Torch work on the tensor is tracked as work on the streamrt tensor `with`'s storage.");
+}
+
+// The registry as a whole: its size, its sweep, and the hand-over of its entries to and from
+// streamrt.torch's Python registry (_torch_tracking.use_native).
+void bind_registry_entries(py::module_& m) {
+  using namespace pybind11::literals;
   m.def(
       "registry_sweep", [] { registry().sweep(); },
       "Drops the entries whose storages are gone and whose work has finished.");
@@ -329,11 +335,12 @@ void bind_registry(py::module_& m) {
 }
 
 // The native part's dispatch keys excluded while a Python work item runs (see _Exclude in
-// _torch_dispatch.py): torch's Python API has no name for them.
+// _torch_submit.py): torch's Python API has no name for them.
 struct ExcludeOurs {
   c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKeySet({c10::DispatchKey::Fake, kMarkKey})};
 };
 
+// The fast path's switches: connecting it, turning it on, and the threads it guards and takes.
 void bind_fast(py::module_& m) {
   using namespace pybind11::literals;
   py::class_<ExcludeOurs>(m, "ExcludeOurs",
@@ -382,40 +389,59 @@ void bind_fast(py::module_& m) {
         "This thread enters or leaves its outermost stream context.");
   m.def("set_guarded", &set_guarded, "on"_a,
         "This thread's ops outside stream contexts wait for their tensors' pending work, or not.");
-  m.def("_set_probe", &set_probe, "probe"_a,
-        "bench/torch_install.py's breakdown only (torch_runner_fast.hpp): 0 off, 1 entry, 2 work, "
-        "3 work without the kernel.");
-  m.def("pending", &pending,
-        "Whether an op of this thread waits to be taught (teach, teach_kind).");
   m.def("fast_counts", &fast_counts,
         "(ops the fast path enqueued, ops of active threads sent on to the Python path) so far.");
+  py::enum_<Probe>(m, "Probe", "bench/torch_install.py's breakdown (torch_runner_fast.hpp).")
+      .value("OFF", Probe::kOff)
+      .value("ENTRY", Probe::kEntry)
+      .value("WORK", Probe::kWork)
+      .value("NO_KERNEL", Probe::kNoKernel);
+  m.def("_set_probe", &set_probe, "probe"_a,
+        "bench/torch_install.py's breakdown only: Probe.OFF, ENTRY, WORK or NO_KERNEL.");
+}
+
+// What the Python path teaches the fast path about an op it missed: its kind, or how it was
+// enqueued. The enums are torch_runner_fast.hpp's own, so Python never spells their values.
+void bind_teaching(py::module_& m) {
+  using namespace pybind11::literals;
+  py::enum_<Kind>(m, "Kind", "What an op is, as the Python path planned it (teach_kind).")
+      .value("UNKNOWN", Kind::kUnknown)
+      .value("META", Kind::kMeta)
+      .value("HOST", Kind::kHost)
+      .value("TRACKED", Kind::kTracked);
+  py::enum_<Mode>(m, "Mode", "How a taught op's work item runs (teach).")
+      .value("WRITE", Mode::kWrite)
+      .value("OUT", Mode::kOut)
+      .value("COPY", Mode::kCopy);
+  m.def("pending", &pending,
+        "Whether an op of this thread waits to be taught (teach, teach_kind).");
   m.def(
       "teach_kind",
-      [](py::handle op, int kind) {
-        if (kind != static_cast<int>(Kind::kMeta) && kind != static_cast<int>(Kind::kHost)) {
-          throw py::value_error("teach_kind: kind is 1 (view or allocation) or 2 (host op)");
+      [](py::handle op, Kind kind) {
+        if (kind != Kind::kMeta && kind != Kind::kHost) {
+          throw py::value_error("teach_kind: kind is Kind.META or Kind.HOST");
         }
-        teach_kind(op.ptr(), static_cast<Kind>(kind));
+        teach_kind(op.ptr(), kind);
       },
-      "op"_a, "kind"_a, "The pending op is a view or allocation (1) or a host op (2).");
+      "op"_a, "kind"_a, "The pending op is a view or allocation (META) or a host op (HOST).");
   m.def(
       "teach",
-      [](py::handle op, int mode, std::vector<std::string> written, py::handle out_op,
+      [](py::handle op, Mode mode, std::vector<std::string> written, py::handle out_op,
          std::vector<std::string> out_names, py::handle outs) {
-        if (mode < 0 || mode > 2) throw py::value_error("teach: mode is 0, 1 or 2");
         std::vector<TaughtOutput> specs;
         for (py::handle o : outs) {
           auto t = o.cast<py::tuple>();
           specs.push_back(TaughtOutput{t[0].cast<std::vector<std::int64_t>>(),
                                        t[1].cast<std::vector<std::int64_t>>(), dtype_arg(t[2])});
         }
-        return teach(op.ptr(), static_cast<Mode>(mode), written,
-                     out_op.is_none() ? nullptr : out_op.ptr(), out_names, std::move(specs));
+        return teach(op.ptr(), mode, written, out_op.is_none() ? nullptr : out_op.ptr(), out_names,
+                     std::move(specs));
       },
       "op"_a, "mode"_a, "written"_a, "out_op"_a, "out_names"_a, "outs"_a,
-      "The pending op was enqueued: in place (0, `written` names what it writes), through its "
-      "out= overload `out_op` (1) or functionally with a copy (2) into outputs of layouts `outs` "
-      "[(sizes, strides, dtype)]. True when the fast path takes such calls from now on.");
+      "The pending op was enqueued: in place (WRITE, `written` names what it writes), through "
+      "its out= overload `out_op` (OUT) or functionally with a copy (COPY) into outputs of "
+      "layouts `outs` [(sizes, strides, dtype)]. True when the fast path takes such calls from "
+      "now on.");
 }
 
 }  // namespace
@@ -429,5 +455,7 @@ PYBIND11_MODULE(_streamrt_torch, m) {
   // The torch whose headers this was compiled with: loaded beside another, it is not used.
   m.attr("built_for") = STREAMRT_TORCH_BUILT_FOR;
   tr::bind_registry(m);
+  tr::bind_registry_entries(m);
   tr::bind_fast(m);
+  tr::bind_teaching(m);
 }

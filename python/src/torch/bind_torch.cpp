@@ -272,6 +272,27 @@ const TorchHost g_host{
     &host_tracker_busy,      &host_enqueue};
 
 // Trackers: the streamrt tensors that stand for torch storages, and host access through them.
+// A host access to a tracked storage (_torch_host_access): waits for its writers, and for its
+// readers too when `for_write`; raises their failure.
+void host_access(py::handle tracker, bool for_write) {
+  const Tensor* t = borrowed_tensor(tracker);
+  if (t == nullptr) {
+    throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
+  }
+  if (!for_write && t->ready()) {
+    py::gil_scoped_release release;
+    t->wait();  // done: raises a failure, if any
+    return;
+  }
+  wait_interruptibly([&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
+  py::gil_scoped_release release;
+  if (for_write) {
+    (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
+  } else {
+    t->wait();
+  }
+}
+
 void bind_trackers(py::module_& m) {
   m.def(
       "_torch_tracker",
@@ -295,30 +316,9 @@ void bind_trackers(py::module_& m) {
       },
       "address"_a, "nbytes"_a,
       "Whether wrapped or exposed memory overlaps the range (a tracker made there would join it).");
-  m.def(
-      "_torch_host_access",
-      [](py::handle tracker, bool for_write) {
-        const Tensor* t = borrowed_tensor(tracker);
-        if (t == nullptr) {
-          throw py::type_error("_torch_host_access: expected a tracker, got " + type_name(tracker));
-        }
-        if (!for_write && t->ready()) {
-          py::gil_scoped_release release;
-          t->wait();  // done: raises a failure, if any
-          return;
-        }
-        wait_interruptibly(
-            [&](std::chrono::nanoseconds slice) { return t->wait_for(slice, for_write); });
-        py::gil_scoped_release release;
-        if (for_write) {
-          (void)const_cast<Tensor*>(t)->data_ptr();  // raises the failure of what it waited for
-        } else {
-          t->wait();
-        }
-      },
-      "tracker"_a, "for_write"_a,
-      "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
-      "of the storage (and its readers when for_write) have finished; raises their failure.");
+  m.def("_torch_host_access", &host_access, "tracker"_a, "for_write"_a,
+        "Blocks (GIL released; Ctrl-C interrupts it in the main thread) until the tracked writers "
+        "of the storage (and its readers when for_write) have finished; raises their failure.");
   m.def(
       "_torch_idle",
       [](py::handle tracker) {

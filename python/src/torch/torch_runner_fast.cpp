@@ -83,11 +83,8 @@ thread_local bool tls_active = false;
 // (set_guarded: the thread installed streamrt.torch or entered a context since), key included.
 thread_local bool tls_guarded = false;
 
-// bench/torch_install.py's breakdown of the host's cost (set_probe): kProbeEntry sends every op
-// from the fallback straight to its kernel; kProbeWork does all of the fast path but the enqueue
-// and runs the work item at once; kProbeNoKernel does all but the enqueue and drops it unrun.
-constexpr int kProbeOff = 0, kProbeEntry = 1, kProbeWork = 2, kProbeNoKernel = 3;
-std::atomic<int> g_probe{kProbeOff};  // relaxed: a benchmark's switch, set between loops
+// bench/torch_install.py's breakdown of the host's cost (set_probe, torch_runner_fast.hpp).
+std::atomic<Probe> g_probe{Probe::kOff};  // relaxed: a benchmark's switch, set between loops
 
 std::atomic<long> g_fast{0};    // ops enqueued here (fast_counts)
 std::atomic<long> g_python{0};  // ops sent on to the Python key from an active thread
@@ -291,6 +288,42 @@ void add_access(c10::SmallVector<Access, 12>& accesses, const void* tracker, boo
   accesses.push_back(Access{tracker, write});
 }
 
+// The work item of an op enqueued as `recipe` says, its arguments from the `stack` (from
+// `first`) and its new outputs `outs`. (for_work: the worker never holds the last reference to a
+// tensor Python saw.)
+std::unique_ptr<Prepared> work_item(const Recipe& recipe, const torch::jit::Stack& stack,
+                                    std::size_t first, const std::vector<at::Tensor>& outs) {
+  auto prepared = std::make_unique<Prepared>(Prepared{recipe.run_op, {}, work_excluded(), {}});
+  if (recipe.mode == Mode::kOut) {
+    prepared->stack.reserve(recipe.out_args.size());
+    for (int a : recipe.out_args) {
+      prepared->stack.push_back(for_work(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a])));
+    }
+  } else {
+    prepared->stack.reserve(stack.size() - first);
+    for (std::size_t i = first; i < stack.size(); ++i)
+      prepared->stack.push_back(for_work(stack[i]));
+    if (recipe.mode == Mode::kCopy) {
+      for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
+    }
+  }
+  return prepared;
+}
+
+// Replaces the op's `n` arguments on the stack by its returns: the written arguments they alias
+// (kWrite), or the new outputs.
+void put_returns(const Recipe& recipe, torch::jit::Stack& stack, std::size_t n,
+                 std::vector<at::Tensor> outs) {
+  const std::size_t first = stack.size() - n;
+  c10::SmallVector<c10::IValue, 4> returns;
+  for (int a : recipe.returns_from) returns.push_back(stack[first + a]);
+  torch::jit::drop(stack, n);
+  for (auto& r : returns) stack.push_back(std::move(r));
+  if (recipe.mode != Mode::kWrite) {
+    for (auto& o : outs) stack.emplace_back(std::move(o));
+  }
+}
+
 // Enqueues the op of `plan` as `entry` says; false when it must take the Python path instead
 // (nothing was queued then, and the stack is as it was).
 bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit::Stack& stack) {
@@ -320,25 +353,11 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   c10::SmallVector<const void*, 12> reads, writes;
   for (const Access& a : accesses) (a.write ? writes : reads).push_back(a.tracker);
 
-  auto prepared = std::make_unique<Prepared>(Prepared{recipe.run_op, {}, work_excluded(), {}});
-  // (for_work: the worker never holds the last reference to a tensor Python saw.)
-  if (recipe.mode == Mode::kOut) {
-    prepared->stack.reserve(recipe.out_args.size());
-    for (int a : recipe.out_args) {
-      prepared->stack.push_back(for_work(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a])));
-    }
-  } else {
-    prepared->stack.reserve(n);
-    for (std::size_t i = first; i < stack.size(); ++i)
-      prepared->stack.push_back(for_work(stack[i]));
-    if (recipe.mode == Mode::kCopy) {
-      for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
-    }
-  }
+  auto prepared = work_item(recipe, stack, first, outs);
   std::string error;
-  if (const int probe = g_probe.load(std::memory_order_relaxed); probe != kProbeOff) {
+  if (const Probe probe = g_probe.load(std::memory_order_relaxed); probe != Probe::kOff) {
     std::string type;
-    if (probe == kProbeWork) run_prepared(*prepared, &type, &error);
+    if (probe == Probe::kWork) run_prepared(*prepared, &type, &error);
     prepared.reset();
     keep.clear();
   } else {
@@ -352,14 +371,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   // Every tensor the work touches carries its pending state from now on (marks).
   for (const auto& [tensor, arg] : scan.tensors) mark(*tensor);
   for (const auto& o : outs) mark(o);
-  // The returns: the written arguments they alias (kWrite), or the new outputs.
-  c10::SmallVector<c10::IValue, 4> returns;
-  for (int a : recipe.returns_from) returns.push_back(stack[first + a]);
-  torch::jit::drop(stack, n);
-  for (auto& r : returns) stack.push_back(std::move(r));
-  if (recipe.mode != Mode::kWrite) {
-    for (auto& o : outs) stack.emplace_back(std::move(o));
-  }
+  put_returns(recipe, stack, n, std::move(outs));
   g_fast.fetch_add(1, std::memory_order_relaxed);  // (a statistic: no order needed)
   return true;
 }
@@ -481,7 +493,7 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     }
     return to_python(op, ks, stack);
   }
-  if (g_probe.load(std::memory_order_relaxed) == kProbeEntry) {
+  if (g_probe.load(std::memory_order_relaxed) == Probe::kEntry) {
     return op.redispatchBoxed(ks & kBelowPython, stack);
   }
   Plan* plan;
@@ -698,8 +710,7 @@ bool register_fallback(std::string* why) {
   return ok;
 }
 
-void set_probe(int probe) {
-  TORCH_CHECK(probe >= kProbeOff && probe <= kProbeNoKernel, "set_probe: 0 to 3");
+void set_probe(Probe probe) {
   g_probe.store(probe, std::memory_order_relaxed);
 }
 

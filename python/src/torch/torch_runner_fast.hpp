@@ -16,11 +16,13 @@
 
 namespace streamrt::python::torch_runner {
 
-//! What an op is, as the Python path planned it (the C++ twin of _torch_dispatch's kinds).
+//! What an op is, as the Python path planned it (the C++ twin of _torch_plan's kinds; bound to
+//! Python as _streamrt_torch.Kind).
 enum class Kind { kUnknown, kMeta, kHost, kTracked };
 //! How a tracked op's work item runs: the op itself (in-place ops and out= calls, which write
-//! some arguments), its out= overload into new outputs, or the op then a copy into new outputs.
-enum class Mode { kWrite = 0, kOut = 1, kCopy = 2 };
+//! some arguments), its out= overload into new outputs, or the op then a copy into new outputs
+//! (bound to Python as _streamrt_torch.Mode).
+enum class Mode { kWrite, kOut, kCopy };
 
 //! One new output of a taught op: its layout.
 struct TaughtOutput {
@@ -75,11 +77,13 @@ void set_guarded(bool on);
 //! reason in `why`, when torch refused (another library registered one on that key).
 bool register_fallback(std::string* why);
 
-//! For bench/torch_install.py's breakdown of the host's cost, never for real work: 0 off; 1 every
-//! op of an active thread runs its kernel at once from the fallback (the key's entry cost); 2 the
-//! fast path does everything but the enqueue and runs the work item at once; 3 the same without
-//! running it (the outputs hold garbage). Not thread-safe with ops in flight.
-void set_probe(int probe);
+//! For bench/torch_install.py's breakdown of the host's cost, never for real work: kEntry, every
+//! op of an active thread runs its kernel at once from the fallback (the key's entry cost); kWork,
+//! the fast path does everything but the enqueue and runs the work item at once; kNoKernel, the
+//! same without running it (the outputs hold garbage). Bound to Python as _streamrt_torch.Probe.
+enum class Probe { kOff, kEntry, kWork, kNoKernel };
+//! Sets the probe (kOff: real work). Not thread-safe with ops in flight.
+void set_probe(Probe probe);
 
 //! (ops enqueued by the fast path, ops of active threads sent on to the Python path) so far.
 std::pair<long, long> fast_counts() noexcept;
