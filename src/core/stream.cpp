@@ -11,6 +11,7 @@
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 #include "streamrt/stream_context.hpp"
 #include "thread_exit.hpp"
 

@@ -11,6 +11,7 @@
 #include "core/deadline.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/hooks.hpp"
 #include "tracing.hpp"
 
 namespace streamrt::cpu {

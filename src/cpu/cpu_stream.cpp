@@ -17,6 +17,7 @@
 #include "partition.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/hooks.hpp"
 #include "streamrt/stream.hpp"
 #include "tracing.hpp"
 

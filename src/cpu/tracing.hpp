@@ -5,7 +5,7 @@
 // reports them with trace_item().
 #include <atomic>
 
-#include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 
 namespace streamrt::cpu {
 
