@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/host_capabilities.hpp"
 
 namespace streamrt::runtime {
 

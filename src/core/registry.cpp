@@ -58,13 +58,6 @@ std::uint64_t Backend::cancel(StreamImpl&) {
               api::member("Stream", "cancel") + "()");
 }
 void Backend::set_tracing(bool) noexcept {}
-void Backend::set_host_run(StreamImpl&, bool) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support " +
-              api::member("Stream", "set_host_run") + "()");
-}
-bool Backend::host_run(const StreamImpl&) {
-  return false;
-}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }

@@ -288,11 +288,11 @@ std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) {
   return cpu_stream(stream).cancel();
 }
 
-void CpuBackend::set_host_run(impl::StreamImpl& stream, bool allowed) {
+void CpuHostRun::set_allowed(impl::StreamImpl& stream, bool allowed) noexcept {
   cpu_stream(stream).set_host_run(allowed);
 }
 
-bool CpuBackend::host_run(const impl::StreamImpl& stream) {
+bool CpuHostRun::allowed(const impl::StreamImpl& stream) const noexcept {
   return cpu_stream(stream).host_run();
 }
 

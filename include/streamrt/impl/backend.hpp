@@ -21,6 +21,8 @@
 namespace streamrt::impl {
 
 class Backend;
+class HostRun;
+class IntraOpParallel;
 
 //! A backend's stream. Immutable identity; the backend derives its own queue state from it.
 class STREAMRT_API StreamImpl {
@@ -91,33 +93,12 @@ class STREAMRT_API EventImpl {
   bool captured_ = false;
 };
 
-//! Intra-op parallelism: how a backend spreads one host kernel (an op's loop, a graph replay's
-//! independent branches) over its threads, in the shape of ATen's Parallel.h. The runtime uses the
-//! one of the backend registered for DeviceType::CPU, the host's; kernels reach it through the
-//! runtime, never through a backend's own type. Every method is thread-safe.
-class STREAMRT_API IntraOpParallel {
- public:
-  virtual ~IntraOpParallel() = default;
-  //! Calls f(b, e) for consecutive sub-ranges covering [begin, end), none smaller than `grain`
-  //! items (except the last), spread over the backend's threads. Blocks until every sub-range has
-  //! finished; rethrows the first exception (sub-ranges not started by then are skipped). Runs
-  //! f(begin, end) inline when the range is one grain, there is one thread, or when called from
-  //! inside parallel_for (no nesting). Never waits for a thread that is busy elsewhere: the
-  //! caller runs what is left.
-  virtual void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
-                            const std::function<void(std::int64_t, std::int64_t)>& f) = 0;
-  //! The number of threads parallel_for spreads over. Never blocks after the first call (which
-  //! may start them).
-  virtual int num_threads() = 0;
-  //! True on a thread that is running a parallel_for sub-range. Never blocks.
-  virtual bool in_parallel_region() const noexcept = 0;
-};
-
-//! Per-device-type implementation. Every method must be thread-safe. Methods that are not
-//! supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here is
-//! specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp). What the
-//! runtime offers backends besides (the profiler's sink, fork handlers, the current stream) is in
-//! impl/hooks.hpp.
+//! Per-device-type implementation: the device contract (streams, events, memory positions, waits)
+//! and the capabilities a backend may offer. Every method must be thread-safe. Methods that are
+//! not supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here
+//! is specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp), and
+//! what the runtime offers backends besides (the profiler's sink, fork handlers, the current
+//! stream) is in impl/hooks.hpp.
 class STREAMRT_API Backend {
  public:
   virtual ~Backend() = default;
@@ -181,14 +162,16 @@ class STREAMRT_API Backend {
   virtual std::uint64_t pending(const StreamImpl& stream);
   //! Drops queued work that has not started; returns how many items were dropped. Returns at once.
   virtual std::uint64_t cancel(StreamImpl& stream);
-  //! Allows or forbids host-run items on `stream` (a waiting host thread running them).
-  virtual void set_host_run(StreamImpl& stream, bool allowed);
-  //! Whether host-run items are allowed on `stream`; false for backends without them.
-  virtual bool host_run(const StreamImpl& stream);
-  //! The backend's intra-op parallelism (see IntraOpParallel), or null when it has none: host
-  //! kernels then run on the calling thread. Asked once, when the backend is registered; the
-  //! object lives as long as the backend. Never blocks.
+
+  //! Capabilities (impl/host_capabilities.hpp): each is an object the backend returns, or null
+  //! when it has none. The object lives as long as the backend. Never block.
+  //!
+  //! Intra-op parallelism, or null: host kernels then run on the calling thread. The runtime asks
+  //! the backend registered for DeviceType::CPU (the host's) once, when it is registered.
   virtual IntraOpParallel* intra_op_parallel() noexcept { return nullptr; }
+  //! Host-run items (a waiting host thread running its stream's items), or null: then
+  //! Stream::set_host_run throws Error and Stream::host_run() is false.
+  virtual HostRun* host_run() noexcept { return nullptr; }
 
   //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
   //! backend registered while a profiler runs). While on, the backend reports every work item
