@@ -39,11 +39,7 @@ void install(Registry& r, std::unique_ptr<Backend> b) {
 
 Registry& registry() {
   // Leaked on purpose: handles held in static storage may call into backends during exit.
-  static Registry* r = [] {
-    auto* reg = new Registry;
-    for (auto& b : core::make_builtin_backends()) install(*reg, std::move(b));
-    return reg;
-  }();
+  static Registry* const r = new Registry;
   return *r;
 }
 

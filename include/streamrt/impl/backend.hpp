@@ -192,7 +192,20 @@ class STREAMRT_API Backend {
 //! backend for DeviceType::CUDA).
 STREAMRT_API void register_backend(std::unique_ptr<Backend> backend);
 
-//! The backend for `type`. Throws Error naming the type when none is registered. Thread-safe.
+//! Registers a backend when the program or library that holds it is loaded, as c10's
+//! C10_REGISTER_GUARD_IMPL does: a namespace-scope object of this type calls
+//! register_backend(make()) during static initialisation. An object that nothing else in its
+//! program names is dropped by a static link from an archive: link its object file directly, or
+//! make the linker keep it (--undefined of a symbol it defines). Throws what make() and
+//! register_backend throw (at static initialisation: the program ends).
+class STREAMRT_API BackendRegisterer {
+ public:
+  //! Registers make()'s backend. Thread-safe, as register_backend.
+  explicit BackendRegisterer(std::unique_ptr<Backend> (*make)()) { register_backend(make()); }
+};
+
+//! The backend for `type`. Throws Error naming the type when none is registered (for the
+//! built-in CPU backend: only before the library's static initialisation). Thread-safe.
 STREAMRT_API Backend& backend(DeviceType type);
 
 //! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
