@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel.hpp"
+#include "intra_op.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
@@ -26,7 +26,7 @@ struct Registry {
 };
 
 // Makes `b` the backend of its device type; for DeviceType::CPU its intra-op hook becomes the
-// host's (core/parallel.hpp). Called with the registry's lock held, or before it is shared.
+// host's (core/intra_op.hpp). Called with the registry's lock held, or before it is shared.
 void install(Registry& r, std::unique_ptr<Backend> b) {
   r.owned.push_back(std::move(b));  // first: if it throws, nothing points to the backend
   Backend* const backend = r.owned.back().get();

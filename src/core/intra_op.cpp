@@ -1,5 +1,5 @@
-// The host's intra-op hook (parallel.hpp): the CPU backend's, or the calling thread alone.
-#include "parallel.hpp"
+// The host's intra-op hook (intra_op.hpp): the CPU backend's, or the calling thread alone.
+#include "intra_op.hpp"
 
 namespace streamrt::runtime {
 namespace {
