@@ -4,7 +4,7 @@
 #include <charconv>
 #include <string>
 
-#include "capture.hpp"
+#include "capture_state.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 

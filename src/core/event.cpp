@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "capture.hpp"
+#include "capture_state.hpp"
 #include "cpu_relax.hpp"
 #include "deadline.hpp"
 #include "moved_from.hpp"

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "capture.hpp"
+#include "capture_state.hpp"
 #include "moved_from.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"

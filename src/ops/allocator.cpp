@@ -13,7 +13,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/capture.hpp"
+#include "core/capture_state.hpp"
 #include "core/spin_mutex.hpp"
 #include "streamrt/error.hpp"
 

@@ -78,7 +78,7 @@ class STREAMRT_API EventImpl {
   //! The options of the event at record time.
   EventOptions options() const noexcept { return options_; }
   //! True for a position recorded during a stream capture (a place in a graph, not in a
-  //! backend's stream; see src/core/capture.hpp): backends never receive one.
+  //! backend's stream; see src/core/capture_state.hpp): backends never receive one.
   bool captured() const noexcept { return captured_; }
 
  protected:
