@@ -12,7 +12,7 @@
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/hooks.hpp"
-#include "tracing.hpp"
+#include "trace_sink.hpp"
 
 namespace streamrt::cpu {
 namespace tracing_detail {

@@ -19,7 +19,7 @@
 #include "streamrt/error.hpp"
 #include "streamrt/impl/hooks.hpp"
 #include "streamrt/stream.hpp"
-#include "tracing.hpp"
+#include "trace_sink.hpp"
 
 namespace streamrt::cpu {
 namespace {
