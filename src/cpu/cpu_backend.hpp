@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "cpu_stream.hpp"
+#include "env_config.hpp"
 #include "parallel.hpp"
 #include "partition.hpp"
 #include "streamrt/impl/backend.hpp"
@@ -154,8 +154,8 @@ class CpuBackend final : public impl::Backend {
   // Throws Error when called from stream work or a callback (also work a waiting host thread
   // runs): `call` resizes the shared pool, which waits for the workers' current work.
   static void refuse_from_stream_work(const std::string& call);
-  // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
-  // out or the pool is built, so nothing is queued under a bad setting.
+  // Throws the Error of a bad environment setting (env_config.hpp). Called before a stream is
+  // handed out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
     if (!config_ok_) config();
   }
