@@ -121,4 +121,28 @@ STREAMRT_API void wait_all(std::span<const Event> events);
 //! As wait_all, but returns false after `timeout` (nothing changes then).
 STREAMRT_API bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout);
 
+//! How wait_interruptibly() ended.
+enum class WaitEnd {
+  //! Nothing is left to wait for: the record completed (or failed), or it was made during a
+  //! stream capture whose graph has nothing queued (the capture still runs, or no replay yet).
+  Done,
+  //! The time-out ran out first.
+  TimedOut,
+  //! `interrupted()` returned true first.
+  Interrupted,
+};
+
+//! A host wait that its caller can interrupt (a language binding that lets Ctrl-C end a long
+//! wait): waits for the record `event` holds at the call, in slices of at most `slice`, and after
+//! each slice that did not end the wait calls `interrupted()` (when non-null), which ends it by
+//! returning true. A record made during a capture stands for its graph's latest replay. Reports
+//! no failure: synchronize() on the same record does, after Done (and refuses a capture's record
+//! while the capture runs). TimedOut and Interrupted change nothing, so waits in a row add up to
+//! one. Blocks; thread-safe; throws Error when `event` was never recorded or was moved from, and
+//! what `interrupted()` throws.
+STREAMRT_API WaitEnd wait_interruptibly(const Event& event,
+                                        std::optional<std::chrono::nanoseconds> timeout,
+                                        std::chrono::nanoseconds slice,
+                                        const std::function<bool()>& interrupted);
+
 }  // namespace streamrt

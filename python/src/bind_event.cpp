@@ -19,7 +19,6 @@
 #include "py_runtime.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
-#include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 #include "waits.hpp"
 
@@ -32,23 +31,21 @@ namespace {
 // wait_all(events) without a time-out: as streamrt::wait_all (every event first, then the first
 // failure in argument order), interruptibly, for the records current at the call.
 void wait_all_events(const std::vector<Event>& events) {
-  std::vector<std::shared_ptr<impl::EventImpl>> positions;
-  for (const auto& e : events) positions.push_back(e.impl());
-  const bool unrecorded_or_captured = std::any_of(
-      positions.begin(), positions.end(), [](const auto& p) { return !p || p->captured(); });
-  if (unrecorded_or_captured || !on_main_thread()) {
+  std::vector<Event> records;  // the records current now, whatever the events record later
+  bool unrecorded = false;
+  for (const auto& e : events) {
+    auto position = e.impl();
+    unrecorded = unrecorded || !position;
+    if (position) records.emplace_back(std::move(position));
+  }
+  if (unrecorded || !on_main_thread()) {
     py::gil_scoped_release release;
     wait_all(events);  // raises for a never-recorded event
     return;
   }
-  for (const auto& p : positions) {
-    auto& backend = impl::backend(p->device().type);
-    wait_interruptibly(
-        [&](std::chrono::nanoseconds slice) { return backend.wait_event(*p, slice); });
-  }
+  for (const auto& r : records) wait_record(r);
   py::gil_scoped_release release;
-  for (const auto& p : positions)
-    impl::backend(p->device().type).synchronize_event(*p, std::nullopt);
+  wait_all(records);  // all complete: reports the first failure in argument order
 }
 
 // A completion callback: fn(event) or fn(event, error), run once after the event's record

@@ -21,7 +21,6 @@
 #include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
-#include "streamrt/impl/backend.hpp"
 #include "streamrt/impl/launch_site.hpp"
 #include "streamrt/stream.hpp"
 #include "waits.hpp"
@@ -36,11 +35,9 @@ namespace {
 // then synchronizes (reports a failure as a stream sync does; returns at once unless other threads
 // submitted more work meanwhile).
 void synchronize_stream(const Stream& s) {
-  if (on_main_thread()) {
-    auto position = Stream(s).record_event().impl();  // a copy names the same stream
-    auto& backend = impl::backend(position->device().type);
-    wait_interruptibly(
-        [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
+  // A capturing stream's synchronize() refuses, naming itself: no record to wait for first.
+  if (on_main_thread() && !s.is_capturing()) {
+    wait_record(Stream(s).record_event());  // a copy names the same stream
   }
   py::gil_scoped_release release;
   s.synchronize();

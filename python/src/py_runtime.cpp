@@ -19,7 +19,7 @@
 #include "py_exception.hpp"
 #include "streamrt/device.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 
 namespace streamrt::python {
 namespace {

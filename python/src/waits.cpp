@@ -5,7 +5,6 @@
 #include <optional>
 
 #include "streamrt/event.hpp"
-#include "streamrt/impl/backend.hpp"
 #include "streamrt/stream.hpp"
 
 namespace streamrt::python {
@@ -70,20 +69,33 @@ void wait_interruptibly(const std::function<bool(std::chrono::nanoseconds)>& try
   }
 }
 
+void wait_record(const Event& record) {
+  const bool main = on_main_thread();
+  WaitEnd end = WaitEnd::Done;
+  {
+    py::gil_scoped_release release;
+    // Off the main thread no signal handler runs: one slice as long as any wait.
+    const auto slice = main ? kWaitSlice : std::chrono::nanoseconds(std::chrono::hours(1));
+    end = streamrt::wait_interruptibly(record, std::nullopt, slice, [main] {
+      if (!main) return false;
+      py::gil_scoped_acquire gil;
+      return PyErr_CheckSignals() != 0;  // leaves the exception set on this thread
+    });
+  }
+  if (end == WaitEnd::Interrupted) throw py::error_already_set();
+}
+
 void synchronize_event(const Event& e) {
   auto position = e.impl();
-  // A position recorded during a capture stands for a graph's replay: Event::synchronize resolves
-  // it (the backend must never receive one), uninterruptibly.
-  if (!position || position->captured() || !on_main_thread()) {
+  if (!position || !on_main_thread()) {
     py::gil_scoped_release release;
     e.synchronize();  // raises for a never-recorded event
     return;
   }
-  auto& backend = impl::backend(position->device().type);
-  wait_interruptibly(
-      [&](std::chrono::nanoseconds slice) { return backend.wait_event(*position, slice); });
+  const Event record(std::move(position));  // the record current now, whatever e records later
+  wait_record(record);
   py::gil_scoped_release release;
-  backend.synchronize_event(*position, std::nullopt);  // complete: reports its failure
+  record.synchronize();  // complete: reports its failure
 }
 
 void wait_tensor(const Tensor& t, bool writable) {

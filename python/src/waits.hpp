@@ -48,6 +48,11 @@ py::object timed_wait(py::handle timeout, const char* what, Wait wait, WaitFor w
   return py::bool_(wait_interruptibly_for(wait_for, to_timeout(timeout, what)));
 }
 
+//! Waits interruptibly, as wait_interruptibly, for the record that `record` holds, without
+//! reporting its failure (streamrt::wait_interruptibly); raises KeyboardInterrupt when a signal
+//! handler raises it between slices.
+void wait_record(const Event& record);
+
 //! Event.synchronize() without a time-out: waits interruptibly for the event's record current at
 //! the call, then reports its failure (raises as Event::synchronize does). A position recorded
 //! during a capture is waited for uninterruptibly (Event::synchronize resolves it).

@@ -1,12 +1,11 @@
-// Device parsing and the device-wide waits, forwarded to the backend.
+// Devices: their names and the parsing of device strings ("cpu", "cuda:1"). The device-wide
+// waits are in device_sync.cpp.
 #include "streamrt/device.hpp"
 
 #include <charconv>
 #include <string>
 
-#include "capture.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/impl/backend.hpp"
 
 namespace streamrt {
 
@@ -48,16 +47,6 @@ Device Device::parse(std::string_view text) {
 
 std::string Device::str() const {
   return std::string(to_string(type)) + ":" + std::to_string(index);
-}
-
-void synchronize(Device device) {
-  capture::refuse_device_wide("synchronize");
-  impl::backend_for(device).synchronize_device(device.index, std::nullopt);
-}
-
-bool synchronize_for(std::chrono::nanoseconds timeout, Device device) {
-  capture::refuse_device_wide("synchronize_for");
-  return impl::backend_for(device).synchronize_device(device.index, timeout);
 }
 
 }  // namespace streamrt

@@ -2,12 +2,13 @@
 // re-recording swaps it, so waits that started earlier keep tracking the record they saw.
 #include "streamrt/event.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "capture.hpp"
+#include "capture_state.hpp"
 #include "cpu_relax.hpp"
 #include "deadline.hpp"
 #include "moved_from.hpp"
@@ -346,6 +347,41 @@ void wait_all(std::span<const Event> events) {
 
 bool wait_all_for(std::span<const Event> events, std::chrono::nanoseconds timeout) {
   return wait_positions(positions_of(events, "wait_all_for"), timeout);
+}
+
+WaitEnd wait_interruptibly(const Event& event, std::optional<std::chrono::nanoseconds> timeout,
+                           std::chrono::nanoseconds slice,
+                           const std::function<bool()>& interrupted) {
+  if (!event.valid()) core::throw_moved_from(api::function("wait_interruptibly"), "Event", true);
+  auto position = event.impl();
+  if (!position) {
+    throw Error(api::function("wait_interruptibly") +
+                ": the event was never recorded (or was reset); call record() first");
+  }
+  // Not refused while its capture runs: the caller's synchronize() refuses it, naming itself.
+  position = capture::resolve(position, nullptr, false);
+  if (!position) return WaitEnd::Done;
+  impl::Backend& b = position->backend();
+  // A slice of 0 would never wait; at least a microsecond keeps the loop from spinning.
+  slice = std::max<std::chrono::nanoseconds>(slice, std::chrono::microseconds(1));
+  // Time left is the time-out minus the time waited: no deadline sum that a huge time-out could
+  // overflow.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  for (;;) {
+    std::chrono::nanoseconds step = slice;
+    if (timeout) {
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
+      if (waited >= *timeout) {
+        return b.wait_event(*position, std::chrono::nanoseconds::zero()) ? WaitEnd::Done
+                                                                         : WaitEnd::TimedOut;
+      }
+      step = std::min(step, *timeout - waited);
+    }
+    if (b.wait_event(*position, step)) return WaitEnd::Done;
+    if (interrupted && interrupted()) return WaitEnd::Interrupted;
+  }
 }
 
 }  // namespace streamrt

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel.hpp"
+#include "intra_op.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/impl/backend.hpp"
 
@@ -26,7 +26,7 @@ struct Registry {
 };
 
 // Makes `b` the backend of its device type; for DeviceType::CPU its intra-op hook becomes the
-// host's (core/parallel.hpp). Called with the registry's lock held, or before it is shared.
+// host's (core/intra_op.hpp). Called with the registry's lock held, or before it is shared.
 void install(Registry& r, std::unique_ptr<Backend> b) {
   r.owned.push_back(std::move(b));  // first: if it throws, nothing points to the backend
   Backend* const backend = r.owned.back().get();
@@ -39,11 +39,7 @@ void install(Registry& r, std::unique_ptr<Backend> b) {
 
 Registry& registry() {
   // Leaked on purpose: handles held in static storage may call into backends during exit.
-  static Registry* r = [] {
-    auto* reg = new Registry;
-    for (auto& b : core::make_builtin_backends()) install(*reg, std::move(b));
-    return reg;
-  }();
+  static Registry* const r = new Registry;
   return *r;
 }
 
@@ -58,13 +54,6 @@ std::uint64_t Backend::cancel(StreamImpl&) {
               api::member("Stream", "cancel") + "()");
 }
 void Backend::set_tracing(bool) noexcept {}
-void Backend::set_host_run(StreamImpl&, bool) {
-  throw Error(std::string(to_string(type())) + " backend doesn't support " +
-              api::member("Stream", "set_host_run") + "()");
-}
-bool Backend::host_run(const StreamImpl&) {
-  return false;
-}
 std::shared_ptr<EventImpl> Backend::new_user_event(int, EventOptions) {
   throw Error(std::string(to_string(type())) + " backend doesn't support UserEvent");
 }
@@ -100,52 +89,6 @@ Backend& backend_for(const Device& device) {
                 " device(s); use index 0 to " + std::to_string(count - 1) + ")");
   }
   return b;
-}
-
-namespace {
-
-struct ForkHandlers {
-  void (*prepare)();
-  void (*parent)();
-  void (*child)();
-};
-constexpr int kMaxForkHandlers = 8;
-// Written at load (add_fork_handlers), read in fork handlers: a plain array, no lock to inherit.
-ForkHandlers g_fork_handlers[kMaxForkHandlers];
-std::atomic<int> g_fork_handler_count{0};
-
-}  // namespace
-
-void add_fork_handlers(void (*prepare)(), void (*parent)(), void (*child)()) {
-  // Relaxed: set at load, before any fork(); fork() itself orders it for the handlers.
-  const int n = g_fork_handler_count.load(std::memory_order_relaxed);
-  if (n == kMaxForkHandlers) {
-    throw Error("add_fork_handlers: at most " + std::to_string(kMaxForkHandlers) +
-                " layers may add fork handlers");
-  }
-  g_fork_handlers[n] = ForkHandlers{prepare, parent, child};
-  g_fork_handler_count.store(n + 1, std::memory_order_release);
-}
-
-void run_fork_prepare() noexcept {
-  // Acquire: pairs with the store above, so the entries are complete.
-  for (int i = g_fork_handler_count.load(std::memory_order_acquire); i-- > 0;) {
-    if (g_fork_handlers[i].prepare != nullptr) g_fork_handlers[i].prepare();
-  }
-}
-
-void run_fork_parent() noexcept {
-  const int n = g_fork_handler_count.load(std::memory_order_acquire);  // as above
-  for (int i = 0; i < n; ++i) {
-    if (g_fork_handlers[i].parent != nullptr) g_fork_handlers[i].parent();
-  }
-}
-
-void run_fork_child() noexcept {
-  const int n = g_fork_handler_count.load(std::memory_order_acquire);  // as above
-  for (int i = 0; i < n; ++i) {
-    if (g_fork_handlers[i].child != nullptr) g_fork_handlers[i].child();
-  }
 }
 
 }  // namespace impl

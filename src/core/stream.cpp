@@ -6,11 +6,13 @@
 #include <string_view>
 #include <vector>
 
-#include "capture.hpp"
+#include "capture_state.hpp"
 #include "moved_from.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/event.hpp"
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
+#include "streamrt/impl/host_capabilities.hpp"
 #include "streamrt/stream_context.hpp"
 #include "thread_exit.hpp"
 
@@ -154,12 +156,18 @@ std::uint64_t Stream::pending() const {
 
 void Stream::set_host_run(bool allowed) {
   auto& s = checked("set_host_run");
-  s.backend().set_host_run(s, allowed);
+  impl::HostRun* const host_run = s.backend().host_run();
+  if (host_run == nullptr) {
+    throw Error(std::string(to_string(s.device().type)) + " backend doesn't support " +
+                api::member("Stream", "set_host_run") + "()");
+  }
+  host_run->set_allowed(s, allowed);
 }
 
 bool Stream::host_run() const {
   auto& s = checked("host_run");
-  return s.backend().host_run(s);
+  const impl::HostRun* const host_run = s.backend().host_run();
+  return host_run != nullptr && host_run->allowed(s);
 }
 
 void Stream::wait_event(const Event& e) {

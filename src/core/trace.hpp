@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 
 namespace streamrt::core {
 

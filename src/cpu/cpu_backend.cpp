@@ -12,7 +12,8 @@
 #include "core/work_thread.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
-#include "tracing.hpp"
+#include "streamrt/impl/hooks.hpp"
+#include "trace_sink.hpp"
 
 namespace streamrt::cpu {
 namespace tracing_detail {
@@ -292,11 +293,11 @@ std::uint64_t CpuBackend::cancel(impl::StreamImpl& stream) {
   return cpu_stream(stream).cancel();
 }
 
-void CpuBackend::set_host_run(impl::StreamImpl& stream, bool allowed) {
+void CpuHostRun::set_allowed(impl::StreamImpl& stream, bool allowed) noexcept {
   cpu_stream(stream).set_host_run(allowed);
 }
 
-bool CpuBackend::host_run(const impl::StreamImpl& stream) {
+bool CpuHostRun::allowed(const impl::StreamImpl& stream) const noexcept {
   return cpu_stream(stream).host_run();
 }
 

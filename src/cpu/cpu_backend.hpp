@@ -10,14 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "cpu_stream.hpp"
+#include "env_config.hpp"
 #include "parallel.hpp"
 #include "partition.hpp"
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/host_capabilities.hpp"
 #include "worker_pool.hpp"
 
 namespace streamrt::cpu {
+
+// Host-run items (impl::HostRun) of CPU streams: each stream keeps its own flag, which its waits
+// read (stream_wait.cpp).
+class CpuHostRun final : public impl::HostRun {
+ public:
+  void set_allowed(impl::StreamImpl& stream, bool allowed) noexcept override;
+  bool allowed(const impl::StreamImpl& stream) const noexcept override;
+};
 
 // A one-off task (completion callbacks) for the pool. Exceptions are reported, never propagated.
 class FunctionTask final : public Task {
@@ -87,8 +96,6 @@ class CpuBackend final : public impl::Backend {
   bool synchronize_device(int index, std::optional<std::chrono::nanoseconds> timeout) override;
   std::uint64_t pending(const impl::StreamImpl& stream) override;
   std::uint64_t cancel(impl::StreamImpl& stream) override;
-  void set_host_run(impl::StreamImpl& stream, bool allowed) override;
-  bool host_run(const impl::StreamImpl& stream) override;
   // The settings of cpu.hpp (streamrt::cpu, settings.cpp).
   void set_num_threads(int n);
   int num_threads() const;
@@ -98,6 +105,7 @@ class CpuBackend final : public impl::Backend {
   bool worker_batch() const;
   void set_tracing(bool on) noexcept override;
   impl::IntraOpParallel* intra_op_parallel() noexcept override { return &parallel_; }
+  impl::HostRun* host_run() noexcept override { return &host_run_control_; }
   std::shared_ptr<impl::EventImpl> new_user_event(int index, EventOptions options) override;
   void complete_user_event(const std::shared_ptr<impl::EventImpl>& position,
                            std::exception_ptr failure) override;
@@ -146,8 +154,8 @@ class CpuBackend final : public impl::Backend {
   // Throws Error when called from stream work or a callback (also work a waiting host thread
   // runs): `call` resizes the shared pool, which waits for the workers' current work.
   static void refuse_from_stream_work(const std::string& call);
-  // Throws the Error of a bad environment setting (config.hpp). Called before a stream is handed
-  // out or the pool is built, so nothing is queued under a bad setting.
+  // Throws the Error of a bad environment setting (env_config.hpp). Called before a stream is
+  // handed out or the pool is built, so nothing is queued under a bad setting.
   void check_config() const {
     if (!config_ok_) config();
   }
@@ -177,6 +185,7 @@ class CpuBackend final : public impl::Backend {
   std::condition_variable released_;  // notified under pool_mutex_ by release_partition
   std::vector<std::shared_ptr<PartitionState>> forking_partitions_;  // locked across a fork()
   CpuParallel parallel_{*this};  // intra-op parallelism on pool()
+  CpuHostRun host_run_control_;  // host-run items: the flag each CpuStream keeps
 };
 
 // The backend registered for DeviceType::CPU when it is streamrt's own (settings.cpp); else

@@ -17,8 +17,9 @@
 #include "partition.hpp"
 #include "streamrt/detail/block_cache.hpp"
 #include "streamrt/error.hpp"
+#include "streamrt/impl/hooks.hpp"
 #include "streamrt/stream.hpp"
-#include "tracing.hpp"
+#include "trace_sink.hpp"
 
 namespace streamrt::cpu {
 namespace {

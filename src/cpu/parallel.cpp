@@ -1,4 +1,4 @@
-// The CPU backend's intra-op parallelism (impl::IntraOpParallel, used by core/parallel.hpp) on its
+// The CPU backend's intra-op parallelism (impl::IntraOpParallel, used by core/intra_op.hpp) on its
 // WorkerPool: the caller runs chunks itself and idle workers join in; chunks are claimed
 // dynamically, so when every worker is busy with other streams the caller does them all.
 #include "parallel.hpp"

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/host_capabilities.hpp"
 
 namespace streamrt::cpu {
 

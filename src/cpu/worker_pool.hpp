@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "clock.hpp"
-#include "config.hpp"
+#include "env_config.hpp"
 #include "parker.hpp"
 #include "worker_policy.hpp"
 

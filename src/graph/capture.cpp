@@ -1,5 +1,6 @@
 // Capturing into a Graph: the Stream calls that begin and end a capture, and GraphCapture. The
-// capture mechanism on the streams is core's (core/capture.hpp); a Graph is what it records into.
+// capture mechanism on the streams is core's (core/capture_state.hpp); a Graph is what it records
+// into.
 #include <exception>
 
 #include "graph_access.hpp"

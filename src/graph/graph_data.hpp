@@ -1,12 +1,12 @@
 #pragma once
-// What a graph holds: the nodes a stream capture recorded (core/capture.hpp fills it through the
-// Recording interface), which instantiation turns into replay plans (exec_data.hpp).
+// What a graph holds: the nodes a stream capture recorded (core/capture_state.hpp fills it through
+// the Recording interface), which instantiation turns into replay plans (exec_data.hpp).
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "core/capture.hpp"
+#include "core/capture_state.hpp"
 #include "streamrt/detail/work.hpp"
 
 namespace streamrt::detail {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "core/parallel.hpp"
+#include "core/intra_op.hpp"
 #include "exec_data.hpp"
 
 namespace streamrt::detail {

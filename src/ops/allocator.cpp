@@ -13,7 +13,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/capture.hpp"
+#include "core/capture_state.hpp"
 #include "core/spin_mutex.hpp"
 #include "streamrt/error.hpp"
 
@@ -44,7 +44,7 @@ class CachingAllocator {
     // A fork while another thread holds the mutex would leave it locked in the child, whose
     // first tensor would then hang (docs/reliability.md, G9): hold it across fork(). Nothing
     // under the mutex takes a stream lock (only lock-free queries), so the order with the CPU
-    // backend's fork handlers cannot deadlock. Registered at load time (see g_made_at_load).
+    // backend's fork handlers cannot deadlock. Made at load time (make_caching_allocator).
     pthread_atfork(&lock_for_fork, &unlock_after_fork, &unlock_after_fork);
     if (const char* env = std::getenv("STREAMRT_CACHE_LIMIT"); env != nullptr) {
       try {
@@ -226,17 +226,6 @@ void CachingAllocator::unlock_after_fork() {
   instance().mutex_.unlock();
 }
 
-// Made when the library is loaded, before the program starts threads: fork handlers registered
-// while another thread is inside fork() may have their unlock run without their lock (glibc
-// releases its handler-list lock while it runs prepare handlers), which hung a stress test when
-// the allocator was made lazily by a thread racing a fork. The CPU backend is made here too, after
-// the allocator: a fork while another thread was making it lazily left the child waiting for ever
-// on the registry's static guard (AllocatorFork, most runs). Prepare handlers run in reverse
-// order of registration, so the backend's locks are taken before the allocator's mutex: safe
-// whatever a thread holds at the fork, since a holder of the allocator's mutex never waits for a
-// backend lock (it only reads stream and event counters).
-[[maybe_unused]] const bool g_made_at_load = (instance(), impl::backend(DeviceType::CPU), true);
-
 void check_cpu(const Device& device, const char* what) {
   if (device.type != DeviceType::CPU) {
     throw Error(std::string(what) + ": " + device.str() +
@@ -245,6 +234,10 @@ void check_cpu(const Device& device, const char* what) {
 }
 
 }  // namespace
+
+void make_caching_allocator() {
+  instance();
+}
 
 std::size_t size_class(std::size_t nbytes) noexcept {
   if (nbytes <= 512) return std::max(kAlign, (nbytes + kAlign - 1) / kAlign * kAlign);

@@ -31,6 +31,14 @@ struct Block {
   std::size_t capacity = 0;
 };
 
+// Makes the caching allocator, and with it its fork handlers, unless it exists. The library calls
+// it when it loads, before the program starts threads (fork handlers registered while another
+// thread is inside fork() may have their unlock run without their lock: glibc releases its
+// handler-list lock while it runs prepare handlers), and before it makes the CPU backend, whose
+// fork handlers must come after these (src/library/backends.cpp). Thread-safe; throws
+// std::bad_alloc.
+void make_caching_allocator();
+
 // Bytes of the size class that serves `nbytes`: 64-byte multiples up to 512 bytes, then four
 // classes per power of two (at most 25% slack), so a repeated shape always lands in one class.
 std::size_t size_class(std::size_t nbytes) noexcept;

@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/parallel.hpp"
+#include "core/intra_op.hpp"
 #include "streamrt/error.hpp"
 #include "streamrt/tensor.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "allocator.hpp"
-#include "core/capture.hpp"
+#include "core/capture_state.hpp"
 #include "memory_index.hpp"
 #include "read_check.hpp"
 #include "streamrt/detail/block_cache.hpp"

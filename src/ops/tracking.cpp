@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "checks.hpp"
-#include "core/capture.hpp"
+#include "core/capture_state.hpp"
 #include "memory_index.hpp"
 #include "read_check.hpp"
 #include "storage.hpp"
@@ -203,7 +203,7 @@ void submit_on(Stream& s, const char* label, std::span<const Tensor* const> read
   // same storage see each other's accesses in the order the stream queues got them.
   const LockedUses uses(label, reads, writes);
   impl::StreamImpl& si = *s.impl();
-  // During a capture, positions and ids are the capture's (src/core/capture.hpp): the waits
+  // During a capture, positions and ids are the capture's (src/core/capture_state.hpp): the waits
   // become graph edges.
   const std::uint64_t sid = capture::tracking_id(si);
   const bool check = !writes.empty() && read_check::enabled() && !capture::active();

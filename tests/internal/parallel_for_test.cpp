@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "core/parallel.hpp"
+#include "core/intra_op.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/worker_pool.hpp"
 #include "ops_test_util.hpp"

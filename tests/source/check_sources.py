@@ -3,7 +3,7 @@
 
   includes   no include under src/ that climbs out of its folder ("../"), and, with --layer,
              none that names a layer the including layer may not use: src/ops/x.cpp may
-             include "core/capture.hpp" but not "cpu/cpu_backend.hpp". The compiler refuses
+             include "core/capture_state.hpp" but not "cpu/cpu_backend.hpp". The compiler refuses
              those too (each layer compiles with an include root that holds only the layers it
              may use, src/CMakeLists.txt); this check names the file and the rule, and also
              covers headers no source of the layer includes yet.

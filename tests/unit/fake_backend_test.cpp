@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 #include "streamrt/streamrt.hpp"
 #include "test_util.hpp"
 

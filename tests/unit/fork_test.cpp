@@ -235,6 +235,37 @@ TEST_P(Fork, ForkWaitsForQueuedWorkAndTheChildReadsItsResults) {
   EXPECT_THROW(f.synchronize(), int);
 }
 
+// Work queued at the fork that allocates tensors: the CPU backend's prepare handler, which waits
+// for it, runs before the caching allocator's takes the allocator's lock for the fork, so the work
+// finishes and the child reads what it did. The library registers the allocator's handlers first
+// for that (prepare handlers run in reverse order); the other order would hold that lock while
+// waiting for work that needs it, and fork() would go ahead only after its time-out, with the work
+// cancelled in the child.
+TEST_P(Fork, ForkWaitsForQueuedWorkThatAllocatesTensors) {
+  streamrt::cpu::set_fork_timeout(20s);  // only the wrong order of the handlers waits that long
+  constexpr int kTensors = 200;
+  streamrt::Stream a;
+  std::atomic<int> made{0};
+  a.launch([] { std::this_thread::sleep_for(100ms); });  // the next item is queued at the fork
+  a.launch([&] {
+    for (int i = 0; i < kTensors; ++i) {
+      const streamrt::Tensor t = streamrt::empty({1000 + i});
+      if (t.defined()) made.fetch_add(1);
+    }
+  });
+  const streamrt::Event done = a.record_event();
+  const auto start = std::chrono::steady_clock::now();
+  const int code = in_child([&] {
+    int bad = 0;
+    if (!cancelled_text(done).empty()) bad |= 1;
+    if (made.load() != kTensors) bad |= 2;
+    return bad;
+  });
+  EXPECT_EQ(code, 0) << "child check bits failed (see the lambda)";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "fork() waited for its time-out";
+  a.synchronize();
+}
+
 // A stream blocked on a user event nobody completes before the fork: fork() gives up after its
 // time-out instead of waiting for ever, and the child's wait on that work raises Cancelled naming
 // the time-out. Runs in a child of its own, which is killed if it hangs (the failure without the

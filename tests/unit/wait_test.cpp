@@ -52,6 +52,33 @@ TEST_P(Timeouts, EventWaitForReturnsFalseAndChangesNothing) {
   EXPECT_NO_THROW(s.synchronize());
 }
 
+// The interruptible wait that bindings use: it waits in slices, ends when interrupted() says so or
+// the time-out runs out (changing nothing), waits for the record current at the call, and reports
+// no failure, which synchronize() on that record still raises.
+TEST_P(Timeouts, InterruptibleWaitEndsWhenAskedAndReportsNoFailure) {
+  streamrt::Stream s;
+  Gate g;
+  s.launch([&] {
+    if (!g.wait()) fail_hard("never released");
+    throw std::runtime_error("failure-after-interruptible-wait");
+  });
+  streamrt::Event e = s.record_event();
+  const streamrt::Event record(e.impl());
+  int asked = 0;
+  EXPECT_EQ(streamrt::wait_interruptibly(e, std::nullopt, 1ms, [&] { return ++asked == 3; }),
+            streamrt::WaitEnd::Interrupted);
+  EXPECT_EQ(asked, 3);
+  EXPECT_EQ(streamrt::wait_interruptibly(e, kShort, 1ms, nullptr), streamrt::WaitEnd::TimedOut);
+  EXPECT_EQ(e.state(), streamrt::EventState::Pending);
+  e.record(streamrt::Stream());  // a later record: the wait below is for the one it saw
+  g.open();
+  EXPECT_EQ(streamrt::wait_interruptibly(record, std::nullopt, 1ms, [] { return false; }),
+            streamrt::WaitEnd::Done);
+  EXPECT_THROW(record.synchronize(), std::runtime_error);
+  EXPECT_THROW(streamrt::wait_interruptibly(streamrt::Event(), kShort, 1ms, nullptr),
+               streamrt::Error);
+}
+
 TEST_P(Timeouts, StreamSynchronizeForTimesOutAndALaterSynchronizeStillReportsTheFailure) {
   streamrt::Stream s;
   Gate g;

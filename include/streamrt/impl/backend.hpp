@@ -18,13 +18,11 @@
 #include "streamrt/event.hpp"
 #include "streamrt/export.hpp"
 
-namespace streamrt {
-class Stream;
-}  // namespace streamrt
-
 namespace streamrt::impl {
 
 class Backend;
+class HostRun;
+class IntraOpParallel;
 
 //! A backend's stream. Immutable identity; the backend derives its own queue state from it.
 class STREAMRT_API StreamImpl {
@@ -80,7 +78,7 @@ class STREAMRT_API EventImpl {
   //! The options of the event at record time.
   EventOptions options() const noexcept { return options_; }
   //! True for a position recorded during a stream capture (a place in a graph, not in a
-  //! backend's stream; see src/core/capture.hpp): backends never receive one.
+  //! backend's stream; see src/core/capture_state.hpp): backends never receive one.
   bool captured() const noexcept { return captured_; }
 
  protected:
@@ -95,49 +93,12 @@ class STREAMRT_API EventImpl {
   bool captured_ = false;
 };
 
-//! One finished work item, as a backend reports it to the runtime's profiler (trace_item()).
-//! Times are nanoseconds of std::chrono::steady_clock.
-struct TraceItem {
-  //! Where the item ran.
-  Device device;
-  //! The stream's id and priority.
-  std::uint64_t stream_id = 0;
-  int priority = 0;
-  //! The launch label; static storage (Stream::launch requires labels to outlive the work).
-  const char* label = nullptr;
-  //! When the item was enqueued, started and finished.
-  std::int64_t enqueue_ns = 0;
-  std::int64_t start_ns = 0;
-  std::int64_t end_ns = 0;
-  //! The backend's index of the thread that ran it; -1 for a thread outside its pool.
-  int worker = -1;
-};
-
-//! Intra-op parallelism: how a backend spreads one host kernel (an op's loop, a graph replay's
-//! independent branches) over its threads, in the shape of ATen's Parallel.h. The runtime uses the
-//! one of the backend registered for DeviceType::CPU, the host's; kernels reach it through the
-//! runtime, never through a backend's own type. Every method is thread-safe.
-class STREAMRT_API IntraOpParallel {
- public:
-  virtual ~IntraOpParallel() = default;
-  //! Calls f(b, e) for consecutive sub-ranges covering [begin, end), none smaller than `grain`
-  //! items (except the last), spread over the backend's threads. Blocks until every sub-range has
-  //! finished; rethrows the first exception (sub-ranges not started by then are skipped). Runs
-  //! f(begin, end) inline when the range is one grain, there is one thread, or when called from
-  //! inside parallel_for (no nesting). Never waits for a thread that is busy elsewhere: the
-  //! caller runs what is left.
-  virtual void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain,
-                            const std::function<void(std::int64_t, std::int64_t)>& f) = 0;
-  //! The number of threads parallel_for spreads over. Never blocks after the first call (which
-  //! may start them).
-  virtual int num_threads() = 0;
-  //! True on a thread that is running a parallel_for sub-range. Never blocks.
-  virtual bool in_parallel_region() const noexcept = 0;
-};
-
-//! Per-device-type implementation. Every method must be thread-safe. Methods that are not
-//! supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here is
-//! specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp).
+//! Per-device-type implementation: the device contract (streams, events, memory positions, waits)
+//! and the capabilities a backend may offer. Every method must be thread-safe. Methods that are
+//! not supported throw Error("<backend> backend doesn't support <what>") by default. Nothing here
+//! is specific to one kind of device: the CPU backend's own settings are its own (cpu.hpp), and
+//! what the runtime offers backends besides (the profiler's sink, fork handlers, the current
+//! stream) is in impl/hooks.hpp.
 class STREAMRT_API Backend {
  public:
   virtual ~Backend() = default;
@@ -201,14 +162,16 @@ class STREAMRT_API Backend {
   virtual std::uint64_t pending(const StreamImpl& stream);
   //! Drops queued work that has not started; returns how many items were dropped. Returns at once.
   virtual std::uint64_t cancel(StreamImpl& stream);
-  //! Allows or forbids host-run items on `stream` (a waiting host thread running them).
-  virtual void set_host_run(StreamImpl& stream, bool allowed);
-  //! Whether host-run items are allowed on `stream`; false for backends without them.
-  virtual bool host_run(const StreamImpl& stream);
-  //! The backend's intra-op parallelism (see IntraOpParallel), or null when it has none: host
-  //! kernels then run on the calling thread. Asked once, when the backend is registered; the
-  //! object lives as long as the backend. Never blocks.
+
+  //! Capabilities (impl/host_capabilities.hpp): each is an object the backend returns, or null
+  //! when it has none. The object lives as long as the backend. Never block.
+  //!
+  //! Intra-op parallelism, or null: host kernels then run on the calling thread. The runtime asks
+  //! the backend registered for DeviceType::CPU (the host's) once, when it is registered.
   virtual IntraOpParallel* intra_op_parallel() noexcept { return nullptr; }
+  //! Host-run items (a waiting host thread running its stream's items), or null: then
+  //! Stream::set_host_run throws Error and Stream::host_run() is false.
+  virtual HostRun* host_run() noexcept { return nullptr; }
 
   //! The trace hook: the runtime's profiler turns the timing of work items on and off (also on a
   //! backend registered while a profiler runs). While on, the backend reports every work item
@@ -229,7 +192,20 @@ class STREAMRT_API Backend {
 //! backend for DeviceType::CUDA).
 STREAMRT_API void register_backend(std::unique_ptr<Backend> backend);
 
-//! The backend for `type`. Throws Error naming the type when none is registered. Thread-safe.
+//! Registers a backend when the program or library that holds it is loaded, as c10's
+//! C10_REGISTER_GUARD_IMPL does: a namespace-scope object of this type calls
+//! register_backend(make()) during static initialisation. An object that nothing else in its
+//! program names is dropped by a static link from an archive: link its object file directly, or
+//! make the linker keep it (--undefined of a symbol it defines). Throws what make() and
+//! register_backend throw (at static initialisation: the program ends).
+class STREAMRT_API BackendRegisterer {
+ public:
+  //! Registers make()'s backend. Thread-safe, as register_backend.
+  explicit BackendRegisterer(std::unique_ptr<Backend> (*make)()) { register_backend(make()); }
+};
+
+//! The backend for `type`. Throws Error naming the type when none is registered (for the
+//! built-in CPU backend: only before the library's static initialisation). Thread-safe.
 STREAMRT_API Backend& backend(DeviceType type);
 
 //! The backend for `device`, checking the index. Throws Error on a bad index or missing backend.
@@ -239,28 +215,5 @@ STREAMRT_API Backend& backend_for(const Device& device);
 //! range: the check of Stream(device, priority), for a backend that makes streams by another route
 //! (a CPU partition's). Never blocks; thread-safe.
 STREAMRT_API void check_priority(Backend& backend, const Device& device, int priority);
-
-//! The trace hook's sink: hands one finished item to the profiler. Thread-safe; never throws (an
-//! item that cannot be stored for lack of memory is lost); takes an uncontended per-thread lock.
-STREAMRT_API void trace_item(const TraceItem& item) noexcept;
-
-//! Fork handlers of a layer above the runtime (the Python module's interpreter gate), run inside
-//! the runtime's own: `prepare` after the runtime has taken its locks, `parent` and `child` before
-//! it releases them, and in the child before it drops the parent's work. A layer whose lock the
-//! runtime's clean-up may take (a reference drop under a stream lock) is thus locked across fork()
-//! in an order that cannot deadlock, and usable again in the child before that clean-up runs.
-//! Handlers must not throw or block on anything but their own lock. At most 8; call at load.
-//! Throws Error past the limit. Not to be called concurrently with fork().
-STREAMRT_API void add_fork_handlers(void (*prepare)(), void (*parent)(), void (*child)());
-
-//! For backends' own fork handlers: run the layers' handlers added by add_fork_handlers (prepare
-//! in reverse order of addition, parent and child in order). Never throw.
-STREAMRT_API void run_fork_prepare() noexcept;
-STREAMRT_API void run_fork_parent() noexcept;
-STREAMRT_API void run_fork_child() noexcept;
-
-//! Makes `s` this thread's current stream for its device and returns the previous one
-//! (c10's exchangeStream). For backends that run work on their own threads. Never blocks.
-STREAMRT_API Stream exchange_current_stream(const Stream& s);
 
 }  // namespace streamrt::impl

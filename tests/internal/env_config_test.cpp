@@ -1,6 +1,6 @@
-// Whitebox: the parser of the CPU backend's environment settings (src/cpu/config.hpp). The
+// Whitebox: the parser of the CPU backend's environment settings (src/cpu/env_config.hpp). The
 // environment itself is read once per process; tests/unit runs children for that.
-#include "cpu/config.hpp"
+#include "cpu/env_config.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,26 +1,20 @@
-// matmul (BLAS), allclose, equal and the operators. Each op checks its arguments at the call (Error
-// naming both shapes), then submits a kernel on the current stream through the tracker
-// (tracking.cpp).
-#include "streamrt/ops.hpp"
-
+// matmul (BLAS): argument checks at the call (Error naming both shapes), then a kernel submitted on
+// the current stream through the tracker (tracking.cpp); large products split into row blocks over
+// the workers idle at the call.
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
 #include <limits>
 #include <mutex>
 #include <string>
-#include <type_traits>
 
 #include "checks.hpp"
 #include "creation.hpp"
-#include "elementwise.hpp"
 #include "kernels.hpp"
 #include "layout.hpp"
 #include "storage.hpp"
 #include "streamrt/error.hpp"
-#include "streamrt/event.hpp"
+#include "streamrt/ops.hpp"
 #include "tensor_access.hpp"
 #include "tracking.hpp"
 
@@ -36,70 +30,6 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                 " (convert one with to())");
   }
 }
-
-// The shape both operands of a whole-tensor comparison broadcast to (numpy rules), with the op's
-// name in the error.
-Shape broadcast_pair(const char* op, const Tensor& a, const Tensor& b) {
-  check_defined(a, op);
-  check_defined(b, op);
-  check_same_device(op, a, b);
-  try {
-    return broadcast_shapes(a.shape(), b.shape());
-  } catch (const Error& e) {
-    throw Error(std::string(op) + ": " + e.what());
-  }
-}
-
-// Runs `pred(x, y)` on every pair of elements of a and b broadcast to `shape` (each read as its
-// own dtype, converted to double by the predicate's caller), on the current stream, and returns
-// whether it held everywhere; waits for the answer. Views are walked with their strides, so
-// nothing is copied, also for broadcast operands.
-template <class Pred>
-bool all_of_on_stream(const char* name, const Tensor& a, const Tensor& b, const Shape& shape,
-                      Pred pred) {
-  auto result = std::make_shared<bool>(false);
-  const void* da = TensorAccess::storage(a)->data();
-  const void* db = TensorAccess::storage(b)->data();
-  const Shape a_strides = broadcast_strides(a.shape(), a.strides(), shape);
-  const Shape b_strides = broadcast_strides(b.shape(), b.strides(), shape);
-  const std::int64_t a_off = a.storage_offset(), b_off = b.storage_offset();
-  const DType a_type = a.dtype(), b_type = b.dtype();
-  Stream s =
-      submit(name, a.device(), {&a, &b}, {},
-             [da, db, shape, a_strides, b_strides, a_off, b_off, a_type, b_type, result, pred] {
-               dispatch_all(a_type, [&](auto a_tag) {
-                 using A = decltype(a_tag);
-                 dispatch_all(b_type, [&](auto b_tag) {
-                   using B = decltype(b_tag);
-                   const A* pa = static_cast<const A*>(da) + a_off;
-                   const B* pb = static_cast<const B*>(db) + b_off;
-                   std::atomic<bool> ok{true};
-                   const auto loop = make_loop<2>(shape, {&a_strides, &b_strides});
-                   parallel_runs(loop, [&](const auto& off, std::int64_t count, const auto& inc) {
-                     // Another chunk already found a pair: nothing left to learn.
-                     if (!ok.load(std::memory_order_relaxed)) return;
-                     const A* x = pa + off[0];
-                     const B* y = pb + off[1];
-                     for (std::int64_t i = 0; i < count; ++i) {
-                       if (!pred(x[i * inc[0]], y[i * inc[1]])) {
-                         // Read after the join, which orders it.
-                         ok.store(false, std::memory_order_relaxed);
-                         return;
-                       }
-                     }
-                   });
-                   *result = ok.load(std::memory_order_relaxed);
-                 });
-               });
-             });
-  // The answer is ready when the stream reaches this point; the event's completion publishes it.
-  Event done;
-  done.record(s);
-  done.synchronize();
-  return *result;
-}
-
-// ---- matmul ------------------------------------------------------------------------------------
 
 // Products smaller than this many multiply-adds (about 128^3) run as one BLAS call on the
 // stream's worker: below it a block's share of the product costs about as much as the hand-off to
@@ -288,104 +218,6 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                 });
               });
   return out;
-}
-
-bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  const Shape shape = ops::broadcast_pair("allclose", a, b);
-  if (!(rtol >= 0) || !(atol >= 0)) {
-    throw Error("allclose: rtol and atol must be >= 0 (got rtol=" + std::to_string(rtol) +
-                ", atol=" + std::to_string(atol) + ")");
-  }
-  // numpy's isclose (equal_nan=False): |a - b| <= atol + rtol * |b|, asymmetric in b; infinities
-  // are close only to themselves (the x == y test), NaN to nothing.
-  return ops::all_of_on_stream("allclose", a, b, shape, [rtol, atol](auto u, auto v) {
-    const auto x = static_cast<double>(u), y = static_cast<double>(v);
-    return x == y || std::fabs(x - y) <= atol + rtol * std::fabs(y);
-  });
-}
-
-bool equal(const Tensor& a, const Tensor& b) {
-  ops::check_defined(a, "equal");
-  ops::check_defined(b, "equal");
-  ops::check_same_device("equal", a, b);
-  if (a.dtype() != b.dtype()) {
-    throw Error("equal: dtypes differ: " + ops::describe(a) + " and " + ops::describe(b) +
-                " (convert one with to())");
-  }
-  // numpy's array_equal and torch.equal: different shapes are simply not equal (no broadcasting).
-  if (a.shape() != b.shape()) return false;
-  return ops::all_of_on_stream("equal", a, b, a.shape(), [](auto u, auto v) {
-    // Only equal dtypes reach the kernel (checked above).
-    if constexpr (std::is_same_v<decltype(u), decltype(v)>) {
-      return u == v;
-    } else {
-      return false;
-    }
-  });
-}
-
-Tensor operator+(const Tensor& a, const Tensor& b) {
-  return add(a, b);
-}
-Tensor operator+(const Tensor& a, double s) {
-  return add(a, s);
-}
-Tensor operator+(double s, const Tensor& a) {
-  return add(a, s);
-}
-Tensor operator-(const Tensor& a, const Tensor& b) {
-  return sub(a, b);
-}
-Tensor operator-(const Tensor& a, double s) {
-  return sub(a, s);
-}
-Tensor operator-(double s, const Tensor& a) {
-  return ops::binary_scalar(ops::BinaryOp::kSub, a, s, true);
-}
-Tensor operator-(const Tensor& a) {
-  return neg(a);
-}
-Tensor operator*(const Tensor& a, const Tensor& b) {
-  return mul(a, b);
-}
-Tensor operator*(const Tensor& a, double s) {
-  return mul(a, s);
-}
-Tensor operator*(double s, const Tensor& a) {
-  return mul(a, s);
-}
-Tensor operator/(const Tensor& a, const Tensor& b) {
-  return div(a, b);
-}
-Tensor operator/(const Tensor& a, double s) {
-  return div(a, s);
-}
-Tensor operator/(double s, const Tensor& a) {
-  return ops::binary_scalar(ops::BinaryOp::kDiv, a, s, true);
-}
-Tensor operator<(const Tensor& a, const Tensor& b) {
-  return lt(a, b);
-}
-Tensor operator<=(const Tensor& a, const Tensor& b) {
-  return le(a, b);
-}
-Tensor operator>(const Tensor& a, const Tensor& b) {
-  return gt(a, b);
-}
-Tensor operator>=(const Tensor& a, const Tensor& b) {
-  return ge(a, b);
-}
-Tensor operator<(const Tensor& a, double s) {
-  return lt(a, s);
-}
-Tensor operator<=(const Tensor& a, double s) {
-  return le(a, s);
-}
-Tensor operator>(const Tensor& a, double s) {
-  return gt(a, s);
-}
-Tensor operator>=(const Tensor& a, double s) {
-  return ge(a, s);
 }
 
 }  // namespace streamrt

@@ -1,6 +1,6 @@
 // Stream capture: the capture state of streams, captured positions, joins and the refusals.
 // One mutex guards all of it: capture is a one-time setup path, never the hot path (replays are).
-#include "capture.hpp"
+#include "capture_state.hpp"
 
 #include <algorithm>
 #include <mutex>

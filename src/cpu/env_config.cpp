@@ -1,5 +1,5 @@
-// Environment settings of the CPU backend (see config.hpp).
-#include "config.hpp"
+// Environment settings of the CPU backend (see env_config.hpp).
+#include "env_config.hpp"
 
 #include <cerrno>
 #include <cstdlib>

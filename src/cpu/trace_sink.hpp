@@ -1,11 +1,11 @@
 #pragma once
-// The CPU backend's side of the trace hook (impl::Backend::set_tracing, impl::trace_item). The hot
-// path is tracing_enabled(): one relaxed atomic load per enqueued item. Items enqueued while
-// tracing is on carry their enqueue time (non-zero); the stream's runner then times them and
-// reports them with trace_item().
+// The CPU backend's side of the trace hook (impl::Backend::set_tracing, impl::trace_item): what
+// feeds the runtime's trace sink. The hot path is tracing_enabled(): one relaxed atomic load per
+// enqueued item. Items enqueued while tracing is on carry their enqueue time (non-zero); the
+// stream's runner then times them and reports them with trace_item().
 #include <atomic>
 
-#include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/hooks.hpp"
 
 namespace streamrt::cpu {
 

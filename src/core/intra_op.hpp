@@ -9,15 +9,15 @@
 #include <functional>
 
 #include "streamrt/impl/backend.hpp"
+#include "streamrt/impl/host_capabilities.hpp"
 
 namespace streamrt::runtime {
 
 // The host's intra-op hook: the CPU backend's, set by the backend table when a CPU backend is
-// registered; null until the table is first built (or for a CPU backend without one).
+// registered; null until then (or for a CPU backend without one).
 extern std::atomic<impl::IntraOpParallel*> g_host_parallel;
 
-// The hook when g_host_parallel is null: builds the backend table if needed, else runs kernels on
-// the calling thread. Never blocks.
+// The hook when g_host_parallel is null: runs kernels on the calling thread. Never blocks.
 impl::IntraOpParallel& host_parallel_slow() noexcept;
 
 inline impl::IntraOpParallel& host_parallel() noexcept {

@@ -1,5 +1,5 @@
-// The host's intra-op hook (parallel.hpp): the CPU backend's, or the calling thread alone.
-#include "parallel.hpp"
+// The host's intra-op hook (intra_op.hpp): the CPU backend's, or the calling thread alone.
+#include "intra_op.hpp"
 
 namespace streamrt::runtime {
 namespace {
@@ -27,12 +27,8 @@ class InlineParallel final : public impl::IntraOpParallel {
 std::atomic<impl::IntraOpParallel*> g_host_parallel{nullptr};
 
 impl::IntraOpParallel& host_parallel_slow() noexcept {
-  try {
-    impl::backend(DeviceType::CPU);  // builds the table, which sets the hook
-  } catch (...) {
-    // No CPU backend (cannot happen with the built-in table): kernels run inline.
-  }
-  // Acquire: as in host_parallel().
+  // Null before the library registered its CPU backend (static initialisation) or for a CPU
+  // backend without the hook: kernels run inline. Acquire: as in host_parallel().
   if (impl::IntraOpParallel* p = g_host_parallel.load(std::memory_order_acquire)) return *p;
   static InlineParallel inline_parallel;
   return inline_parallel;
