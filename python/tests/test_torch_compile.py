@@ -7,20 +7,11 @@ see the old values."""
 import pytest
 
 from helpers import RENDEZVOUS_S
-from torch_streams_util import Gate, installed, on_another_thread, srt, torch  # noqa: F401
+from torch_streams_util import (  # noqa: F401  (fixture)
+    Gate, held_write, installed, on_another_thread, srt, torch)
 
 if not hasattr(torch, "compile"):
     pytest.skip("torch 1.13 has no torch.compile", allow_module_level=True)
-
-N = 5
-
-
-def queued_adds(t, stream, gate):
-    gate.hold(stream)
-    with torch.cpu.StreamContext(stream):
-        for _ in range(N):
-            t.add_(1)
-
 
 @pytest.fixture(scope="module")
 def affine():
@@ -33,9 +24,7 @@ def test_a_compiled_call_waits_for_its_inputs_writers(installed, affine, where):
     f = affine()
     x, y = torch.zeros(1000), torch.ones(1000)
     f(x, y)  # compiled outside any stream work
-    gate = Gate()
-    queued_adds(x, srt.Stream(), gate)
-    gate.open_later()
+    held_write(srt.Stream(), x, 5.0).open_later()
     if where == "inside a context":
         with torch.cpu.StreamContext(srt.Stream()):
             out = f(x, y)
@@ -46,7 +35,7 @@ def test_a_compiled_call_waits_for_its_inputs_writers(installed, affine, where):
         thread.join(RENDEZVOUS_S)
         assert not thread.is_alive() and "error" not in got, got.get("error")
         out = got["value"]
-    assert torch.equal(out, torch.full((1000,), 2.0 * N + 1))
+    assert torch.equal(out, torch.full((1000,), 11.0))
 
 
 def test_a_compiled_call_that_writes_its_input_waits_for_its_readers(installed):
