@@ -83,6 +83,14 @@ PYBIND11_MODULE(_streamrt, m) {
       "Failures of work launched from Python name the innermost frame outside the files under "
       "`prefix` (a directory ending in '/'): streamrt's own package, torch's.");
   m.def(
+      "_launch_origin_here",
+      []() -> py::object {
+        const char* origin = sp::launch_origin_here();
+        return origin != nullptr ? py::str(origin) : py::object(py::none());
+      },
+      "The user's source line of this thread's innermost frame outside the skipped packages "
+      "(\"path/model.py:12\"), as failures of work launched now would name it; None when unknown.");
+  m.def(
       "_set_launch_origins", [](bool on) { return sp::set_launch_origins(on); }, "on"_a,
       "Whether launches from Python read the line they come from (default True); returns the "
       "previous setting. For benchmarks that measure its cost.");

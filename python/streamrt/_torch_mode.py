@@ -25,6 +25,7 @@ chosen), never at import.
 import os
 import threading
 import time
+import warnings
 
 import torch
 
@@ -102,6 +103,37 @@ def host_op(func, plan, args, kwargs):
     return func(*args, **kwargs)
 
 
+class HostOpWarning(UserWarning):
+    """An op inside a stream context ran on the calling thread: it waited there for the stream
+    work on its tensors and blocked the thread while it ran (docs/torch.md, "Host ops"). Once per
+    op; `warnings.filterwarnings("ignore", category=streamrt.torch.HostOpWarning)` turns it off."""
+
+
+_host_ops_warned = set()
+
+
+def _warn_host_op(func, why):
+    name = func.name()
+    if name in _host_ops_warned:
+        return
+    if any(str(t).endswith("nondeterministic_seeded") for t in getattr(func, "tags", ())):
+        return  # random numbers: on the host by design (eager's generator order), and cheap
+    _host_ops_warned.add(name)
+    origin = _C._launch_origin_here() or ":0"
+    path, _, line = origin.rpartition(":")
+    warnings.warn_explicit(
+        f"streamrt.torch: {name} ran on the host inside a stream context ({why}): this thread "
+        "waited for the stream work on its tensors, then ran it, so nothing overlapped with it. "
+        "Once per op; see docs/torch.md, \"Host ops\"", HostOpWarning, path or "<unknown>",
+        int(line) if line.isdigit() else 0)
+
+
+def _host_op_in_context(func, plan, args, kwargs, why):
+    out = host_op(func, plan, args, kwargs)
+    _warn_host_op(func, why)
+    return out
+
+
 def enqueue(func, args, kwargs):
     """An op of a thread inside a stream context: submitted as stream work where it can be, else
     run as a host op. Teaches the fast path what it was where the fast path missed it."""
@@ -116,14 +148,14 @@ def enqueue(func, args, kwargs):
     if kind == _plan.HOST:
         if teach:
             submit.teach_kind(func, _plan.HOST)
-        return host_op(func, plan, args, kwargs)
+        return _host_op_in_context(func, plan, args, kwargs, "data-dependent results, not an aten op, or non-tensor results")
     try:
         tensors, key = _plan.scan(plan, args, kwargs)
     except _plan.Unsupported:
-        return host_op(func, plan, args, kwargs)
+        return _host_op_in_context(func, plan, args, kwargs, "arguments that are not CPU strided tensors")
     outputs = _plan.outputs_of(func, plan, args, kwargs, key)
     if outputs is _plan.HOST_RESULT:
-        return host_op(func, plan, args, kwargs)
+        return _host_op_in_context(func, plan, args, kwargs, "no meta kernel to know its outputs ahead")
     outs = submit.submit(func, plan, args, kwargs, tensors, outputs, key, teach)
     return _plan.result(plan, args, kwargs, outs)
 

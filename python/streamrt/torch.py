@@ -35,6 +35,7 @@ from . import _torch_tracking as _tracking
 
 __all__ = [
     "Event",
+    "HostOpWarning",
     "Stream",
     "StreamContext",
     "current_stream",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 Event = _C.Event
+HostOpWarning = _mode.HostOpWarning
 
 
 class Stream(_C.Stream):
