@@ -50,7 +50,8 @@ class CMakeBuild(build_ext):
             "-DCMAKE_INSTALL_BINDIR=python/streamrt/bin",
             "-DSTREAMRT_BUILD_PYTHON=ON",
             "-DSTREAMRT_BUILD_TESTS=OFF",
-            # The tool's `streamrt bench` needs no benchmark peer library (bench/ is not shipped).
+            # The tool's `streamrt bench` (bench/command) needs no benchmark peer library, and the
+            # benchmark suites are not built.
             "-DSTREAMRT_BUILD_BENCH=OFF",
             "-DSTREAMRT_BUILD_EXAMPLES=OFF",
             "-DSTREAMRT_BUILD_TOOLS=ON",
