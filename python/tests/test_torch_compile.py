@@ -78,3 +78,15 @@ def test_compiled_results_feed_stream_work(installed, affine):
         z = f(x, y)
         w = z * z
     assert torch.equal(w, torch.full((64,), 9.0))
+
+
+def test_uninstall_gives_torch_its_own_compile_back():
+    import streamrt.torch as st
+
+    original = torch.compile
+    st.install()
+    try:
+        assert torch.compile is not original
+    finally:
+        st.uninstall()
+    assert torch.compile is original
