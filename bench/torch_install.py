@@ -30,7 +30,7 @@ import torch
 
 import streamrt
 import streamrt.torch as srt
-from streamrt import _torch_mode, _torch_submit
+from streamrt import _torch_compat, _torch_mode, _torch_submit
 
 CORES = os.cpu_count() or 1
 
@@ -330,15 +330,17 @@ def ensemble_breakdown(args, nets, data, streams, steps):
           f"(a step takes at least {max(held_ms, kernels / CORES):.2f} ms)")
 
 
-class _PassThrough:
+class _PassThrough(torch.utils._python_dispatch.TorchDispatchMode):
     """A dispatch mode that only runs each op: the floor any Python dispatch mode pays."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        torch._C._set_torch_dispatch_mode(None)
+        if not _torch_compat.MODE_STAYS_SET_IN_DISPATCH:  # torch 2.x pops it meanwhile
+            return func(*args, **(kwargs or {}))
+        _torch_compat.pop_mode(self)
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            torch._C._set_torch_dispatch_mode(self)
+            _torch_compat.push_mode(self)
 
 
 def host(args):
@@ -383,11 +385,13 @@ def host(args):
         gate.pop().set()
         s.synchronize()
 
+    pass_through = _PassThrough()
+
     def mode_on():
-        torch._C._set_torch_dispatch_mode(_PassThrough())
+        _torch_compat.push_mode(pass_through)  # (1.13's mode slot, 2.x's mode stack)
 
     def mode_off():
-        torch._C._set_torch_dispatch_mode(None)
+        _torch_compat.pop_mode(pass_through)
 
     def probe(n):
         return lambda: native._set_probe(n)

@@ -143,6 +143,10 @@ class _Exclude:
     __slots__ = ("_torch", "_ours")
 
     def __init__(self, keys):
+        # One intra-op thread on this worker, as install() set on its thread (OpenMP's count is
+        # per thread: a pool worker keeps the process default, every core).
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
         self._torch = _TorchExclude(keys)
         module = loaded()
         self._ours = module.ExcludeOurs() if module is not None else None

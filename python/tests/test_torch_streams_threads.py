@@ -4,6 +4,7 @@ OpenBLAS so that streams do not oversubscribe the cores; threads that enter and 
 their own streams while the main thread drives its own never see an op reach Python again (on a
 worker, or on a host thread that helps run queued work while it waits)."""
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -165,3 +166,32 @@ def test_threads_on_their_own_streams_never_fail(installed, n):
 
 def test_two_threads_of_large_products(installed):
     run_threads(2, 8, 1000)
+
+
+def _mkl_threads():
+    """MKL's thread count for the calling thread (PyPI's torch links MKL into libtorch_cpu), or
+    None where torch has no MKL (Debian's torch: OpenBLAS)."""
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        return lib.mkl_get_max_threads
+    except (OSError, AttributeError):
+        return None
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: every thread defaults to one")
+def test_a_worker_multiplies_on_one_thread(installed):
+    # torch's thread counts are per thread (OpenMP's, and MKL's local one): install() sets the
+    # installing thread's, and a worker must not keep the default (every core) for its products,
+    # or two streams oversubscribe the cores.
+    mkl_threads = _mkl_threads()
+    if mkl_threads is None:
+        pytest.skip("this torch has no MKL (its products are OpenBLAS's, set process-wide)")
+    streamrt.set_num_threads(1)  # one worker: the product and the probe below run on it
+    s = srt.Stream()
+    seen, done = [], threading.Event()
+    a = torch.ones(64, 64)
+    with torch.cpu.StreamContext(s):
+        y = a @ a
+    s.launch(lambda: (seen.append(mkl_threads()), done.set()))
+    assert done.wait(RENDEZVOUS_S)  # (an event, not a stream wait: the host runs no item)
+    assert seen == [1] and y[0, 0].item() == 64.0

@@ -4,6 +4,7 @@
 // registry (torch_runner_registry.cpp) and the fast path (torch_runner_fast.cpp), bound for
 // streamrt.torch's Python code. Built only where torch's headers are found; without it
 // streamrt.torch runs on its Python path (_torch_submit.py, _torch_tracking.py).
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
@@ -173,10 +174,19 @@ bool returns_several_argument_references(const c10::OperatorHandle& op) {
   return false;
 }
 
+// One intra-op thread for the kernels this worker runs, as install() set on the installing thread.
+// torch's OpenMP count is per thread: a worker the pool started keeps the process's default (every
+// core) whatever torch.set_num_threads() said elsewhere, so each stream's kernels would spread
+// over all cores and two streams would oversubscribe them. Cheap when already one.
+void one_intra_op_thread() {
+  if (at::get_num_threads() != 1) at::set_num_threads(1);
+}
+
 }  // namespace
 
 bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
   Prepared* p = &prepared;
+  one_intra_op_thread();
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
     // torch's boxed wrapper of a kernel returning several references (max.dim_max, sort.values:
