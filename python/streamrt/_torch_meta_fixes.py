@@ -14,7 +14,8 @@ _CHANNELS_LAST = torch.channels_last
 
 def _dense_permuted(t):
     # Not row-major but dense: a transposed or permuted tensor, whose layout unary kernels keep.
-    return isinstance(t, torch.Tensor) and not t.is_contiguous() and t.is_non_overlapping_and_dense()
+    return (isinstance(t, torch.Tensor) and not t.is_contiguous()
+            and t.is_non_overlapping_and_dense())
 
 
 def _keep_input_layout(args, r):

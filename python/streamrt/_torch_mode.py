@@ -128,6 +128,11 @@ def _warn_host_op(func, why):
         int(line) if line.isdigit() else 0)
 
 
+_WHY_HOST = "data-dependent results, not an aten op, or non-tensor results"
+_WHY_UNSUPPORTED = "arguments that are not CPU strided tensors"
+_WHY_NO_META = "no meta kernel to know its outputs ahead"
+
+
 def _host_op_in_context(func, plan, args, kwargs, why):
     out = host_op(func, plan, args, kwargs)
     _warn_host_op(func, why)
@@ -146,16 +151,20 @@ def enqueue(func, args, kwargs):
             submit.teach_kind(func, _plan.ALLOC)
         return func(*args, **kwargs)
     if kind == _plan.HOST:
-        if teach:
-            submit.teach_kind(func, _plan.HOST)
-        return _host_op_in_context(func, plan, args, kwargs, "data-dependent results, not an aten op, or non-tensor results")
+        deterministic = _plan.dropout_deterministic_plan(func, args, kwargs)
+        if deterministic is None:
+            if teach:
+                submit.teach_kind(func, _plan.HOST)
+            return _host_op_in_context(func, plan, args, kwargs, _WHY_HOST)
+        # Stream work; the fast path is not taught it, as it would take the calls with dropout.
+        plan, teach = deterministic, False
     try:
         tensors, key = _plan.scan(plan, args, kwargs)
     except _plan.Unsupported:
-        return _host_op_in_context(func, plan, args, kwargs, "arguments that are not CPU strided tensors")
+        return _host_op_in_context(func, plan, args, kwargs, _WHY_UNSUPPORTED)
     outputs = _plan.outputs_of(func, plan, args, kwargs, key)
     if outputs is _plan.HOST_RESULT:
-        return _host_op_in_context(func, plan, args, kwargs, "no meta kernel to know its outputs ahead")
+        return _host_op_in_context(func, plan, args, kwargs, _WHY_NO_META)
     outs = submit.submit(func, plan, args, kwargs, tensors, outputs, key, teach)
     return _plan.result(plan, args, kwargs, outs)
 

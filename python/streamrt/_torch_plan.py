@@ -73,7 +73,7 @@ class Plan:
     __slots__ = ("kind", "names", "written", "returns", "out_op", "out_names", "keep", "fresh",
                  "device_kw", "label", "raw", "out_overload", "func", "written_at")
 
-    def __init__(self, func):
+    def __init__(self, func, deterministic=False):
         schema = func._schema
         args = schema.arguments
         self.func = func  # (keeps it alive too: plans are found by the op's id)
@@ -94,7 +94,7 @@ class Plan:
             sets.get(tuple(sorted(r.alias_info.before_set))) if r.alias_info is not None else None
             for r in rets
         ]
-        self.kind = _kind(func, written)
+        self.kind = _kind(func, written, deterministic)
         if self.kind == FUNCTIONAL or (self.kind == WRITE and self.fresh):
             self._find_out_op(func)
 
@@ -134,12 +134,15 @@ class Plan:
         return True
 
 
-def _kind(func, written):
-    # The plan's kind (VIEW ... FUNCTIONAL) from the op's schema, name and tags.
+def _kind(func, written, deterministic=False):
+    # The plan's kind (VIEW ... FUNCTIONAL) from the op's schema, name and tags; `deterministic`:
+    # for a call of a random op that draws no random numbers (dropout_deterministic_plan).
     schema = func._schema
     name = schema.name
     rets = schema.returns
     tags = getattr(func, "tags", ())
+    if deterministic:
+        tags = [t for t in tags if not str(t).endswith("nondeterministic_seeded")]
     if name in _ALLOC_NAMES or name in _IMMEDIATE_NAMES:
         return ALLOC
     if not name.startswith("aten::"):
@@ -172,6 +175,29 @@ def plan_of(func):
     if p is None:
         p = plans[id(func)] = Plan(func)
     return p
+
+
+# Ops tagged random only for their dropout, and where their dropout probability is (position,
+# name): called with 0, as in inference, they draw no random numbers, their results depend on
+# their inputs alone, and their meta kernels describe them, so they can be stream work.
+_DROPOUT_ARGUMENT = {"aten::_scaled_dot_product_flash_attention_for_cpu": (3, "dropout_p")}
+_deterministic_plans = {}
+
+
+def dropout_deterministic_plan(func, args, kwargs):
+    """The plan of a call of `func` without dropout (a random op in _DROPOUT_ARGUMENT called with
+    dropout probability 0), planned as the op it then is; None for any other call."""
+    where = _DROPOUT_ARGUMENT.get(func._schema.name)
+    if where is None:
+        return None
+    at, name = where
+    p = args[at] if len(args) > at else kwargs.get(name, 0.0)
+    if p != 0:
+        return None
+    plan = _deterministic_plans.get(id(func))
+    if plan is None:
+        plan = _deterministic_plans[id(func)] = Plan(func, deterministic=True)
+    return plan
 
 
 # ------------------------------------------------------------------------------------------------

@@ -73,3 +73,33 @@ def test_the_op_equals_eager_inside_a_context_on_pending_inputs(installed, name)
         assert got.dtype == expected.dtype and got.stride() == expected.stride(), (
             got.dtype, got.stride(), expected.dtype, expected.stride())
         assert torch.equal(got, expected)
+
+
+needs_sdpa = pytest.mark.skipif(not hasattr(F, "scaled_dot_product_attention"),
+                                reason="torch 1.13 has no scaled_dot_product_attention")
+
+
+@needs_sdpa
+def test_attention_without_dropout_is_stream_work(installed):
+    # Its CPU kernel is tagged random (for dropout); with no dropout it draws nothing.
+    q = torch.randn(2, 4, 8, 16)
+    s1, s2 = srt.Stream(), srt.Stream()
+    gate = Gate().hold(s1)
+    with torch.cpu.StreamContext(s1):
+        q.add_(1)
+    with torch.cpu.StreamContext(s2):
+        out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert not srt.ready(out), "the host ran it: it would have waited for the held write"
+    gate.open()
+    assert torch.equal(out, F.scaled_dot_product_attention(q, q, q, is_causal=True))
+
+
+@needs_sdpa
+def test_attention_with_dropout_draws_eagers_numbers(installed):
+    q = torch.randn(2, 4, 8, 16)
+    torch.manual_seed(7)
+    expected = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    torch.manual_seed(7)
+    with torch.cpu.StreamContext(srt.Stream()):
+        got = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert torch.equal(got, expected)

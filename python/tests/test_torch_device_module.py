@@ -115,7 +115,8 @@ def test_torch_accelerator_is_left_as_torch_has_it(stubs):
 
 
 def test_the_device_agnostic_example_matches_in_order_results():
-    example = pathlib.Path(__file__).resolve().parents[2] / "examples/python/device_agnostic_streams.py"
+    examples = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+    example = examples / "device_agnostic_streams.py"
     proc = subprocess.run(
         [sys.executable, str(example), "--layers", "3", "--width", "64", "--batch", "32",
          "--reps", "1"],
