@@ -2,9 +2,6 @@
 // handler that judges an access is in read_check_fault.cpp.
 #include "read_check.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -87,13 +84,9 @@ Description describe(const Stream& stream, std::uint64_t stream_id, const Tensor
   try {
     std::snprintf(d.stream, sizeof d.stream, "%s stream %llu", stream.device().str().c_str(),
                   static_cast<unsigned long long>(stream_id));
-    std::string shape;
-    for (std::size_t i = 0; i < t.shape().size(); ++i) {
-      shape += (i == 0 ? "" : ", ") + std::to_string(t.shape()[i]);
-    }
     const std::string_view dtype = to_string(t.dtype());
-    std::snprintf(d.tensor, sizeof d.tensor, "%.*s tensor of shape [%s]",
-                  static_cast<int>(dtype.size()), dtype.data(), shape.c_str());
+    std::snprintf(d.tensor, sizeof d.tensor, "%.*s tensor of shape %s",
+                  static_cast<int>(dtype.size()), dtype.data(), to_string(t.shape()).c_str());
   } catch (...) {
     std::snprintf(d.tensor, sizeof d.tensor, "tensor");
   }
