@@ -18,7 +18,6 @@ from torch.utils import _pytree
 
 from . import _torch_compat as _compat
 from . import _torch_mode as _mode
-from . import _torch_tracking as _tracking
 
 
 def _tensors(args, kwargs, module):
@@ -53,8 +52,7 @@ def _eager_here():
 def _waiting(call, module):
     @functools.wraps(call)
     def run(*args, **kwargs):
-        for t in _tensors(args, kwargs, module):
-            _tracking.wait_host(t, True)
+        _mode.wait_for((t, True) for t in _tensors(args, kwargs, module))
         with _eager_here():
             return call(*args, **kwargs)
 

@@ -93,13 +93,19 @@ def _sync_fast_path():
 # Dispatch
 
 
+def wait_for(accesses):
+    """Waits for the pending work on the CPU strided tensors of `accesses` ((tensor, written)
+    pairs): their writers, and for those written, their readers too."""
+    if _tracking.tracked():
+        for t, written in accesses:
+            if t.is_cpu and t.layout is _strided:
+                _tracking.wait_host(t, written)
+
+
 def host_op(func, plan, args, kwargs):
     """Runs `func` now on this thread, after the pending work on its tensors (writers; for the
     tensors it writes, readers too)."""
-    if _tracking.tracked():
-        for t, written in _plan.tensors_of(plan, args, kwargs):
-            if t.is_cpu and t.layout is _strided:
-                _tracking.wait_host(t, written)
+    wait_for(_plan.tensors_of(plan, args, kwargs))
     return func(*args, **kwargs)
 
 
@@ -116,7 +122,7 @@ def _warn_host_op(func, why):
     name = func.name()
     if name in _host_ops_warned:
         return
-    if any(str(t).endswith("nondeterministic_seeded") for t in getattr(func, "tags", ())):
+    if _plan.is_random(func):
         return  # random numbers: on the host by design (eager's generator order), and cheap
     _host_ops_warned.add(name)
     origin = _C._launch_origin_here() or ":0"

@@ -134,6 +134,15 @@ class Plan:
         return True
 
 
+# aten's tag of ops that draw random numbers (torch's generators advance at the call).
+_RANDOM_TAG = getattr(torch.Tag, "nondeterministic_seeded", None)
+
+
+def is_random(func):
+    """Whether op overload `func` draws random numbers (its tags say so)."""
+    return _RANDOM_TAG is not None and _RANDOM_TAG in getattr(func, "tags", ())
+
+
 def _kind(func, written, deterministic=False):
     # The plan's kind (VIEW ... FUNCTIONAL) from the op's schema, name and tags; `deterministic`:
     # for a call of a random op that draws no random numbers (dropout_deterministic_plan).
@@ -142,7 +151,7 @@ def _kind(func, written, deterministic=False):
     rets = schema.returns
     tags = getattr(func, "tags", ())
     if deterministic:
-        tags = [t for t in tags if not str(t).endswith("nondeterministic_seeded")]
+        tags = [t for t in tags if t != _RANDOM_TAG]
     if name in _ALLOC_NAMES or name in _IMMEDIATE_NAMES:
         return ALLOC
     if not name.startswith("aten::"):
