@@ -137,6 +137,8 @@ def _warn_host_op(func, why):
 _WHY_HOST = "data-dependent results, not an aten op, or non-tensor results"
 _WHY_UNSUPPORTED = "arguments that are not CPU strided tensors"
 _WHY_NO_META = "no meta kernel to know its outputs ahead"
+_WHY_LEARNING = ("no meta kernel: this first call with these argument layouts teaches its outputs' "
+                 "layouts, and later calls with them are stream work")
 
 
 def _host_op_in_context(func, plan, args, kwargs, why):
@@ -171,7 +173,14 @@ def enqueue(func, args, kwargs):
     outputs = _plan.outputs_of(func, plan, args, kwargs, key)
     if outputs is _plan.HOST_RESULT:
         return _host_op_in_context(func, plan, args, kwargs, _WHY_NO_META)
-    outs = submit.submit(func, plan, args, kwargs, tensors, outputs, key, teach)
+    if outputs is _plan.LEARN:
+        out = _host_op_in_context(func, plan, args, kwargs, _WHY_LEARNING)
+        _plan.learn(key, plan, out)
+        return out
+    # (learned outputs hold for this argument layout and these values only: the fast path, which
+    # would take every later call of the op, is not taught them)
+    outs = submit.submit(func, plan, args, kwargs, tensors, outputs, key,
+                         teach and not outputs.learned)
     return _plan.result(plan, args, kwargs, outs)
 
 

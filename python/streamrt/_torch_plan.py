@@ -55,6 +55,15 @@ _IMMEDIATE_NAMES = frozenset(
     "profiler::" + n
     for n in ("_record_function_enter", "_record_function_enter_new", "_record_function_exit")
 )
+# Ops without a meta kernel in some torch this supports whose outputs' layouts follow from their
+# arguments' layouts and values alone, never from their data (torch's fused transformer and
+# attention kernels): the first call with an argument layout runs on the host and teaches the
+# layouts of its outputs; later calls with that layout are stream work into outputs of them.
+_LEARNED_NAMES = frozenset(
+    "aten::" + n
+    for n in ("_transformer_encoder_layer_fwd _native_multi_head_attention _masked_softmax "
+              "_transform_bias_rescale_qkv take").split()
+)
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
 # Keyword arguments of a functional op that its out= overload takes from the output tensor.
@@ -307,20 +316,23 @@ class Outputs:
     """An op's new outputs for one argument layout, inferred on meta tensors: `spec` their
     (shape, stride, dtype) as the structure the op returns (None: the op returns only written
     arguments), `single` the layout of a lone tensor output (None otherwise), `sizes` their
-    storage bytes, `use_out` whether the work item runs the out= overload into them, and
-    `checked` whether a first run confirmed that the kernel keeps them."""
+    storage bytes, `use_out` whether the work item runs the out= overload into them,
+    `checked` whether a first run confirmed that the kernel keeps them, and `learned` whether
+    they were learned from a host run (learn()) rather than inferred."""
 
-    __slots__ = ("spec", "use_out", "checked", "single", "sizes")
+    __slots__ = ("spec", "use_out", "checked", "single", "sizes", "learned")
 
-    def __init__(self, spec, use_out, checked, single, sizes):
+    def __init__(self, spec, use_out, checked, single, sizes, learned=False):
         self.spec = spec
         self.use_out = use_out
         self.checked = checked
         self.single = single
         self.sizes = sizes
+        self.learned = learned
 
 
 HOST_RESULT = object()  # cached: this op with these layouts must run as a host op
+LEARN = object()  # cached: this op with these layouts runs on the host once, to learn()
 _NO_OUTPUTS = Outputs(None, False, True, None, ())
 _meta_cache = {}
 _META_CACHE_MAX = 20000
@@ -348,6 +360,27 @@ def mark_checked(key):
     if current is not None and current is not HOST_RESULT and not current.checked:
         _meta_cache[key] = Outputs(current.spec, current.use_out, True, current.single,
                                    current.sizes)
+
+
+def learn(key, plan, r):
+    """The results `r` of the host run of a LEARN op with the layout `key`: their layouts are its
+    outputs' from now on (a host op from now on where they cannot be: not all fresh CPU strided
+    tensors, or a result whose elements share memory, which no copy can fill)."""
+    rs = as_list(r)
+    if (len(rs) != len(plan.returns) or any(src is not None for src in plan.returns)
+            or not all(_fillable(t) for t in rs)):
+        _meta_cache[key] = HOST_RESULT
+        return
+    spec = _spec(r)
+    flat = flat_spec(spec, [])
+    _meta_cache[key] = Outputs(spec, False, True, flat[0] if isinstance(r, _Tensor) else None,
+                               tuple(_nbytes(*f) for f in flat), learned=True)
+
+
+def _fillable(t):
+    # A CPU strided tensor whose elements each have their own memory (a copy can fill it).
+    return (type(t) in _PLAIN and t.is_cpu and t.layout is _strided
+            and all(st != 0 or n <= 1 for n, st in zip(t.shape, t.stride())))
 
 
 def _to_meta(v):
@@ -392,7 +425,10 @@ def _infer(func, plan, args, kwargs):
     try:
         r = _meta_fixes.correct(func, margs, func(*margs, **mkwargs))
     except Exception:
-        # No meta kernel, or an error: the host op gives exactly eager torch's behaviour.
+        # No meta kernel, or an error: the host op gives exactly eager torch's behaviour (and
+        # teaches the outputs' layouts where they follow from the arguments').
+        if plan.kind == FUNCTIONAL and func._schema.name in _LEARNED_NAMES:
+            return LEARN
         return HOST_RESULT
     if plan.written and _resizes_written(plan, args, kwargs, margs, mkwargs):
         return HOST_RESULT

@@ -169,11 +169,22 @@ def _keys():
     return _KEYS[0]
 
 
-def _run_copy(keys, fn, args, kwargs, outs):
+def _run_copy(key, keys, fn, args, kwargs, outs):
+    # A functional op, its results copied into the outputs handed out at the call, which must
+    # have their layouts (copy_ would broadcast or convert silently): else the op runs as a host
+    # op from now on and this call fails, loudly, once.
     guard = _Exclude(keys)
     try:
         results = _plan.flat(fn(*args, **kwargs), [])
-        for o, r in zip(_plan.flat(outs, []), results):
+        flat = _plan.flat(outs, [])
+        got = [(tuple(r.shape), r.dtype) for r in results]
+        if got != [(tuple(o.shape), o.dtype) for o in flat]:
+            _plan.run_on_host_from_now(key)
+            raise RuntimeError(
+                f"streamrt.torch: {key[0].func} returned results of other sizes or dtypes than "
+                f"the outputs known for these arguments ({got}). It runs as a host op from now "
+                "on; run this call again")
+        for o, r in zip(flat, results):
             o.copy_(r)
     finally:
         del guard
@@ -274,7 +285,7 @@ class PythonPath:
                 self._teach(func, "write", tuple(plan.written), None, (), None)
         elif not outputs.use_out:
             _enqueue_item(stream, plan.label, None, _run_copy,
-                          (_keys(), plan.raw, args, kwargs, outs), None, reads, writes)
+                          (key, _keys(), plan.raw, args, kwargs, outs), None, reads, writes)
             if teach_new:
                 self._teach(func, "copy", (), None, (), outputs.spec)
         elif not outputs.checked:
