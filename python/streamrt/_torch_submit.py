@@ -143,8 +143,10 @@ class _Exclude:
     __slots__ = ("_torch", "_ours")
 
     def __init__(self, keys):
-        # One intra-op thread on this worker, as install() set on its thread (OpenMP's count is
-        # per thread: a pool worker keeps the process default, every core).
+        # One intra-op thread on the thread that runs the item (OpenMP's count is per thread: a
+        # pool worker keeps the process default, every core). Only workers run items: the host's
+        # waits from Python are timed (in slices), and a timed wait runs no queued item, so a host
+        # thread keeps its own count, eager's.
         if torch.get_num_threads() != 1:
             torch.set_num_threads(1)
         self._torch = _TorchExclude(keys)

@@ -373,8 +373,8 @@ def install(cuda=False):
             _patch(_torch, name, _adopting(getattr(_torch, name)))
         if hasattr(_torch, "compile"):
             _patch(_torch, "compile", _torch_compile.wrap_compile(_torch.compile))
-        _settings["threads"] = _torch.get_num_threads()
-        _torch.set_num_threads(1)
+        # (torch's intra-op threads stay: this thread's ops outside contexts, and host ops, run
+        # with eager's; each work item sets one on the thread that runs it, _torch_submit.py)
         # One OpenBLAS thread per call (process-wide: OpenBLAS has no per-thread setting): each
         # stream's products run on its worker's core instead of queueing for OpenBLAS's pool.
         _settings["blas"] = _pkg._blas_threads()
@@ -419,7 +419,6 @@ def uninstall():
         late = _stop_enqueues()
         _C._set_torch_dlpack_hook(None)
         _restore()
-        _torch.set_num_threads(_settings.pop("threads", _torch.get_num_threads()))
         blas = _settings.pop("blas", None)
         if blas is not None:
             _pkg._set_blas_threads(blas)

@@ -74,13 +74,15 @@ def test_kernels_of_two_streams_run_at_the_same_time(installed):
     assert overlapped
 
 
-def test_install_sets_one_torch_thread_and_one_openblas_thread_per_call(workers):
+def test_install_keeps_torch_threads_and_sets_one_openblas_thread_per_call(workers):
+    # The installing thread's own ops (outside contexts, and host ops) keep eager's intra-op
+    # threads; OpenBLAS's count is process-wide, so it is one per call for every stream's products.
     before, blas = torch.get_num_threads(), streamrt._blas_threads()
     if blas is not None:
         streamrt._set_blas_threads(2)  # so that the change is seen on a one-core machine too
     srt.install()
     try:
-        assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == before
         assert streamrt._blas_threads() in (None, 1)  # None: not OpenBLAS
     finally:
         srt.uninstall()
@@ -89,6 +91,26 @@ def test_install_sets_one_torch_thread_and_one_openblas_thread_per_call(workers)
             streamrt._set_blas_threads(blas)
     assert torch.get_num_threads() == before
     assert after in (None, 2)
+
+
+def test_the_host_keeps_its_torch_threads_while_workers_run_on_one(installed):
+    # Each item sets one intra-op thread on the thread that runs it; the host's waits (timed, in
+    # slices) run no item, so the host's own ops keep the count it had, eager's.
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        streamrt.set_num_threads(1)
+        s = srt.Stream()
+        a = torch.ones(64, 64)
+        for _ in range(20):
+            with torch.cpu.StreamContext(s):
+                y = a @ a
+            s.synchronize()
+            torch.cpu.synchronize()
+            assert y[0, 0].item() == 64.0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 IMPORT_KEEPS_BLAS = """
@@ -118,10 +140,21 @@ def test_importing_streamrt_changes_no_eager_setting_or_result():
     assert same == "True" and before == after, proc.stdout
 
 
+def one_thread(fn):
+    """fn() on this thread with one intra-op thread, as work items run (a reduction's bits depend
+    on how many threads share it)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_threads(n, rounds, size):
     g = torch.Generator().manual_seed(n)
     a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)
-    expected = (a @ b).sum()
+    expected = one_thread(lambda: (a @ b).sum())  # as a stream's kernels run
     main_stream = torch.cpu.Stream()
     with torch.cpu.StreamContext(main_stream):  # the main thread has used contexts before
         (a @ b).sum()

@@ -174,10 +174,12 @@ bool returns_several_argument_references(const c10::OperatorHandle& op) {
   return false;
 }
 
-// One intra-op thread for the kernels this worker runs, as install() set on the installing thread.
-// torch's OpenMP count is per thread: a worker the pool started keeps the process's default (every
-// core) whatever torch.set_num_threads() said elsewhere, so each stream's kernels would spread
-// over all cores and two streams would oversubscribe them. Cheap when already one.
+// One intra-op thread for the kernels this worker runs: the streams are the parallelism, one core
+// each. torch's OpenMP count is per thread: a worker the pool started keeps the process's default
+// (every core) whatever torch.set_num_threads() said elsewhere, so each stream's kernels would
+// spread over all cores and two streams would oversubscribe them. Only workers run these items
+// (the host's waits from Python are timed, and a timed wait runs no queued item), so host threads
+// keep their own count. Cheap when already one.
 void one_intra_op_thread() {
   if (at::get_num_threads() != 1) at::set_num_threads(1);
 }
