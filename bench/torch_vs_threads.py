@@ -156,6 +156,7 @@ def ensemble(args):
 
 
 def transformer(args):
+    """Both layouts: batch_first=False (separate ops) and True (the fused layer op)."""
     for batch_first in (False, True):
         transformer_layout(args, batch_first)
 
@@ -265,6 +266,7 @@ def preprocess(raw):
 
 
 def make_cnn():
+    """A small CNN for 32x32 images with 10 classes, in eval mode."""
     torch.manual_seed(4)
     return torch.nn.Sequential(
         torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -340,11 +342,17 @@ def producer(raws, q):
 
 
 def consumer(model, q):
-    """Runs the model on each batch from `q` until None; the outputs."""
+    """Runs the model on each batch from `q` until None; the outputs. After a failure it still
+    takes the batches until None, so the producer never blocks on a full queue."""
     outs = []
-    with torch.no_grad():
-        while (x := q.get()) is not None:
-            outs.append(model(x))
+    try:
+        with torch.no_grad():
+            while (x := q.get()) is not None:
+                outs.append(model(x))
+    except BaseException:
+        while q.get() is not None:
+            pass
+        raise
     return outs
 
 
