@@ -176,7 +176,9 @@ test-bench:
 	$(PYTHON) -m json.tool $(BUILD)/bench-smoke/bench.json > /dev/null
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python timeout 600 $(PYTHON) bench/torch_install.py --quick \
 	  --reps 1 > $(BUILD)/bench-smoke/torch.txt
-	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON, torch.txt)"
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python timeout 600 $(PYTHON) bench/torch_vs_threads.py --quick \
+	  --reps 1 > $(BUILD)/bench-smoke/torch_vs_threads.txt
+	@echo "== bench smoke run passed: $(BUILD)/bench-smoke/ (bench.json is valid JSON, torch*.txt)"
 
 # The full comparison with every peer (table, bench.json, plots in $(BUILD)/bench-out), then the
 # Google Benchmark suite of the stream cases.

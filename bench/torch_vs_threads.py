@@ -1,0 +1,447 @@
+"""streamrt streams against what a PyTorch user would do otherwise, in the same run.
+
+Each case runs its variants in turn (interleaved repetitions, medians) and prints one line per
+variant and ratios against the baselines measured in the same run:
+
+* ``ensemble``: 4 MLPs 512 wide, batch 128, forward + backward + SGD per step: one stream per
+  network (install()) against eager torch with its default threads, two plain Python threads
+  (each training half of the networks, one intra-op and one BLAS thread each) and two forked
+  processes (the cores' ceiling without a GIL).
+* ``transformer``: a ``torch.nn.TransformerEncoderLayer(512, 8, 2048)`` in eval mode under
+  ``no_grad``, two requests (seq 128 x batch 8 each), with ``batch_first=False`` and with
+  ``batch_first=True`` (torch's fused ``_transformer_encoder_layer_fwd``): each request on its own
+  stream against both requests eager one after the other and two plain Python threads; the
+  outputs are compared across the variants.
+* ``pipeline``: preprocessing (normalisation, elementwise ops, a blur and a resize of 32 images
+  3x64x64) then a small CNN over a series of batches: preprocessing of batch i+1 on one stream
+  while the model runs batch i on another (an event hands each batch over), against eager torch
+  one batch after the other and a producer thread feeding the model's thread through a
+  ``queue.Queue``.
+* ``dataloader``: a ``DataLoader`` (num_workers=0, batch 32) feeding a 256-wide 3-layer MLP
+  (forward + backward + SGD): the training step inside a stream context while the loader runs on
+  the host thread, against eager torch.
+
+Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_vs_threads.py [--quick] [--reps N]
+       [--only NAME]
+(torch 2.x: PYTHONPATH=build/python-torch1 and the torch 2.x environment's interpreter.)
+Figures count only on an idle machine: the load average is printed before and after.
+"""
+
+import argparse
+import os
+import queue
+import threading
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+import streamrt
+import streamrt.torch as srt
+from streamrt import _torch_compat
+from torch_install import (CORES, EnsembleProcesses, _PassThrough, eager_defaults, interleave,
+                           make_mlps, step, with_settings)
+
+
+class plain_threads:
+    """Eager torch for plain Python threads: not installed, one OpenBLAS thread per call
+    (process-wide). Each thread sets its own intra-op count to one (run_threads()): OpenMP's
+    count is per thread."""
+
+    def __enter__(self):
+        srt.uninstall()
+        self.threads = torch.get_num_threads()
+        self.blas = streamrt._blas_threads()
+        streamrt._set_blas_threads(1)
+
+    def __exit__(self, *exc):
+        if self.blas is not None:
+            streamrt._set_blas_threads(self.blas)
+        torch.set_num_threads(self.threads)
+        srt.install()
+
+
+def run_threads(fns):
+    """Runs each function on its own plain Python thread with one intra-op thread; their
+    results, in order. Raises the first failure."""
+    results, errors = [None] * len(fns), []
+
+    def body(i, fn):
+        torch.set_num_threads(1)
+        try:
+            results[i] = fn()
+        except BaseException as e:  # raised on the calling thread below
+            errors.append(e)
+
+    threads = [threading.Thread(target=body, args=(i, fn)) for i, fn in enumerate(fns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def measure(cases, reps):
+    """interleave() once as a warm-up, then `reps` times: the medians."""
+    interleave(cases, 1)
+    return interleave(cases, reps)
+
+
+def print_times(m, per, unit):
+    """One line per variant: the median divided by `per`, in ms per `unit`."""
+    for name, v in m.items():
+        print(f"  {name:30s} {v / per * 1e3:8.2f} ms per {unit}")
+
+
+def ratio(label, m, base, new, target=""):
+    """A ratio line: how many times faster `new` is than `base` (base time / new time)."""
+    note = f"  (target {target})" if target else ""
+    print(f"  {label:38s} {m[base] / m[new]:5.2f}x{note}")
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def ensemble(args):
+    """4 MLPs trained side by side; each variant trains its own copy of the networks (the same
+    initial weights), so no variant trains another's networks."""
+    k, width, batch = 4, 512, 128
+    steps = 3 if args.quick else 20
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g))
+            for _ in range(k)]
+    nets = {name: make_mlps(k, width) for name in ("eager", "streams", "threads")}
+    streams = [torch.cpu.Stream() for _ in range(k)]
+
+    def train(mine, which):
+        for _ in range(steps):
+            for i in which:
+                step(*mine[i], *data[i])
+
+    def on_streams():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets["streams"]):
+                with torch.cpu.StreamContext(streams[i]):
+                    step(net, opt, *data[i])
+        for s in streams:
+            s.synchronize()
+
+    def threads():
+        run_threads([lambda p=p: train(nets["threads"], range(p, k, 2)) for p in range(2)])
+
+    procs = EnsembleProcesses(k, width, data, steps)
+    cases = {"eager (default threads)": with_settings(eager_defaults,
+                                                      lambda: train(nets["eager"], range(k))),
+             "streams (one per network)": on_streams,
+             "two plain threads": with_settings(plain_threads, threads),
+             "two processes (ceiling)": procs.run}
+    try:
+        m = measure(cases, args.reps)
+    finally:
+        procs.close()
+    print(f"ensemble: {k} MLPs {width} wide, batch {batch}, forward+backward+SGD, per step of "
+          f"the {k} (median of {args.reps} x {steps} steps)")
+    print_times(m, steps, "step")
+    ratio("streams vs two plain threads", m, "two plain threads", "streams (one per network)")
+    ratio("streams vs eager defaults", m, "eager (default threads)", "streams (one per network)",
+          ">= 1.3, as bench/torch_install.py")
+    ceiling = m["two processes (ceiling)"] / m["streams (one per network)"] * 100
+    print(f"  streams reach {ceiling:5.1f}% of the two processes (two plain threads "
+          f"{m['two processes (ceiling)'] / m['two plain threads'] * 100:5.1f}%)")
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def transformer(args):
+    """Both layouts: batch_first=False (separate ops) and True (the fused layer op)."""
+    for batch_first in (False, True):
+        transformer_layout(args, batch_first)
+
+
+class _OpNames(_PassThrough):
+    """A pass-through dispatch mode that notes the names of the ops it runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(func.name())
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def uses_fused_layer(layer, x):
+    """Whether eager torch runs the layer through aten::_transformer_encoder_layer_fwd."""
+    ops = _OpNames()
+    with eager_defaults(), torch.no_grad():
+        _torch_compat.push_mode(ops)
+        try:
+            layer(x)
+        finally:
+            _torch_compat.pop_mode(ops)
+    return "aten::_transformer_encoder_layer_fwd" in ops.names
+
+
+def transformer_layout(args, batch_first):
+    """Two inference requests through one encoder layer."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=batch_first).eval()
+    seq, batch = 128, 8
+    shape = (batch, seq, 512) if batch_first else (seq, batch, 512)
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(*shape, generator=g) for _ in range(2)]
+    streams = [torch.cpu.Stream() for _ in xs]
+    outs = {}
+
+    def infer(x):
+        with torch.no_grad():  # per thread: the plain threads enter it themselves
+            return layer(x)
+
+    def eager():
+        outs["eager (sequential)"] = [infer(x) for x in xs]
+
+    def on_streams():
+        res = []
+        with torch.no_grad():
+            for s, x in zip(streams, xs):
+                with torch.cpu.StreamContext(s):
+                    res.append(layer(x))
+        for s in streams:
+            s.synchronize()
+        outs["streams (one per request)"] = res
+
+    def threads():
+        outs["two plain threads"] = run_threads([lambda x=x: infer(x) for x in xs])
+
+    cases = {"eager (sequential)": with_settings(eager_defaults, eager),
+             "streams (one per request)": on_streams,
+             "two plain threads": with_settings(plain_threads, threads)}
+    m = measure(cases, args.reps)
+    fused = uses_fused_layer(layer, xs[0])
+    print(f"transformer: encoder layer 512/8/2048, batch_first={batch_first} (fused layer op: "
+          f"{'yes' if fused else 'no'}), eval, no_grad, 2 requests of seq {seq} x batch {batch}, "
+          f"per pair (median of {args.reps})")
+    print_times(m, 1, "pair")
+    ratio("streams vs eager sequential", m, "eager (sequential)", "streams (one per request)")
+    ratio("streams vs two plain threads", m, "two plain threads", "streams (one per request)")
+    check_outputs(outs, "eager (sequential)")
+
+
+def check_outputs(outs, base):
+    """Prints how each variant's outputs compare with the baseline's; a WARNING where they
+    differ beyond a tight tolerance."""
+    for name, res in outs.items():
+        if name == base:
+            continue
+        pairs = list(zip(res, outs[base]))
+        if all(torch.equal(a, b) for a, b in pairs):
+            print(f"  outputs: {name} equal to {base}")
+            continue
+        diff = max((a - b).abs().max().item() for a, b in pairs)
+        if all(torch.allclose(a, b, rtol=1e-5, atol=1e-5) for a, b in pairs):
+            print(f"  outputs: {name} close to {base} (max abs diff {diff:.1e})")
+        else:
+            print(f"  WARNING: {name}'s outputs differ from {base}'s (max abs diff {diff:.1e})")
+
+
+# ------------------------------------------------------------------------------------------------
+
+MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+STD = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+BLUR = torch.tensor([[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]).div(16).view(1, 1, 3, 3)
+
+
+def preprocess(raw):
+    """uint8 images to gamma-corrected, normalised, slightly blurred float images at half the
+    size. The blur is one convolution over the images' planes: the same as a depthwise one
+    (groups=3), which mkldnn runs about ten times slower here (7 ms against 0.6-1.2)."""
+    x = raw.float().div_(255).pow_(0.9)
+    x = ((x - MEAN) / STD).clamp_(-3, 3)
+    n, c, h, w = x.shape
+    x = F.conv2d(x.view(n * c, 1, h, w), BLUR, padding=1).view(n, c, h, w)
+    return F.interpolate(x, size=(32, 32), mode="bilinear", align_corners=False)
+
+
+def make_cnn():
+    """A small CNN for 32x32 images with 10 classes, in eval mode."""
+    torch.manual_seed(4)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(32, 10)).eval()
+
+
+def pipeline(args):
+    """Preprocessing then a CNN's forward, batch after batch."""
+    n = 8 if args.quick else 50
+    g = torch.Generator().manual_seed(3)
+    raws = [torch.randint(0, 256, (32, 3, 64, 64), dtype=torch.uint8, generator=g)
+            for _ in range(n)]
+    model = make_cnn()
+    prep_s, model_s = torch.cpu.Stream(), torch.cpu.Stream()
+    outs = {}
+
+    def eager():
+        with torch.no_grad():
+            outs["eager (sequential)"] = [model(preprocess(raw)) for raw in raws]
+
+    def on_streams():
+        outs["streams (prep | model)"] = pipelined(raws, model, prep_s, model_s)
+
+    def threads():
+        q = queue.Queue(maxsize=2)
+        outs["producer + consumer threads"] = run_threads(
+            [lambda: producer(raws, q), lambda: consumer(model, q)])[1]
+
+    cases = {"eager (sequential)": with_settings(eager_defaults, eager),
+             "streams (prep | model)": on_streams,
+             "producer + consumer threads": with_settings(plain_threads, threads)}
+    m = measure(cases, args.reps)
+    print(f"pipeline: preprocessing (32 images 3x64x64: gamma, normalise, blur, resize) then a "
+          f"CNN forward, {n} batches, per batch (median of {args.reps})")
+    print_times(m, n, "batch")
+    ratio("streams vs eager", m, "eager (sequential)", "streams (prep | model)", ">= 1.25")
+    ratio("streams vs producer + consumer threads", m, "producer + consumer threads",
+          "streams (prep | model)")
+    check_outputs(outs, "eager (sequential)")
+
+
+def pipelined(raws, model, prep_s, model_s, depth=2):
+    """Preprocessing of the next batches on prep_s while model_s runs the model; an event hands
+    each batch over. The host runs at most `depth` batches ahead of the model (bounded memory)."""
+    outs, done = [], []
+    with torch.no_grad():
+        for i, raw in enumerate(raws):
+            if i >= depth:
+                done[i - depth].synchronize()
+            with torch.cpu.StreamContext(prep_s):
+                x = preprocess(raw)
+            ready = torch.cpu.Event()
+            ready.record(prep_s)
+            with torch.cpu.StreamContext(model_s):
+                ready.wait(model_s)
+                outs.append(model(x))
+            done.append(torch.cpu.Event())
+            done[-1].record(model_s)
+    model_s.synchronize()
+    return outs
+
+
+def producer(raws, q):
+    """Preprocesses every batch into `q`, then puts None (also after a failure: the consumer
+    stops)."""
+    try:
+        with torch.no_grad():
+            for raw in raws:
+                q.put(preprocess(raw))
+    finally:
+        q.put(None)
+
+
+def consumer(model, q):
+    """Runs the model on each batch from `q` until None; the outputs. After a failure it still
+    takes the batches until None, so the producer never blocks on a full queue."""
+    outs = []
+    try:
+        with torch.no_grad():
+            while (x := q.get()) is not None:
+                outs.append(model(x))
+    except BaseException:
+        while q.get() is not None:
+            pass
+        raise
+    return outs
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def dataloader(args):
+    """A DataLoader on the host thread feeding training steps."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    samples, width = (256 if args.quick else 2048), 256
+    g = torch.Generator().manual_seed(5)
+    data = TensorDataset(torch.randn(samples, width, generator=g),
+                         torch.randn(samples, 1, generator=g))
+    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=0,
+                        generator=torch.Generator().manual_seed(6))
+    batches = len(loader)
+    nets = {name: make_mlps(1, width)[0] for name in ("eager", "streams")}
+    s = torch.cpu.Stream()
+
+    def eager():
+        for x, y in loader:
+            step(*nets["eager"], x, y)
+
+    def on_stream():
+        for x, y in loader:
+            with torch.cpu.StreamContext(s):
+                step(*nets["streams"], x, y)
+        s.synchronize()
+
+    cases = {"eager (default threads)": with_settings(eager_defaults, eager),
+             "stream (loader on the host)": on_stream}
+    m = measure(cases, args.reps)
+    print(f"dataloader: DataLoader (num_workers=0, batch 32, shuffled) feeding a {width}-wide "
+          f"3-layer MLP, forward+backward+SGD, {batches} batches, per batch "
+          f"(median of {args.reps})")
+    print_times(m, batches, "batch")
+    ratio("stream vs eager", m, "eager (default threads)", "stream (loader on the host)",
+          ">= 0.95")
+
+
+# ------------------------------------------------------------------------------------------------
+
+CASES = {"ensemble": ensemble, "transformer": transformer, "pipeline": pipeline,
+         "dataloader": dataloader}
+
+
+def run_case(fn, args):
+    """Runs one case, then prints the warnings it raised: the ops that ran on the host inside
+    a stream context (streamrt.torch.HostOpWarning, once per op and process) and any other."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn(args)
+    for w in caught:
+        if issubclass(w.category, srt.HostOpWarning):
+            print(f"  host op: {str(w.message).split(': this thread')[0]}")
+        else:
+            print(f"  warning: {w.category.__name__}: {w.message}")
+
+
+def describe():
+    """The machine, torch and its threads as eager torch has them (not installed)."""
+    mkl = torch.backends.mkl.is_available()
+    blas = "MKL" if mkl else "OpenBLAS"
+    note = " (not torch's BLAS)" if mkl else ""
+    print(f"cores {CORES}, streamrt workers {streamrt.get_num_threads()}, "
+          f"torch {torch.__version__} ({blas}), eager defaults: {torch.get_num_threads()} "
+          f"intra-op threads, OpenBLAS threads {streamrt._blas_threads()}{note}")
+    print("load before %.2f %.2f %.2f" % os.getloadavg())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few steps and batches (a smoke run)")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--only", choices=list(CASES), default=None)
+    args = p.parse_args()
+    if args.reps is None:
+        args.reps = 3 if args.quick else 7
+    describe()
+    srt.install()
+    try:
+        for name, fn in CASES.items():
+            if args.only in (None, name):
+                run_case(fn, args)
+    finally:
+        srt.uninstall()
+    print("load after %.2f %.2f %.2f" % os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
