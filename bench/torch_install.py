@@ -8,7 +8,8 @@ Prints ratios, each against a baseline measured in the same run, interleaved rep
 * ``ensemble``: K independent 3-layer MLPs (forward + backward + SGD step), one stream each,
   against the same on one stream, eager torch with its default threads, and eager torch with
   one thread; at 512 wide / batch 128 and at 256 wide / batch 32 (small ops: the host's
-  dispatch cost decides).
+  dispatch cost decides). On torch 2.x (not in --quick runs) also the step compiled by
+  ``torch.compile``, with eager's default threads: what a 2.x user would try instead.
 * ``host``: the host's cost per enqueued small op (64x64 add) against eager torch, with the
   stream held (so workers do not compete for the cores) and running; through the C++ fast path
   and through the dispatch mode's path, with a pass-through torch dispatch mode as the floor any
@@ -196,6 +197,9 @@ def ensemble(args, width, batch):
              "eager (default threads)": with_settings(eager_defaults, eager),
              "eager (1 thread)": with_settings(eager_one_thread, eager),
              "two processes (ceiling)": procs.run}
+    if compiled_step_wanted(args):
+        cases["torch.compile'd step (default threads)"] = with_settings(
+            eager_defaults, compiled_eager(nets, data, steps))
     try:
         interleave(cases, 1)
         m = interleave(cases, args.reps)
@@ -209,12 +213,38 @@ def ensemble(args, width, batch):
           "  (target >= 1.8 at 512/128)")
     print(f"  one stream each vs eager defaults {m['eager (default threads)'] / m['one stream each']:5.2f}x"
           "  (target >= 1.3 at 512/128)")
+    compiled = m.get("torch.compile'd step (default threads)")
+    if compiled is not None:
+        print(f"  one stream each vs torch.compile'd step {compiled / m['one stream each']:5.2f}x"
+              f"  (the compiled step vs eager defaults {m['eager (default threads)'] / compiled:5.2f}x)")
     print(f"  the cores' ceiling: two processes {m['eager (1 thread)'] / m['two processes (ceiling)']:5.2f}x"
           f" eager (1 thread), {m['eager (default threads)'] / m['two processes (ceiling)']:5.2f}x eager"
           f" defaults; one stream each reaches "
           f"{m['two processes (ceiling)'] / m['one stream each'] * 100:5.1f}% of it")
     if has_fast_path():
         ensemble_breakdown(args, nets, data, streams, steps)
+
+
+def compiled_step_wanted(args):
+    """Whether the ensemble also times what a torch 2.x user would try instead of streams: the
+    step compiled by torch.compile (inductor), with eager's default threads. Not in --quick runs:
+    compiling takes seconds to minutes."""
+    return hasattr(torch, "compile") and not args.quick
+
+
+def compiled_eager(nets, data, steps):
+    """The eager loop with each network's step compiled by torch.compile, compiled now (without
+    streamrt, as a user without it would) and run once, so the timing has no compile in it."""
+    with eager_defaults():
+        cstep = torch.compile(step)
+        for i, (net, opt) in enumerate(nets):
+            cstep(net, opt, *data[i])
+
+    def run():
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                cstep(net, opt, *data[i])
+    return run
 
 
 class EnsembleProcesses:
@@ -225,7 +255,8 @@ class EnsembleProcesses:
 
     def __init__(self, k, width, data, steps):
         import multiprocessing
-        ctx = multiprocessing.get_context("fork")
+        # (spawn: a fork after torch.compile ran autograd is refused by torch)
+        ctx = multiprocessing.get_context("spawn")
         self.pipes, self.procs = [], []
         for p in range(2):
             parent, child = ctx.Pipe()
