@@ -57,12 +57,14 @@ _IMMEDIATE_NAMES = frozenset(
 )
 # Ops without a meta kernel in some torch this supports whose outputs' layouts follow from their
 # arguments' layouts and values alone, never from their data (torch's fused transformer and
-# attention kernels): the first call with an argument layout runs on the host and teaches the
-# layouts of its outputs; later calls with that layout are stream work into outputs of them.
+# attention kernels, and torch 1.13's searches, scans and reductions below): the first call with
+# an argument layout runs on the host and teaches the layouts of its outputs; later calls with
+# that layout are stream work into outputs of them.
 _LEARNED_NAMES = frozenset(
     "aten::" + n
     for n in ("_transformer_encoder_layer_fwd _native_multi_head_attention _masked_softmax "
-              "_transform_bias_rescale_qkv take").split()
+              "_transform_bias_rescale_qkv take searchsorted bucketize logcumsumexp _logcumsumexp "
+              "mode").split()
 )
 # Arguments torch 1.13's schemas do not mark as written although the op writes them.
 _EXTRA_WRITES = {"aten::native_batch_norm": ("running_mean", "running_var")}
