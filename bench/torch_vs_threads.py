@@ -21,16 +21,29 @@ variant and ratios against the baselines measured in the same run:
   (forward + backward + SGD): the training step inside a stream context while the loader runs on
   the host thread, against eager torch.
 
+* ``memory``: resident memory (peak: ``ru_maxrss``; final: ``/proc/self/statm`` after the loop
+  and a synchronize; then again after ``malloc_trim(0)``, which shows what glibc keeps freed) of
+  the transformer inference loop (both layouts) and of the ensemble's training, each variant in a
+  fresh process: eager torch, a stream synchronized after every call, and a stream synchronized
+  once at the end (the host then enqueues ahead without bound: that variant stops enqueuing once
+  the process would pass ``--memory-cap`` MB and says so).
+
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_vs_threads.py [--quick] [--reps N]
-       [--only NAME]
+       [--only NAME] [--memory-cap MB]
 (torch 2.x: PYTHONPATH=build/python-torch1 and the torch 2.x environment's interpreter.)
 Figures count only on an idle machine: the load average is printed before and after.
 """
 
 import argparse
+import ctypes
+import json
 import os
 import queue
+import resource
+import subprocess
+import sys
 import threading
+import time
 import warnings
 
 import torch
@@ -396,8 +409,176 @@ def dataloader(args):
 
 # ------------------------------------------------------------------------------------------------
 
+MEMORY_TARGET = 1.3  # stream / eager, peak and final resident memory
+MEMORY_MODES = {"eager": "eager (default threads)",
+                "sync": "stream, synchronize per call",
+                "end": "stream, synchronize at the end"}
+
+
+def memory(args):
+    """Resident memory of the transformer loop and the ensemble, one fresh process per variant
+    (peak resident memory is per process)."""
+    calls, steps = (20, 20) if args.quick else (500, 500)
+    layouts = (False,) if args.quick else (False, True)
+    print(f"memory: resident MB, one fresh process per variant; peak = ru_maxrss, final = after "
+          f"the loop and a synchronize, trimmed = final after malloc_trim(0), heap = final in "
+          f"the main heap ([heap]); ratio = stream / eager (target <= {MEMORY_TARGET})")
+    for bf in layouts:
+        memory_rows(f"transformer, batch_first={bf}, eval, no_grad, seq 128 x batch 8, "
+                    f"{calls} calls", "call",
+                    dict(work="transformer", batch_first=bf, calls=calls, cap=args.memory_cap))
+    memory_rows(f"ensemble: 4 MLPs 512 wide, batch 128, forward+backward+SGD, {steps} steps, "
+                "one stream per network", "step",
+                dict(work="ensemble", calls=steps, cap=args.memory_cap))
+
+
+def memory_rows(title, unit, spec):
+    """Runs the three variants of `spec` (each in its own process) and prints their figures."""
+    print(f"  {title}")
+    rows = {mode: memory_child(dict(spec, mode=mode)) for mode in MEMORY_MODES}
+    base = rows["eager"]
+    for mode, r in rows.items():
+        line = (f"    {MEMORY_MODES[mode]:32s} peak {r['peak']:6.0f}  final {r['final']:6.0f}  "
+                f"trimmed {r['trimmed']:6.0f}  heap {r['heap']:6.0f}  "
+                f"{r['seconds'] / r['calls'] * 1e3:7.2f} ms per {unit}")
+        if mode != "eager":
+            line += (f"  ratio peak {r['peak'] / base['peak']:4.2f} final "
+                     f"{r['final'] / base['final']:4.2f}")
+        print(line)
+        if r["calls"] < spec["calls"]:
+            print(f"      stopped enqueuing after {r['calls']} of {spec['calls']} {unit}s: the "
+                  f"process would pass {spec['cap']:.0f} MB counting its virtual growth "
+                  f"(without a synchronize, ops and their outputs queue without bound)")
+
+
+def memory_child(spec):
+    """Runs one variant in a fresh interpreter (this file, the same environment); its figures."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-child",
+                          json.dumps(spec)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory variant {spec} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def statm_mb():
+    """This process's virtual size and resident memory now, in MB."""
+    with open("/proc/self/statm") as f:
+        size, resident = f.read().split()[:2]
+    page = os.sysconf("SC_PAGE_SIZE") / 2**20
+    return int(size) * page, int(resident) * page
+
+
+def resident_mb():
+    """This process's resident memory now, in MB."""
+    return statm_mb()[1]
+
+
+def heap_mb():
+    """The resident part of the main heap ([heap] in /proc/self/smaps), in MB."""
+    kb, in_heap = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and not fields[0].endswith(":"):  # a mapping's first line
+                in_heap = fields[-1] == "[heap]"
+            elif in_heap and fields[0] == "Rss:":
+                kb += int(fields[1])
+    return kb / 1024
+
+
+def memory_run(spec):
+    """One variant, in this (fresh) process: its figures as a dict."""
+    mode = spec["mode"]
+    if mode != "eager":
+        srt.install()
+    if spec["work"] == "transformer":
+        loop = transformer_loop(spec)
+    else:
+        loop = ensemble_loop(spec)
+    under_cap(spec)  # the figures the cap counts from
+    t = time.perf_counter()
+    calls = loop()
+    seconds = time.perf_counter() - t
+    fig = {"calls": calls, "seconds": seconds,
+           "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "final": resident_mb(), "heap": heap_mb()}
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    fig["trimmed"] = resident_mb()
+    return fig
+
+
+_start = {}
+
+
+def under_cap(spec):
+    """Whether a loop without a per-call synchronize may enqueue more: while the process would
+    stay under the cap. Resident memory lags: an output is allocated at enqueue time but its pages
+    are touched when its kernel runs, so the cap counts the growth of the virtual size."""
+    size, resident = statm_mb()
+    if not _start:
+        _start.update(size=size, resident=resident)
+    return _start["resident"] + size - _start["size"] < spec["cap"]
+
+
+def transformer_loop(spec):
+    """The loop of `spec`'s transformer variant: a function that runs it and returns how many
+    calls it ran."""
+    torch.manual_seed(0)
+    bf = spec["batch_first"]
+    layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=bf).eval()
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(*((8, 128, 512) if bf else (128, 8, 512)), generator=g) for _ in range(4)]
+    s = streamrt.Stream()  # (torch 1.x has no torch.cpu.Stream where not installed)
+
+    def loop():
+        with torch.no_grad():
+            for i in range(spec["calls"]):
+                if spec["mode"] == "eager":
+                    layer(xs[i % len(xs)])
+                    continue
+                with torch.cpu.StreamContext(s):
+                    layer(xs[i % len(xs)])
+                if spec["mode"] == "sync":
+                    s.synchronize()
+                elif not under_cap(spec):
+                    break
+            s.synchronize()
+        return i + 1
+    return loop
+
+
+def ensemble_loop(spec):
+    """The loop of `spec`'s ensemble variant (see transformer_loop())."""
+    k, width, batch = 4, 512, 128
+    nets = make_mlps(k, width)
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g))
+            for _ in range(k)]
+    streams = [streamrt.Stream() for _ in range(k)]
+
+    def loop():
+        for n in range(spec["calls"]):
+            for i in range(k):
+                if spec["mode"] == "eager":
+                    step(*nets[i], *data[i])
+                    continue
+                with torch.cpu.StreamContext(streams[i]):
+                    step(*nets[i], *data[i])
+            if spec["mode"] == "sync":
+                for s in streams:
+                    s.synchronize()
+            elif spec["mode"] == "end" and not under_cap(spec):
+                break
+        for s in streams:
+            s.synchronize()
+        return n + 1
+    return loop
+
+
+# ------------------------------------------------------------------------------------------------
+
 CASES = {"ensemble": ensemble, "transformer": transformer, "pipeline": pipeline,
-         "dataloader": dataloader}
+         "dataloader": dataloader, "memory": memory}
 
 
 def run_case(fn, args):
@@ -429,7 +610,14 @@ def main():
     p.add_argument("--quick", action="store_true", help="few steps and batches (a smoke run)")
     p.add_argument("--reps", type=int, default=None)
     p.add_argument("--only", choices=list(CASES), default=None)
+    p.add_argument("--memory-cap", type=float, default=2048,
+                   help="MB: the memory case's loops without a per-call synchronize stop "
+                   "enqueuing where the process would pass this size")
+    p.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.memory_child is not None:  # one variant of the memory case (memory_child())
+        print(json.dumps(memory_run(json.loads(args.memory_child))))
+        return
     if args.reps is None:
         args.reps = 3 if args.quick else 7
     describe()
