@@ -29,6 +29,12 @@ STREAMRT_API void set_num_threads(int n);
 //! what set_num_threads() set; partitions' workers are part of it. Never blocks; thread-safe.
 STREAMRT_API int num_threads();
 
+//! True when the calling thread is one of the CPU backend's worker threads (of the shared pool or
+//! of a partition); false on any other thread, also while a host thread runs queued work as it
+//! waits. For libraries whose per-thread settings a worker keeps from item to item but a host
+//! thread must get back (a kernel library's intra-op thread count). Never blocks; thread-safe.
+STREAMRT_API bool on_worker_thread() noexcept;
+
 //! Sets how long an idle CPU worker polls for new work before it sleeps (0 to 1,000,000 us; the
 //! default is 50 us, or STREAMRT_WORKER_SPIN_US). Longer hands bursts of work over without a
 //! wake-up; shorter gives the cores back sooner to other threads and processes: set it low where

@@ -5,6 +5,7 @@
 #include "cpu_backend.hpp"
 #include "streamrt/cpu.hpp"
 #include "streamrt/error.hpp"
+#include "worker_pool.hpp"
 
 namespace streamrt::cpu {
 
@@ -33,6 +34,10 @@ void set_num_threads(int n) {
 
 int num_threads() {
   return cpu_backend().num_threads();
+}
+
+bool on_worker_thread() noexcept {
+  return WorkerPool::on_worker_thread();
 }
 
 void set_worker_spin(std::chrono::microseconds spin) {

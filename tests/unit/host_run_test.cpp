@@ -79,6 +79,22 @@ TEST_F(HostRunTest, SynchronizeRunsTheItemsOnTheWaitingThreadInOrderOnTheirStrea
   EXPECT_EQ(streamrt::current_stream(), streamrt::default_stream()) << "restored afterwards";
 }
 
+TEST_F(HostRunTest, AHostRunItemIsNotOnAWorkerThread) {
+  // What a library with per-thread settings asks to give a host thread its own back.
+  streamrt::Stream s;
+  SKIP_UNLESS_HOST_RUN(s);
+  const auto me = std::this_thread::get_id();
+  std::thread::id ran_on;
+  bool on_worker = true;
+  s.launch([&] {
+    ran_on = std::this_thread::get_id();
+    on_worker = streamrt::cpu::on_worker_thread();
+  });
+  s.synchronize();
+  ASSERT_EQ(ran_on, me);
+  EXPECT_FALSE(on_worker);
+}
+
 TEST_F(HostRunTest, EventSynchronizeRunsTheRecordingStreamsItems) {
   streamrt::Stream s;
   SKIP_UNLESS_HOST_RUN(s);
