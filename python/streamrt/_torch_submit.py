@@ -143,15 +143,13 @@ class _Exclude:
     __slots__ = ("_torch", "_ours")
 
     def __init__(self, keys):
-        # One intra-op thread on the thread that runs the item (OpenMP's count is per thread: a
-        # pool worker keeps the process default, every core). Only workers run items: the host's
-        # waits from Python are timed (in slices), and a timed wait runs no queued item, so a host
-        # thread keeps its own count, eager's.
-        if torch.get_num_threads() != 1:
-            torch.set_num_threads(1)
         self._torch = _TorchExclude(keys)
         module = loaded()
+        # (the native part also sets one intra-op thread on this thread for the item, and gives a
+        # host thread its own count back after it; without it, torch's setter: one from then on)
         self._ours = module.ExcludeOurs() if module is not None else None
+        if module is None and torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
 
 
 _C._set_torch_runtime(_Exclude)

@@ -113,6 +113,43 @@ def test_the_host_keeps_its_torch_threads_while_workers_run_on_one(installed):
         torch.set_num_threads(before)
 
 
+FRESH_THREADS = """
+import threading
+import torch
+import streamrt.torch as srt
+
+def fresh_threads_count():
+    out = []
+    t = threading.Thread(target=lambda: out.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    return out[0]
+
+before = fresh_threads_count()  # what a new thread starts with (it asks for its own only)
+srt.install()
+a = torch.ones(256, 256)
+s = torch.cpu.Stream()
+with torch.cpu.StreamContext(s):
+    for _ in range(8):
+        a = a @ torch.ones(256, 256) / 256
+s.synchronize()
+print(before, fresh_threads_count(), torch.get_num_threads())
+"""
+
+
+def test_threads_that_ask_after_stream_work_get_eagers_torch_threads():
+    # torch initialises a thread's count lazily from a process-wide one, which torch's own setter
+    # changes: work items setting their thread's count must leave it alone.
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(streamrt.__file__)))
+    proc = subprocess.run([sys.executable, "-c", FRESH_THREADS], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, new_thread, main_thread = proc.stdout.split()
+    if before == "1":
+        pytest.skip("a new thread gets one intra-op thread here anyway (one core, or torch 1.13)")
+    assert new_thread == before and main_thread == before, proc.stdout
+
+
 IMPORT_KEEPS_BLAS = """
 import ctypes, os
 import torch

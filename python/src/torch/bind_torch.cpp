@@ -266,10 +266,17 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
   return TorchEnqueued::kFailed;
 }
 
-const TorchHost g_host{
-    kTorchRunnerAbi,         &host_tracker_new,  &host_tracker_release, &host_tracker_from_python,
-    &host_tracker_to_python, &host_tracker_free, &host_release_object,  &host_tracker_idle,
-    &host_tracker_busy,      &host_enqueue};
+const TorchHost g_host{kTorchRunnerAbi,
+                       &host_tracker_new,
+                       &host_tracker_release,
+                       &host_tracker_from_python,
+                       &host_tracker_to_python,
+                       &host_tracker_free,
+                       &host_release_object,
+                       &host_tracker_idle,
+                       &host_tracker_busy,
+                       &host_enqueue,
+                       &streamrt::cpu::on_worker_thread};
 
 // Trackers: the streamrt tensors that stand for torch storages, and host access through them.
 // A host access to a tracked storage (_torch_host_access): waits for its writers, and for its

@@ -26,6 +26,7 @@
 #include "torch_runner_fast.hpp"
 #include "torch_runner_internal.hpp"
 #include "torch_runner_marks.hpp"
+#include "torch_runner_threads.hpp"
 #include "torch_runner_trim.hpp"
 
 namespace py = pybind11;
@@ -175,21 +176,11 @@ bool returns_several_argument_references(const c10::OperatorHandle& op) {
   return false;
 }
 
-// One intra-op thread for the kernels this worker runs: the streams are the parallelism, one core
-// each. torch's OpenMP count is per thread: a worker the pool started keeps the process's default
-// (every core) whatever torch.set_num_threads() said elsewhere, so each stream's kernels would
-// spread over all cores and two streams would oversubscribe them. Only workers run these items
-// (the host's waits from Python are timed, and a timed wait runs no queued item), so host threads
-// keep their own count. Cheap when already one.
-void one_intra_op_thread() {
-  if (at::get_num_threads() != 1) at::set_num_threads(1);
-}
-
 }  // namespace
 
 bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
   Prepared* p = &prepared;
-  one_intra_op_thread();
+  OneIntraOpThread one;
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
     // torch's boxed wrapper of a kernel returning several references (max.dim_max, sort.values:
@@ -349,16 +340,20 @@ void bind_registry_entries(py::module_& m) {
 }
 
 // The native part's dispatch keys excluded while a Python work item runs (see _Exclude in
-// _torch_submit.py): torch's Python API has no name for them.
+// _torch_submit.py): torch's Python API has no name for them. And the item's one intra-op thread,
+// set as for the runner's items (torch's Python setter would change other threads' start too).
 struct ExcludeOurs {
+  OneIntraOpThread threads;
   c10::impl::ExcludeDispatchKeyGuard guard{c10::DispatchKeySet({c10::DispatchKey::Fake, kMarkKey})};
 };
 
 // The fast path's switches: connecting it, turning it on, and the threads it guards and takes.
 void bind_fast(py::module_& m) {
   using namespace pybind11::literals;
-  py::class_<ExcludeOurs>(m, "ExcludeOurs",
-                          "Excludes the fast path's and the pending marks' keys while it lives.")
+  py::class_<ExcludeOurs>(
+      m, "ExcludeOurs",
+      "Excludes the fast path's and the pending marks' keys, and sets one intra-op thread on this "
+      "thread, while it lives.")
       .def(py::init<>());
   m.def(
       "connect",

@@ -19,7 +19,7 @@ inline constexpr const char* kTorchRunnerCapsule = "streamrt._streamrt_torch.run
 //! Capsule name of the TorchHost (streamrt._streamrt._torch_host()).
 inline constexpr const char* kTorchHostCapsule = "streamrt._streamrt.torch_host";
 //! Bumped when TorchRunner or TorchHost changes.
-inline constexpr int kTorchRunnerAbi = 4;
+inline constexpr int kTorchRunnerAbi = 5;
 
 //! A torch op bound to its arguments, run later on another thread.
 struct TorchRunner {
@@ -78,6 +78,9 @@ struct TorchHost {
   TorchEnqueued (*enqueue)(const char* label, const void* const* reads, std::size_t n_reads,
                            const void* const* writes, std::size_t n_writes, void* prepared,
                            std::string* error) noexcept;
+  //! True on one of streamrt's CPU worker threads (streamrt::cpu::on_worker_thread()), false on a
+  //! host thread, also while it runs queued items as it waits. Never blocks.
+  bool (*on_worker_thread)() noexcept;
 };
 
 }  // namespace streamrt::python
