@@ -90,11 +90,14 @@ class eager_one_thread:
     """Eager torch, not installed, one intra-op and one BLAS thread (what a stream's kernel gets)."""
 
     def __enter__(self):
-        srt.uninstall()
+        srt.uninstall()  # (restores OpenBLAS's own count: set to one again below)
         self.threads = torch.get_num_threads()
         torch.set_num_threads(1)
+        self.blas = streamrt._blas_threads()
+        streamrt._set_blas_threads(1)
 
     def __exit__(self, *exc):
+        streamrt._set_blas_threads(self.blas)
         torch.set_num_threads(self.threads)
         srt.install()
 
