@@ -27,7 +27,6 @@
 #include "torch_runner_internal.hpp"
 #include "torch_runner_marks.hpp"
 #include "torch_runner_threads.hpp"
-#include "torch_runner_trim.hpp"
 
 namespace py = pybind11;
 
@@ -195,7 +194,6 @@ bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
     for (std::size_t i = 0; i < p->copy_into.size(); ++i) {
       p->copy_into[i].copy_(p->stack.at(i).toTensor());
     }
-    give_back_heap_memory();
     return true;
   } catch (const std::bad_alloc&) {
     *type = "MemoryError";
