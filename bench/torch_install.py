@@ -252,7 +252,7 @@ def compiled_eager(nets, data, steps):
 
 class EnsembleProcesses:
     """The two cores' ceiling for the ensemble with eager torch and no GIL between the networks:
-    two forked processes, one intra-op and one BLAS thread each, each training half of the
+    two spawned processes, one intra-op and one BLAS thread each, each training half of the
     networks (the same weights and data) on its own core. run() starts one batch of `steps` steps
     in both and returns when both are done."""
 

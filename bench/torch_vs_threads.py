@@ -5,7 +5,7 @@ variant and ratios against the baselines measured in the same run:
 
 * ``ensemble``: 4 MLPs 512 wide, batch 128, forward + backward + SGD per step: one stream per
   network (install()) against eager torch with its default threads, two plain Python threads
-  (each training half of the networks, one intra-op and one BLAS thread each) and two forked
+  (each training half of the networks, one intra-op and one BLAS thread each) and two spawned
   processes (the cores' ceiling without a GIL).
 * ``transformer``: a ``torch.nn.TransformerEncoderLayer(512, 8, 2048)`` in eval mode under
   ``no_grad``, two requests (seq 128 x batch 8 each), with ``batch_first=False`` and with
@@ -52,31 +52,14 @@ import torch.nn.functional as F
 import streamrt
 import streamrt.torch as srt
 from streamrt import _torch_compat
-from torch_install import (CORES, EnsembleProcesses, _PassThrough, eager_defaults, interleave,
-                           make_mlps, step, with_settings)
-
-
-class plain_threads:
-    """Eager torch for plain Python threads: not installed, one OpenBLAS thread per call
-    (process-wide). Each thread sets its own intra-op count to one (run_threads()): OpenMP's
-    count is per thread."""
-
-    def __enter__(self):
-        srt.uninstall()
-        self.threads = torch.get_num_threads()
-        self.blas = streamrt._blas_threads()
-        streamrt._set_blas_threads(1)
-
-    def __exit__(self, *exc):
-        if self.blas is not None:
-            streamrt._set_blas_threads(self.blas)
-        torch.set_num_threads(self.threads)
-        srt.install()
+from torch_install import (CORES, EnsembleProcesses, _PassThrough, eager_defaults,
+                           eager_one_thread, interleave, make_mlps, step, with_settings)
 
 
 def run_threads(fns):
-    """Runs each function on its own plain Python thread with one intra-op thread; their
-    results, in order. Raises the first failure."""
+    """Runs each function on its own plain Python thread with one intra-op thread (OpenMP's count
+    is per thread; eager_one_thread sets one OpenBLAS thread, process-wide); their results, in
+    order. Raises the first failure."""
     results, errors = [None] * len(fns), []
 
     def body(i, fn):
@@ -148,7 +131,7 @@ def ensemble(args):
     cases = {"eager (default threads)": with_settings(eager_defaults,
                                                       lambda: train(nets["eager"], range(k))),
              "streams (one per network)": on_streams,
-             "two plain threads": with_settings(plain_threads, threads),
+             "two plain threads": with_settings(eager_one_thread, threads),
              "two processes (ceiling)": procs.run}
     try:
         m = measure(cases, args.reps)
@@ -231,7 +214,7 @@ def transformer_layout(args, batch_first):
 
     cases = {"eager (sequential)": with_settings(eager_defaults, eager),
              "streams (one per request)": on_streams,
-             "two plain threads": with_settings(plain_threads, threads)}
+             "two plain threads": with_settings(eager_one_thread, threads)}
     m = measure(cases, args.reps)
     fused = uses_fused_layer(layer, xs[0])
     print(f"transformer: encoder layer 512/8/2048, batch_first={batch_first} (fused layer op: "
@@ -311,7 +294,7 @@ def pipeline(args):
 
     cases = {"eager (sequential)": with_settings(eager_defaults, eager),
              "streams (prep | model)": on_streams,
-             "producer + consumer threads": with_settings(plain_threads, threads)}
+             "producer + consumer threads": with_settings(eager_one_thread, threads)}
     m = measure(cases, args.reps)
     print(f"pipeline: preprocessing (32 images 3x64x64: gamma, normalise, blur, resize) then a "
           f"CNN forward, {n} batches, per batch (median of {args.reps})")
