@@ -374,7 +374,8 @@ def install(cuda=False):
         if hasattr(_torch, "compile"):
             _patch(_torch, "compile", _torch_compile.wrap_compile(_torch.compile))
         # (torch's intra-op threads stay: this thread's ops outside contexts, and host ops, run
-        # with eager's; each work item sets one on the thread that runs it, _torch_submit.py)
+        # with eager's; each work item sets one on the thread that runs it,
+        # python/src/torch/torch_runner_threads.cpp)
         # One OpenBLAS thread per call (process-wide: OpenBLAS has no per-thread setting): each
         # stream's products run on its worker's core instead of queueing for OpenBLAS's pool.
         _settings["blas"] = _pkg._blas_threads()

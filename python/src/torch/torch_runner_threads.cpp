@@ -39,8 +39,8 @@ const ThreadSetters& setters() noexcept {
   return found;
 }
 
-}  // namespace
-
+// Sets this thread's intra-op thread count to `n` without touching any other thread's; returns the
+// count before.
 int set_this_threads_intra_op(int n) noexcept {
   const int before = at::get_num_threads();  // (initialises this thread's count first)
   if (before == n) return before;
@@ -53,6 +53,8 @@ int set_this_threads_intra_op(int n) noexcept {
   }
   return before;
 }
+
+}  // namespace
 
 OneIntraOpThread::OneIntraOpThread() noexcept : before_(set_this_threads_intra_op(1)) {}
 

@@ -18,9 +18,4 @@ class OneIntraOpThread {
   int before_;
 };
 
-//! Sets this thread's intra-op thread count to `n` (at least 1) without touching any other thread's
-//! (torch's own at::set_num_threads() also changes the count that threads which have not asked for
-//! theirs yet start from); returns the count before. Never blocks.
-int set_this_threads_intra_op(int n) noexcept;
-
 }  // namespace streamrt::python::torch_runner
