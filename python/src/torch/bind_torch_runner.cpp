@@ -134,8 +134,10 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
     auto stack = torch::jit::createStackForSchema(
         handle.schema(), torch::jit::tuple_slice(py::reinterpret_borrow<py::tuple>(args)),
         std::move(kw), c10::nullopt);
-    for (c10::IValue& v : stack) v = for_work(v);
-    return new Prepared{handle, std::move(stack), work_excluded(), {}};
+    PreparedPtr prepared(new_prepared(handle, work_excluded()));
+    prepared->stack.reserve(stack.size());
+    for (const c10::IValue& v : stack) add_argument(*prepared, v);
+    return prepared.release();
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const std::exception& e) {
@@ -159,7 +161,7 @@ bool run(void* prepared, std::string* type, std::string* message) {
 }
 
 void destroy(void* prepared) noexcept {
-  delete static_cast<Prepared*>(prepared);
+  free_prepared(static_cast<Prepared*>(prepared));
 }
 
 TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
@@ -182,6 +184,7 @@ bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
   OneIntraOpThread one;
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
+    make_aliases(*p);
     // torch's boxed wrapper of a kernel returning several references (max.dim_max, sort.values:
     // std::tuple<Tensor&, Tensor&>) drops the arguments from the stack before it copies the
     // returns out of them. Eager callers still own the out tensors then; here the work item's

@@ -289,22 +289,20 @@ void add_access(c10::SmallVector<Access, 12>& accesses, const void* tracker, boo
 }
 
 // The work item of an op enqueued as `recipe` says, its arguments from the `stack` (from
-// `first`) and its new outputs `outs`. (for_work: the worker never holds the last reference to a
-// tensor Python saw.)
-std::unique_ptr<Prepared> work_item(const Recipe& recipe, const torch::jit::Stack& stack,
-                                    std::size_t first, const std::vector<at::Tensor>& outs) {
-  auto prepared = std::make_unique<Prepared>(Prepared{recipe.run_op, {}, work_excluded(), {}});
+// `first`) and its new outputs `outs` (add_argument: the worker makes their tensors).
+PreparedPtr work_item(const Recipe& recipe, const torch::jit::Stack& stack, std::size_t first,
+                      const std::vector<at::Tensor>& outs) {
+  PreparedPtr prepared(new_prepared(recipe.run_op, work_excluded()));
   if (recipe.mode == Mode::kOut) {
     prepared->stack.reserve(recipe.out_args.size());
     for (int a : recipe.out_args) {
-      prepared->stack.push_back(for_work(a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a])));
+      add_argument(*prepared, a >= 0 ? stack[first + a] : c10::IValue(outs[-1 - a]));
     }
   } else {
     prepared->stack.reserve(stack.size() - first);
-    for (std::size_t i = first; i < stack.size(); ++i)
-      prepared->stack.push_back(for_work(stack[i]));
+    for (std::size_t i = first; i < stack.size(); ++i) add_argument(*prepared, stack[i]);
     if (recipe.mode == Mode::kCopy) {
-      for (const auto& o : outs) prepared->copy_into.push_back(for_work(o).toTensor());
+      for (const auto& o : outs) add_copy_target(*prepared, o);
     }
   }
   return prepared;

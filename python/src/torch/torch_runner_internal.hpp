@@ -24,14 +24,54 @@
 
 namespace streamrt::python::torch_runner {
 
+//! A plain tensor argument of a work item as the worker makes it (make_aliases): a new TensorImpl
+//! on `storage` with this layout, for the stack's entry `slot` (or copy_into's, `into_copy`).
+struct LaterAlias {
+  std::size_t slot;
+  bool into_copy;
+  c10::Storage storage;
+  c10::DispatchKeySet keys;
+  caffe2::TypeMeta dtype;
+  c10::SmallVector<std::int64_t, 5> sizes;
+  c10::SmallVector<std::int64_t, 5> strides;
+  std::int64_t offset;
+};
+
 //! A torch op bound to its arguments, run by a worker (TorchRunner::run). With `copy_into`, the
 //! op is functional and its results are copied into those tensors (handed out at the call).
+//! Plain tensor arguments wait in `later` until the worker runs the op (torch_runner_prepared.cpp).
 struct Prepared {
   c10::OperatorHandle op;
   std::vector<c10::IValue> stack;
   c10::DispatchKeySet excluded;
   std::vector<at::Tensor> copy_into;
+  c10::SmallVector<LaterAlias, 4> later;
 };
+
+//! A prepared op for `op` with no arguments yet, from the pool of freed ones (their vectors keep
+//! their capacity). Never blocks but briefly (a lock); thread-safe; throws std::bad_alloc.
+Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded);
+
+//! Drops a prepared op's arguments and keeps it for new_prepared(), or frees it. Never blocks but
+//! briefly; thread-safe.
+void free_prepared(Prepared* p) noexcept;
+
+//! Owns a prepared op, giving it back to free_prepared().
+struct FreePrepared {
+  void operator()(Prepared* p) const noexcept { free_prepared(p); }
+};
+using PreparedPtr = std::unique_ptr<Prepared, FreePrepared>;
+
+//! Appends `v` to the op's arguments: a plain tensor as a LaterAlias, anything else through
+//! for_work. Never blocks.
+void add_argument(Prepared& p, const c10::IValue& v);
+
+//! Appends an output the op's result is copied into (copy_into), as add_argument does.
+void add_copy_target(Prepared& p, const at::Tensor& t);
+
+//! Makes the tensors of `later` (on this thread: the worker's own allocations) and puts them in
+//! place. Never blocks.
+void make_aliases(Prepared& p);
 
 //! `v` for a work item's stack: each tensor (alone or in a list) replaced by a new TensorImpl on
 //! the same memory, with the same layout (wrapped numbers stay). The work item then never holds

@@ -1,0 +1,125 @@
+// A work item's own tensors and its prepared op are made where they are freed. The host used to
+// make a TensorImpl per tensor argument at the call (for_work's aliases, so that the worker never
+// drops a tensor Python saw) and a worker freed them when the op finished: blocks that glibc
+// returns to the host's arena under its lock, while the host allocates the next op from that
+// arena, so the two threads kept waking each other. Now the host records each plain tensor's
+// storage and layout (no allocation: a reference count and small inline arrays) and the worker
+// makes the aliases as it runs the op, from its own arena, and frees them there. The prepared ops
+// themselves are kept in a pool once freed, their vectors' capacity with them.
+#include <mutex>
+#include <typeinfo>
+#include <vector>
+
+#include "torch_runner_internal.hpp"
+#include "torch_spin_lock.hpp"
+
+namespace streamrt::python::torch_runner {
+namespace {
+
+// The most freed prepared ops kept (their vectors included, a few hundred bytes each).
+constexpr std::size_t kPoolSize = 1024;
+
+struct Pool {
+  SpinLock lock;
+  std::vector<Prepared*> free;
+};
+
+Pool& pool() {
+  static Pool* const p = [] {
+    auto* made = new Pool;  // leaked: ops are freed during interpreter exit too
+    made->free.reserve(kPoolSize);
+    return made;
+  }();
+  return *p;
+}
+
+// A plain dense TensorImpl with storage: the only kind whose alias is a TensorImpl on its storage
+// (no wrappers, sparse, quantized or opaque tensors; not a wrapped number).
+bool plain(const at::Tensor& t) {
+  // typeid of a named object: clang warns when the operand is a call it would evaluate.
+  const c10::TensorImpl* raw = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  return raw != nullptr && typeid(*raw) == typeid(c10::TensorImpl) && !raw->is_wrapped_number() &&
+         t.has_storage();
+}
+
+LaterAlias later_alias(std::size_t slot, bool into_copy, const at::Tensor& t) {
+  return LaterAlias{slot,
+                    into_copy,
+                    c10::Storage(t.storage()),
+                    t.key_set(),
+                    t.dtype(),
+                    c10::SmallVector<std::int64_t, 5>(t.sizes().begin(), t.sizes().end()),
+                    c10::SmallVector<std::int64_t, 5>(t.strides().begin(), t.strides().end()),
+                    t.storage_offset()};
+}
+
+at::Tensor alias_of(LaterAlias& a) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(a.storage), a.keys, a.dtype);
+  impl->set_sizes_and_strides(a.sizes, a.strides);
+  impl->set_storage_offset(a.offset);
+  return at::Tensor(std::move(impl));
+}
+
+}  // namespace
+
+Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded) {
+  Pool& p = pool();
+  Prepared* prepared = nullptr;
+  {
+    const std::lock_guard guard(p.lock);
+    if (!p.free.empty()) {
+      prepared = p.free.back();
+      p.free.pop_back();
+    }
+  }
+  if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}};
+  prepared->op = op;
+  prepared->excluded = excluded;
+  return prepared;
+}
+
+void free_prepared(Prepared* prepared) noexcept {
+  prepared->stack.clear();
+  prepared->copy_into.clear();
+  prepared->later.clear();
+  Pool& p = pool();
+  {
+    const std::lock_guard guard(p.lock);
+    if (p.free.size() < kPoolSize) {
+      p.free.push_back(prepared);  // (reserved: never allocates)
+      return;
+    }
+  }
+  delete prepared;
+}
+
+void add_argument(Prepared& p, const c10::IValue& v) {
+  if (v.isTensor() && plain(v.toTensor())) {
+    p.later.push_back(later_alias(p.stack.size(), false, v.toTensor()));
+    p.stack.emplace_back();  // (None until make_aliases)
+    return;
+  }
+  p.stack.push_back(for_work(v));
+}
+
+void add_copy_target(Prepared& p, const at::Tensor& t) {
+  if (plain(t)) {
+    p.later.push_back(later_alias(p.copy_into.size(), true, t));
+    p.copy_into.emplace_back();
+    return;
+  }
+  p.copy_into.push_back(for_work(t).toTensor());
+}
+
+void make_aliases(Prepared& p) {
+  for (LaterAlias& a : p.later) {
+    if (a.into_copy) {
+      p.copy_into[a.slot] = alias_of(a);
+    } else {
+      p.stack[a.slot] = alias_of(a);
+    }
+  }
+  p.later.clear();
+}
+
+}  // namespace streamrt::python::torch_runner
