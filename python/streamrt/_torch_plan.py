@@ -515,13 +515,16 @@ def _nbytes(shape, stride, dtype):
     return (1 + sum((n - 1) * st for n, st in zip(shape, stride))) * size
 
 
-def allocate(spec, device=_cpu):
-    """New tensors of the layouts in `spec`, in its structure (None for None)."""
+def allocate(spec, device=_cpu, empty=None):
+    """New tensors of the layouts in `spec`, in its structure (None for None); on `device`, or
+    made by `empty(sizes, strides, dtype)` when given."""
     if spec is None:
         return None
     if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        if empty is not None:
+            return empty(spec[0], spec[1], spec[2])
         return _empty_strided(spec[0], spec[1], dtype=spec[2], device=device)
-    return type(spec)(allocate(x, device) for x in spec)
+    return type(spec)(allocate(x, device, empty) for x in spec)
 
 
 def flat(r, out):

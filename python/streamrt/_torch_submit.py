@@ -100,6 +100,8 @@ def native():
             warnings.warn(f"streamrt.torch runs on its Python path: {state.why}", stacklevel=3)
     else:
         state.why = None
+        global _empty_output
+        _empty_output = module.empty_output
         module.set_handler(_from_fast_path)
         module.set_waiter(_tracking.wait_host)
         _C._set_torch_runner(module.runner)
@@ -300,17 +302,25 @@ class PythonPath:
         return outs
 
 
+def _empty_strided_cpu(sizes, strides, dtype):
+    return _empty_strided(sizes, strides, dtype=dtype)
+
+
+# New outputs of (sizes, strides, dtype): on _streamrt_torch's output cache once it is loaded.
+_empty_output = _empty_strided_cpu
+
+
 def _allocate(outputs, writes):
     # The op's new outputs, each with a fresh tracker appended to `writes`; None when it has none.
     single = outputs.single
     if single is not None:  # one output: the common case
-        outs = _empty_strided(single[0], single[1], dtype=single[2])
+        outs = _empty_output(single[0], single[1], single[2])
         if outputs.sizes[0]:
             writes.append(_tracking.new_tracker(outs, _data_ptr(outs), outputs.sizes[0]))
         return outs
     if outputs.spec is None:
         return None
-    outs = _plan.allocate(outputs.spec)
+    outs = _plan.allocate(outputs.spec, empty=_empty_output)
     for o, nbytes in zip(_plan.flat(outs, []), outputs.sizes):
         if nbytes:
             writes.append(_tracking.new_tracker(o, _data_ptr(o), nbytes))

@@ -31,6 +31,7 @@ from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_compile
 from . import _torch_mode as _mode
+from . import _torch_submit as _submit
 from . import _torch_tracking as _tracking
 
 __all__ = [
@@ -38,10 +39,13 @@ __all__ = [
     "HostOpWarning",
     "Stream",
     "StreamContext",
+    "cache_stats",
     "current_stream",
+    "empty_cache",
     "install",
     "is_installed",
     "ready",
+    "set_cache_limit",
     "stream",
     "synchronize",
     "uninstall",
@@ -115,6 +119,42 @@ def wait(tensor):
         tensor.wait()
     else:
         _tracking.wait_host(tensor, False)
+
+
+def empty_cache():
+    """Gives the memory kept for new outputs back to the system, as ``torch.cuda.empty_cache()``
+    does: the outputs of ops on streams are allocated at the call and most often freed by a
+    worker, and their freed memory is kept (up to ``set_cache_limit()``) for the next outputs of
+    its size (docs/torch.md, "Memory"). Memory of tensors alive stays. Never blocks but briefly."""
+    native = _submit.native()
+    if native is not None:
+        native.empty_output_cache()
+
+
+def set_cache_limit(nbytes):
+    """How many bytes of freed outputs the cache of ``empty_cache()`` keeps (128 MiB unless set;
+    0: none, every freed output goes back at once); frees what it holds beyond it now. Raises
+    ValueError for a negative count, TypeError for anything but an int. Never blocks but
+    briefly. Without streamrt's native torch part (``streamrt._streamrt_torch``) outputs are
+    torch's own and nothing is cached."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+        raise TypeError(f"set_cache_limit: nbytes is an int count of bytes, not "
+                        f"{type(nbytes).__name__}")
+    if nbytes < 0:
+        raise ValueError(f"set_cache_limit: nbytes is 0 or more, not {nbytes}")
+    native = _submit.native()
+    if native is not None:
+        native.set_output_cache_limit(nbytes)
+
+
+def cache_stats():
+    """The output cache of ``empty_cache()``: a dict of ``cached_bytes`` (kept now),
+    ``limit_bytes``, ``hits`` and ``misses`` (outputs allocated from kept memory or new memory
+    so far); all 0 without streamrt's native torch part. Never blocks but briefly."""
+    native = _submit.native()
+    if native is None:
+        return {"cached_bytes": 0, "limit_bytes": 0, "hits": 0, "misses": 0}
+    return native.output_cache_stats()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "torch_output_cache.hpp"
 #include "torch_runner.hpp"
 #include "torch_runner_fast.hpp"
 #include "torch_runner_internal.hpp"
@@ -454,6 +455,31 @@ void bind_teaching(py::module_& m) {
       "now on.");
 }
 
+// The output cache (torch_output_cache.hpp): the Python path's outputs, and its settings.
+void bind_output_cache(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def(
+      "empty_output",
+      [](std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides, py::handle dtype) {
+        return empty_output(sizes, strides, dtype_arg(dtype));
+      },
+      "sizes"_a, "strides"_a, "dtype"_a, "A new CPU tensor of this layout on the output cache.");
+  m.def(
+      "set_output_cache_limit", [](std::size_t bytes) { set_output_cache_limit(bytes); },
+      "nbytes"_a, "How many bytes of freed outputs the cache keeps.");
+  m.def("empty_output_cache", &empty_output_cache, "Frees every kept block.");
+  m.def(
+      "output_cache_stats",
+      [] {
+        const OutputCacheStats s = output_cache_stats();
+        return py::dict("cached_bytes"_a = s.cached_bytes, "limit_bytes"_a = s.limit_bytes,
+                        "hits"_a = s.hits, "misses"_a = s.misses);
+      },
+      "The output cache's figures: cached_bytes, limit_bytes, hits, misses.");
+  m.def("_use_output_cache", &use_output_cache, "on"_a,
+        "Measurements only: outputs on the cache (True) or on torch's CPU allocator.");
+}
+
 }  // namespace
 }  // namespace streamrt::python::torch_runner
 
@@ -468,4 +494,5 @@ PYBIND11_MODULE(_streamrt_torch, m) {
   tr::bind_registry_entries(m);
   tr::bind_fast(m);
   tr::bind_teaching(m);
+  tr::bind_output_cache(m);
 }

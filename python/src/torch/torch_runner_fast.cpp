@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch_output_cache.hpp"
 #include "torch_runner_marks.hpp"
 
 namespace streamrt::python::torch_runner {
@@ -341,7 +342,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   std::vector<at::Tensor> outs;
   outs.reserve(entry.outs.size());
   for (const OutSpec& o : entry.outs) {
-    outs.emplace_back(at::detail::empty_strided_cpu(o.sizes, o.strides, o.dtype));
+    outs.emplace_back(empty_output(o.sizes, o.strides, o.dtype));
     if (outs.back().storage().nbytes() == 0) continue;
     TrackerPtr tracker = registry().fresh(outs.back());
     if (!tracker) return false;

@@ -1,0 +1,222 @@
+// The outputs of stream work are allocated by the host at the op's call and most often freed by a
+// worker, when the work that last held them finishes. Through glibc's malloc that pattern leaves
+// holes in the host's heap that never go back to the system (freed in completion order while the
+// host allocates the next ones) and costs the host the arena lock, consolidations and fresh pages
+// at every op. Here freed blocks are kept by rounded size and handed out again newest first
+// (warm in cache, pages already mapped), up to a byte limit past which a freed block goes back to
+// the system at once. A block is free only once its last tensor died: work holds the tensors it
+// uses until it finishes, so no queued work can still touch a kept block.
+// Large blocks are mapped directly, so that freeing one always returns its pages; each block
+// starts with a header (its size and the free list's link) before the 64-byte aligned data.
+#include "torch_output_cache.hpp"
+
+#include <ATen/EmptyTensor.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+
+#include "torch_runner_internal.hpp"
+#include "torch_spin_lock.hpp"
+
+namespace streamrt::python::torch_runner {
+namespace {
+
+constexpr std::size_t kAlign = 64;         // c10's CPU allocator's alignment
+constexpr std::size_t kHeader = kAlign;    // the header, keeping the data aligned
+constexpr std::size_t kMapAt = 256 << 10;  // blocks from here on are mapped directly
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kDefaultLimit = std::size_t{128} << 20;
+
+struct Header {
+  std::size_t size;  // the block's bytes, header included
+  Header* next;      // the next free block of its size, while free
+};
+
+// The rounded block size for `n` data bytes: four sizes per doubling, so that a block wastes at
+// most a quarter and a loop's allocations of one size always find each other's blocks.
+std::size_t block_size(std::size_t n) noexcept {
+  std::size_t total = n + kHeader;
+  // (the highest power of two in `total`; torch 1.x builds this file as C++17: no <bit>)
+  const std::size_t top = std::size_t{1} << (63 - __builtin_clzll(total));
+  const std::size_t step = std::max(kAlign, top / 4);
+  total = (total + step - 1) / step * step;
+  return total >= kMapAt ? (total + kPage - 1) / kPage * kPage : total;
+}
+
+Header* new_block(std::size_t size) noexcept {
+  void* p = nullptr;
+  if (size >= kMapAt) {
+    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+  } else {
+    p = std::aligned_alloc(kAlign, size);
+    if (p == nullptr) return nullptr;
+  }
+  return new (p) Header{size, nullptr};
+}
+
+void free_block(Header* h) noexcept {
+  if (h->size >= kMapAt) {
+    munmap(h, h->size);
+  } else {
+    std::free(h);
+  }
+}
+
+class Cache {
+ public:
+  Header* take(std::size_t size) noexcept {
+    {
+      const std::lock_guard lock(mutex_);
+      const auto it = free_.find(size);
+      if (it != free_.end() && it->second != nullptr) {
+        Header* h = it->second;
+        it->second = h->next;
+        cached_ -= size;
+        ++hits_;
+        return h;
+      }
+      ++misses_;
+    }
+    return new_block(size);
+  }
+
+  void give(Header* h) noexcept {
+    {
+      const std::lock_guard lock(mutex_);
+      if (cached_ + h->size <= limit_) {
+        try {
+          Header*& head = free_[h->size];
+          h->next = head;
+          head = h;
+          cached_ += h->size;
+          return;
+        } catch (...) {  // (no memory for the list's entry: the block goes back instead)
+        }
+      }
+    }
+    free_block(h);
+  }
+
+  void set_limit(std::size_t bytes) noexcept {
+    const std::lock_guard lock(mutex_);
+    limit_ = bytes;
+    release_over(limit_);
+  }
+
+  void empty() noexcept {
+    const std::lock_guard lock(mutex_);
+    release_over(0);
+  }
+
+  OutputCacheStats stats() noexcept {
+    const std::lock_guard lock(mutex_);
+    return {cached_, limit_, hits_, misses_};
+  }
+
+  // fork(): the child gets the lock free whichever thread held it (pthread_atfork).
+  void lock() noexcept { mutex_.lock(); }
+  void unlock() noexcept { mutex_.unlock(); }
+
+ private:
+  // Frees kept blocks, largest sizes first, until at most `keep` bytes are kept.
+  void release_over(std::size_t keep) noexcept {
+    while (cached_ > keep) {
+      auto largest = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it) {
+        if (it->second != nullptr && (largest == free_.end() || it->first > largest->first))
+          largest = it;
+      }
+      Header* h = largest->second;
+      largest->second = h->next;
+      cached_ -= h->size;
+      free_block(h);
+    }
+  }
+
+  SpinLock mutex_;
+  std::unordered_map<std::size_t, Header*> free_;
+  std::size_t cached_ = 0;
+  std::size_t limit_ = kDefaultLimit;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
+};
+
+Cache& cache() noexcept {
+  // Leaked: tensors freed during interpreter exit still return their blocks.
+  static Cache* const c = [] {
+    auto* made = new Cache;
+    pthread_atfork([] { cache().lock(); }, [] { cache().unlock(); }, [] { cache().unlock(); });
+    return made;
+  }();
+  return *c;
+}
+
+void release(void* ctx) noexcept {
+  cache().give(static_cast<Header*>(ctx));
+}
+
+void delete_nothing(void*) noexcept {}
+
+std::atomic<bool> g_use_cache{true};
+
+// No `override`: allocate() is const in torch 1.x and not in 2.x, and copy_data() is 2.x's only;
+// each declaration below overrides where its base has it.
+class OutputAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t n) const { return make(n); }
+  c10::DataPtr allocate(std::size_t n) { return make(n); }  // NOLINT(*-overloaded-virtual)
+  void copy_data(void* dest, const void* src, std::size_t count) const {
+    std::memcpy(dest, src, count);
+  }
+
+ private:
+  static c10::DataPtr make(std::size_t n) {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (n == 0) return {nullptr, nullptr, &delete_nothing, cpu};
+    Header* h = cache().take(block_size(n));
+    TORCH_CHECK(h != nullptr, "streamrt.torch: out of memory allocating ", n,
+                " bytes for an op's output");
+    return {reinterpret_cast<char*>(h) + kHeader, h, &release, cpu};
+  }
+};
+
+}  // namespace
+
+c10::Allocator* output_allocator() noexcept {
+  static OutputAllocator allocator;
+  return &allocator;
+}
+
+at::Tensor empty_output(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype) {
+  // (a switch for measurements only: no order needed)
+  if (!g_use_cache.load(std::memory_order_relaxed))
+    return at::detail::empty_strided_cpu(sizes, strides, dtype);
+  static const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+  return at::detail::empty_strided_generic(sizes, strides, output_allocator(), cpu, dtype);
+}
+
+void use_output_cache(bool on) noexcept {
+  g_use_cache.store(on, std::memory_order_relaxed);
+}
+
+void set_output_cache_limit(std::size_t bytes) noexcept {
+  cache().set_limit(bytes);
+}
+
+void empty_output_cache() noexcept {
+  cache().empty();
+}
+
+OutputCacheStats output_cache_stats() noexcept {
+  return cache().stats();
+}
+
+}  // namespace streamrt::python::torch_runner
