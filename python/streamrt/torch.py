@@ -44,8 +44,10 @@ __all__ = [
     "empty_cache",
     "install",
     "is_installed",
+    "queue_limit",
     "ready",
     "set_cache_limit",
+    "set_queue_limit",
     "stream",
     "synchronize",
     "uninstall",
@@ -155,6 +157,25 @@ def cache_stats():
     if native is None:
         return {"cached_bytes": 0, "limit_bytes": 0, "hits": 0, "misses": 0}
     return native.output_cache_stats()
+
+
+def set_queue_limit(items):
+    """The most work items a stream may have queued before a thread launching a torch op on it
+    waits until half of them finished (128 unless set; 0: no limit), as CUDA's launches wait when
+    a stream's queue is full: the host runs ahead of its streams by a bounded number of ops, and
+    of their outputs' memory (docs/torch.md, "Memory"). A stream that finishes no item for a
+    while (held by a user event, behind a long op) is not waited for, so this never hangs. Raises
+    ValueError for 1 or a negative count, TypeError for anything but an int. Never blocks."""
+    if isinstance(items, bool) or not isinstance(items, int):
+        raise TypeError(f"set_queue_limit: items is an int count, not {type(items).__name__}")
+    if items < 0 or items == 1:
+        raise ValueError(f"set_queue_limit: items is 0 (no limit) or 2 or more, not {items}")
+    _C._torch_set_queue_limit(items)
+
+
+def queue_limit():
+    """The limit of ``set_queue_limit()``. Never blocks."""
+    return _C._torch_queue_limit()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 #include "streamrt/stream.hpp"
 #include "streamrt/tensor.hpp"
 #include "tensor_object.hpp"
+#include "torch_queue_limit.hpp"
 #include "torch_runner.hpp"
 #include "waits.hpp"
 
@@ -255,6 +256,7 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
       st.launch(label, std::move(work));
       launched = true;
     });
+    limit_torch_queue(s);
     return TorchEnqueued::kYes;
   } catch (const std::exception& e) {
     if (!launched) return TorchEnqueued::kNo;
@@ -380,6 +382,7 @@ void bind_python_path(py::module_& m) {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
         }
+        limit_torch_queue(s);
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
@@ -427,11 +430,21 @@ void bind_native_path(py::module_& m) {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
         }
+        limit_torch_queue(s);
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
       "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
       "without the GIL. Returns at once.");
+}
+
+// The bound on torch ops queued per stream (torch_queue_limit.hpp).
+void bind_queue_limit(py::module_& m) {
+  m.def("_torch_set_queue_limit", &set_queue_limit, "ops"_a,
+        "The most torch ops a stream may have queued before the host waits (0: no limit).");
+  m.def("_torch_queue_limit", &queue_limit, "The limit of _torch_set_queue_limit.");
+  m.def("_torch_queue_limit_waits", &queue_limit_waits,
+        "How many times a host thread waited for its stream's queued torch ops so far.");
 }
 
 }  // namespace
@@ -440,6 +453,7 @@ void bind_torch(py::module_& m) {
   bind_trackers(m);
   bind_python_path(m);
   bind_native_path(m);
+  bind_queue_limit(m);
 }
 
 }  // namespace streamrt::python
