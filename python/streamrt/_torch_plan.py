@@ -319,10 +319,11 @@ class Outputs:
     (shape, stride, dtype) as the structure the op returns (None: the op returns only written
     arguments), `single` the layout of a lone tensor output (None otherwise), `sizes` their
     storage bytes, `use_out` whether the work item runs the out= overload into them,
-    `checked` whether a first run confirmed that the kernel keeps them, and `learned` whether
-    they were learned from a host run (learn()) rather than inferred."""
+    `checked` whether a first run confirmed that the kernel keeps them, `learned` whether
+    they were learned from a host run (learn()) rather than inferred, and `nbytes` the sum of
+    `sizes` (counted against the stream's queue limit)."""
 
-    __slots__ = ("spec", "use_out", "checked", "single", "sizes", "learned")
+    __slots__ = ("spec", "use_out", "checked", "single", "sizes", "learned", "nbytes")
 
     def __init__(self, spec, use_out, checked, single, sizes, learned=False):
         self.spec = spec
@@ -331,6 +332,7 @@ class Outputs:
         self.single = single
         self.sizes = sizes
         self.learned = learned
+        self.nbytes = sum(sizes)
 
 
 HOST_RESULT = object()  # cached: this op with these layouts must run as a host op

@@ -262,9 +262,9 @@ class PythonPath:
         return ([h for h, w in accesses.values() if not w],
                 [h for h, w in accesses.values() if w])
 
-    def _enqueue_out(self, stream, plan, args, kw, reads, writes):
+    def _enqueue_out(self, stream, plan, args, kw, reads, writes, nbytes):
         # The out= overload into the outputs, its first run checked already.
-        _enqueue_item(stream, plan.label, _keys(), plan.out_op, args, kw, reads, writes)
+        _enqueue_item(stream, plan.label, _keys(), plan.out_op, args, kw, reads, writes, nbytes)
 
     def _enqueue_op(self, stream, plan, func, args, kwargs, reads, writes):
         # The op itself: it writes only its arguments.
@@ -287,15 +287,18 @@ class PythonPath:
                 self._teach(func, "write", tuple(plan.written), None, (), None)
         elif not outputs.use_out:
             _enqueue_item(stream, plan.label, None, _run_copy,
-                          (key, _keys(), plan.raw, args, kwargs, outs), None, reads, writes)
+                          (key, _keys(), plan.raw, args, kwargs, outs), None, reads, writes,
+                          outputs.nbytes)
             if teach_new:
                 self._teach(func, "copy", (), None, (), outputs.spec)
         elif not outputs.checked:
             kw = _out_kwargs(plan, kwargs, outs)
             _enqueue_item(stream, plan.label, None, _run_first,
-                          (key, _keys(), plan.out_op, args, kw, outs), None, reads, writes)
+                          (key, _keys(), plan.out_op, args, kw, outs), None, reads, writes,
+                          outputs.nbytes)
         else:
-            self._enqueue_out(stream, plan, args, _out_kwargs(plan, kwargs, outs), reads, writes)
+            self._enqueue_out(stream, plan, args, _out_kwargs(plan, kwargs, outs), reads, writes,
+                              outputs.nbytes)
             if teach_new:
                 self._teach(func, "out", (), plan.out_overload, plan.out_names, outputs.spec)
         self.mark([t for t, _ in tensors] + (_plan.flat(outs, []) if outs is not None else []))
@@ -349,8 +352,9 @@ class RunnerPath(PythonPath):
         return ([h for h, w in accesses.values() if not w],
                 [h for h, w in accesses.values() if w])
 
-    def _enqueue_out(self, stream, plan, args, kw, reads, writes):
-        self._enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes)
+    def _enqueue_out(self, stream, plan, args, kw, reads, writes, nbytes):
+        self._enqueue_native(stream, plan.label, plan.out_overload, args, kw, reads, writes,
+                             nbytes)
 
     def _enqueue_op(self, stream, plan, func, args, kwargs, reads, writes):
         self._enqueue_native(stream, plan.label, func, args, kwargs or None, reads, writes)

@@ -134,7 +134,7 @@ def empty_cache():
 
 
 def set_cache_limit(nbytes):
-    """How many bytes of freed outputs the cache of ``empty_cache()`` keeps (128 MiB unless set;
+    """How many bytes of freed outputs the cache of ``empty_cache()`` keeps (48 MiB unless set;
     0: none, every freed output goes back at once); frees what it holds beyond it now. Raises
     ValueError for a negative count, TypeError for anything but an int. Never blocks but
     briefly. Without streamrt's native torch part (``streamrt._streamrt_torch``) outputs are
@@ -159,23 +159,33 @@ def cache_stats():
     return native.output_cache_stats()
 
 
-def set_queue_limit(items):
-    """The most work items a stream may have queued before a thread launching a torch op on it
-    waits until half of them finished (128 unless set; 0: no limit), as CUDA's launches wait when
-    a stream's queue is full: the host runs ahead of its streams by a bounded number of ops, and
-    of their outputs' memory (docs/torch.md, "Memory"). A stream that finishes no item for a
-    while (held by a user event, behind a long op) is not waited for, so this never hangs. Raises
-    ValueError for 1 or a negative count, TypeError for anything but an int. Never blocks."""
-    if isinstance(items, bool) or not isinstance(items, int):
-        raise TypeError(f"set_queue_limit: items is an int count, not {type(items).__name__}")
-    if items < 0 or items == 1:
+def set_queue_limit(items=None, nbytes=None):
+    """How far a thread launching torch ops may run ahead of its stream, as CUDA's launches wait
+    when a stream's queue is full: once more than ``items`` work items (128 unless set), or more
+    than ``nbytes`` bytes of the queued ops' new outputs (32 MiB unless set), are queued on the
+    stream, the launch waits until at most half of each are. This bounds the host's run-ahead,
+    and the memory of the outputs it allocated for ops not run yet (docs/torch.md, "Memory"); 0
+    turns a limit off, None keeps it. A stream that finishes no item for a while (held by a user
+    event, behind a long op) is not waited for, so this never hangs. Raises ValueError for
+    ``items`` 1 or negative and ``nbytes`` negative, TypeError for anything but an int. Never
+    blocks."""
+    for name, value in (("items", items), ("nbytes", nbytes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"set_queue_limit: {name} is an int count, not "
+                            f"{type(value).__name__}")
+    if items is not None and (items < 0 or items == 1):
         raise ValueError(f"set_queue_limit: items is 0 (no limit) or 2 or more, not {items}")
-    _C._torch_set_queue_limit(items)
+    if nbytes is not None and nbytes < 0:
+        raise ValueError(f"set_queue_limit: nbytes is 0 (no limit) or more, not {nbytes}")
+    if items is not None:
+        _C._torch_set_queue_limit(items)
+    if nbytes is not None:
+        _C._torch_set_queue_bytes_limit(nbytes)
 
 
 def queue_limit():
-    """The limit of ``set_queue_limit()``. Never blocks."""
-    return _C._torch_queue_limit()
+    """The limits of ``set_queue_limit()``: a dict of ``items`` and ``nbytes``. Never blocks."""
+    return {"items": _C._torch_queue_limit(), "nbytes": _C._torch_queue_bytes_limit()}
 
 
 # ------------------------------------------------------------------------------------------------

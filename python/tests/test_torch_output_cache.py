@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def default_limit():
     yield
-    srt.set_cache_limit(128 << 20)
+    srt.set_cache_limit(48 << 20)
 
 
 def loop_of_adds(n, s):

@@ -7,6 +7,7 @@ import pytest
 
 from helpers import RENDEZVOUS_S
 from streamrt import _streamrt as _C
+from streamrt import _torch_mode
 from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
 
 
@@ -17,20 +18,23 @@ def limit_of(installed):
         return installed
 
     yield set_to
-    srt.set_queue_limit(128)
+    srt.set_queue_limit(128, 32 << 20)
 
 
-def queue_depths(s, n):
-    """Launches n slow torch ops on `s` (each much longer than its launch) and returns the number of
-    items queued on `s` after each launch returned."""
-    x = torch.randn(300, 300)
+def queue_depths(s, n, size=300):
+    """Launches n slow torch ops on `s` (each much longer than its launch; a new output of size²
+    floats each) and returns the number of items queued on `s` after each launch returned."""
+    x, w = torch.randn(size, size), torch.randn(size, size)
     depths = []
     with torch.cpu.StreamContext(s):
+        torch.mm(x, w)  # (a first call is checked before the fast path takes the next ones)
+    s.synchronize()
+    with torch.cpu.StreamContext(s):
         for _ in range(n):
-            y = torch.mm(x, x)
+            y = torch.mm(x, w)
             depths.append(s.pending())
     s.synchronize()
-    assert torch.allclose(y, torch.mm(x, x))
+    assert torch.allclose(y, torch.mm(x, w))
     return depths
 
 
@@ -45,6 +49,21 @@ def test_no_limit_lets_the_queue_grow(limit_of):
     # What the limit prevents: the host runs ahead of the stream by every op it launches.
     limit_of(0)
     assert max(queue_depths(torch.cpu.Stream(), 60)) > 8
+
+
+def test_a_launch_waits_while_its_stream_holds_too_many_output_bytes(limit_of):
+    if _torch_mode.path().native is None:
+        pytest.skip("the Python path counts items only: its outputs are allocated in Python")
+    limit_of(0)
+    srt.set_queue_limit(nbytes=8 << 20)
+    # 1 MiB per output; one call may still take the dispatch mode's path, which counts no bytes
+    assert max(queue_depths(torch.cpu.Stream(), 40, size=512)) <= 9
+
+
+def test_no_byte_limit_lets_the_outputs_pile_up(limit_of):
+    limit_of(0)
+    srt.set_queue_limit(nbytes=0)
+    assert max(queue_depths(torch.cpu.Stream(), 40, size=512)) > 8
 
 
 def test_a_held_stream_is_waited_for_once_then_not_until_it_moves(limit_of):
@@ -89,7 +108,11 @@ def test_set_queue_limit_refuses_what_is_no_limit():
         srt.set_queue_limit(-3)
     with pytest.raises(TypeError, match="int count"):
         srt.set_queue_limit(2.0)
-    assert srt.queue_limit() == 128
+    with pytest.raises(ValueError, match="0 \\(no limit\\) or more"):
+        srt.set_queue_limit(nbytes=-1)
+    with pytest.raises(TypeError, match="nbytes is an int count"):
+        srt.set_queue_limit(nbytes="1M")
+    assert srt.queue_limit() == {"items": 128, "nbytes": 32 << 20}
 
 
 def test_stream_work_launching_ops_never_waits_for_its_own_stream(limit_of):

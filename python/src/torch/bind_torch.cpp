@@ -53,6 +53,7 @@ struct TorchWork {
   SafeObject kwargs;  // a dict, or empty
   const char* label;
   PendingPythonWork pending;
+  QueuedOutputs queued;  // the new outputs among its arguments, counted on its stream
 
   void operator()() {
     PythonScope scope;
@@ -94,24 +95,32 @@ const TorchRunner* g_runner = nullptr;
 // failure becomes the Python exception eager torch raises (taking the GIL only then).
 class NativeTorchWork {
  public:
-  NativeTorchWork(void* prepared, const char* label) noexcept
-      : prepared_(prepared), label_(label) {}
+  explicit NativeTorchWork(void* prepared) noexcept : prepared_(prepared) {}
   NativeTorchWork(NativeTorchWork&& other) noexcept
       : pending_(std::move(other.pending_)),
         prepared_(std::exchange(other.prepared_, nullptr)),
-        label_(other.label_) {}
+        queued_(std::exchange(other.queued_, nullptr)) {}
   NativeTorchWork& operator=(NativeTorchWork&&) = delete;
   NativeTorchWork(const NativeTorchWork&) = delete;
   NativeTorchWork& operator=(const NativeTorchWork&) = delete;
   ~NativeTorchWork() {
-    if (prepared_ != nullptr) g_runner->destroy(prepared_);
+    if (prepared_ == nullptr) return;
+    if (queued_ != nullptr) remove_queued_bytes(queued_, g_runner->output_bytes(prepared_));
+    g_runner->destroy(prepared_);
+  }
+
+  //! Counts the op's new outputs as queued on `s` (torch_queue_limit.hpp) until it is gone.
+  void count_on(const Stream& s) {
+    queued_ = queued_bytes_of(s);
+    add_queued_bytes(queued_, g_runner->output_bytes(prepared_));
   }
 
   void operator()() {
     std::string type, message;
     if (g_runner->run(prepared_, &type, &message)) return;
     PythonScope scope;
-    if (!scope.ok()) throw Error(std::string(label_) + ": " + type + ": " + message);
+    // (the stream adds the op's label to the failure)
+    if (!scope.ok()) throw Error("torch op: " + type + ": " + message);
     py::object builtins = py::module_::import("builtins");
     py::object exc = py::getattr(builtins, type.c_str(), py::none());
     PyErr_SetString(exc.is_none() ? PyExc_RuntimeError : exc.ptr(), message.c_str());
@@ -123,8 +132,10 @@ class NativeTorchWork {
  private:
   PendingPythonWork pending_;  // first: counts until the prepared op (and its tensors) is gone
   void* prepared_;
-  const char* label_;
+  QueuedBytes* queued_ = nullptr;  // the stream's count of queued outputs, once counted
 };
+// One per torch op: it must fit a queue entry's inline storage, or every op allocates a box.
+static_assert(detail::QueueWork::kStoresInline<NativeTorchWork>);
 
 std::vector<const Tensor*> trackers(py::handle seq, const char* what) {
   std::vector<const Tensor*> out;
@@ -241,12 +252,13 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
                            std::string* error) noexcept {
   bool launched = false;
   try {
-    NativeTorchWork work(prepared, label);  // owns the prepared op from here
+    NativeTorchWork work(prepared);  // owns the prepared op from here
     // Launch-blocking mode: the Python path, which waits for the op at its end and raises its
     // failure as torch does (this fallback could only raise a RuntimeError).
     if (cpu::launch_blocking()) return TorchEnqueued::kNo;
     Stream s = current_stream();
     if (s.is_capturing()) return TorchEnqueued::kNo;  // the Python path raises the error
+    work.count_on(s);
     std::vector<const Tensor*> r(n_reads), w(n_writes);
     for (std::size_t i = 0; i < n_reads; ++i) r[i] = static_cast<const Tensor*>(reads[i]);
     for (std::size_t i = 0; i < n_writes; ++i) w[i] = static_cast<const Tensor*>(writes[i]);
@@ -360,7 +372,7 @@ void bind_python_path(py::module_& m) {
   m.def(
       "_torch_enqueue",
       [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
-         py::object kwargs, py::handle reads, py::handle writes) {
+         py::object kwargs, py::handle reads, py::handle writes, std::size_t nbytes) {
         if (g_exclude_guard == nullptr && !keys.is_none()) {
           throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
         }
@@ -377,7 +389,8 @@ void bind_python_path(py::module_& m) {
                        SafeObject(std::move(args)),
                        kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
                        label,
-                       {}};
+                       {},
+                       QueuedOutputs(queued_bytes_of(s), nbytes)};
         {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
@@ -386,9 +399,12 @@ void bind_python_path(py::module_& m) {
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "nbytes"_a = 0,
       "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
       "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
-      "records the accesses. `label` comes from _torch_label. Returns at once.");
+      "records the accesses; `nbytes`: the new outputs' among the arguments (the stream's queue "
+      "limit). `label` comes from _torch_label. Returns at once, or waits as the queue limit "
+      "says.");
 }
 
 // The native path: ops run by _streamrt_torch's runner, and the host side of its fast path.
@@ -410,7 +426,7 @@ void bind_native_path(py::module_& m) {
   m.def(
       "_torch_enqueue_native",
       [](Stream& s, std::uintptr_t label_id, py::handle op, py::tuple args, py::handle kwargs,
-         py::handle reads, py::handle writes) {
+         py::handle reads, py::handle writes, std::size_t nbytes) {
         if (g_runner == nullptr) {
           throw py::value_error("_torch_enqueue_native: call _set_torch_runner first");
         }
@@ -422,10 +438,11 @@ void bind_native_path(py::module_& m) {
         const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
         const auto r = trackers(reads, "_torch_enqueue_native");
         const auto w = trackers(writes, "_torch_enqueue_native");
-        void* prepared =
-            g_runner->prepare(op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr());
+        void* prepared = g_runner->prepare(op.ptr(), args.ptr(),
+                                           kwargs.is_none() ? nullptr : kwargs.ptr(), nbytes);
         if (prepared == nullptr) throw py::error_already_set();
-        NativeTorchWork work(prepared, label);
+        NativeTorchWork work(prepared);
+        work.count_on(s);
         {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
@@ -433,9 +450,9 @@ void bind_native_path(py::module_& m) {
         limit_torch_queue(s);
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
-      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
+      "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a, "nbytes"_a = 0,
       "As _torch_enqueue for a torch OpOverload, run by _streamrt_torch's runner on the worker "
-      "without the GIL. Returns at once.");
+      "without the GIL. Returns at once, or waits as the queue limit says.");
 }
 
 // The bound on torch ops queued per stream (torch_queue_limit.hpp).
@@ -443,6 +460,11 @@ void bind_queue_limit(py::module_& m) {
   m.def("_torch_set_queue_limit", &set_queue_limit, "ops"_a,
         "The most torch ops a stream may have queued before the host waits (0: no limit).");
   m.def("_torch_queue_limit", &queue_limit, "The limit of _torch_set_queue_limit.");
+  m.def("_torch_set_queue_bytes_limit", &set_queue_bytes_limit, "nbytes"_a,
+        "The most bytes of queued torch ops' new outputs a stream may have before the host "
+        "waits (0: no limit).");
+  m.def("_torch_queue_bytes_limit", &queue_bytes_limit,
+        "The limit of _torch_set_queue_bytes_limit.");
   m.def("_torch_queue_limit_waits", &queue_limit_waits,
         "How many times a host thread waited for its stream's queued torch ops so far.");
 }

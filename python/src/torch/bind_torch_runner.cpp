@@ -125,7 +125,7 @@ namespace {
 // ------------------------------------------------------------------------------------------------
 // The TorchRunner
 
-void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
+void* prepare(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes) {
   try {
     const c10::OperatorHandle& handle = operator_of(op);
     py::kwargs kw = kwargs != nullptr ? py::reinterpret_borrow<py::kwargs>(kwargs) : py::kwargs();
@@ -138,6 +138,7 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs) {
     PreparedPtr prepared(new_prepared(handle, work_excluded()));
     prepared->stack.reserve(stack.size());
     for (const c10::IValue& v : stack) add_argument(*prepared, v);
+    prepared->output_bytes = output_bytes;
     return prepared.release();
   } catch (py::error_already_set& e) {
     e.restore();
@@ -165,7 +166,11 @@ void destroy(void* prepared) noexcept {
   free_prepared(static_cast<Prepared*>(prepared));
 }
 
-TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy};
+std::size_t output_bytes(const void* prepared) noexcept {
+  return static_cast<const Prepared*>(prepared)->output_bytes;
+}
+
+TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy, &output_bytes};
 
 // Whether `op` returns several references to its arguments (a tuple of out= tensors). A single
 // `Tensor&` return is copied before the arguments are dropped.

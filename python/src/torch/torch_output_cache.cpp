@@ -32,7 +32,7 @@ constexpr std::size_t kAlign = 64;         // c10's CPU allocator's alignment
 constexpr std::size_t kHeader = kAlign;    // the header, keeping the data aligned
 constexpr std::size_t kMapAt = 256 << 10;  // blocks from here on are mapped directly
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kDefaultLimit = std::size_t{128} << 20;
+constexpr std::size_t kDefaultLimit = std::size_t{48} << 20;
 
 struct Header {
   std::size_t size;  // the block's bytes, header included

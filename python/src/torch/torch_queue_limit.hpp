@@ -1,19 +1,54 @@
 #pragma once
 // How far a host thread may run ahead of a stream with torch ops (docs/torch.md, "Memory").
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "streamrt/stream.hpp"
 
 namespace streamrt::python {
 
-//! After the launch of a torch op on `s`: when more than queue_limit() items are queued on it,
-//! waits until at most half of that are, so that the host runs ahead of the stream's work by a
-//! bounded number of ops (and of their outputs' memory). A stream that finishes no item for a
-//! while (held by a user event, behind a long op) is not waited for any longer, nor again by this
-//! thread until it finished one: this never hangs. Never waits on a worker thread (stream work
-//! launching ops). Releases the GIL while it waits, when the calling thread holds it. Blocks (see
-//! above); thread-safe; never throws.
+//! The bytes of new outputs held by the torch ops queued on one stream.
+struct QueuedBytes;
+
+//! `s`'s count (made on first use, kept for the process: work may outlive the stream's handle).
+//! Never blocks but briefly (a lock, the first time per thread and stream); thread-safe; throws
+//! std::bad_alloc.
+QueuedBytes* queued_bytes_of(const Stream& s);
+
+//! Counts `n` more bytes of outputs queued on the stream of `q`. Never blocks; thread-safe.
+void add_queued_bytes(QueuedBytes* q, std::size_t n) noexcept;
+
+//! Counts `n` bytes less (their op finished, was skipped or dropped). Never blocks; thread-safe.
+void remove_queued_bytes(QueuedBytes* q, std::size_t n) noexcept;
+
+//! `n` bytes of new outputs counted on a stream (add_queued_bytes) for as long as it lives: a work
+//! item holds it. Move-only. Never blocks.
+class QueuedOutputs {
+ public:
+  QueuedOutputs(QueuedBytes* q, std::size_t n) noexcept : q_(q), n_(n) { add_queued_bytes(q, n); }
+  QueuedOutputs(QueuedOutputs&& other) noexcept
+      : q_(std::exchange(other.q_, nullptr)), n_(other.n_) {}
+  QueuedOutputs& operator=(QueuedOutputs&&) = delete;
+  QueuedOutputs(const QueuedOutputs&) = delete;
+  QueuedOutputs& operator=(const QueuedOutputs&) = delete;
+  ~QueuedOutputs() {
+    if (q_ != nullptr) remove_queued_bytes(q_, n_);
+  }
+
+ private:
+  QueuedBytes* q_;
+  std::size_t n_;
+};
+
+//! After the launch of a torch op on `s`: when more than queue_limit() items, or more than
+//! queue_bytes_limit() bytes of outputs, are queued on it, waits until at most half of each are,
+//! so that the host runs ahead of the stream's work by a bounded number of ops and bytes. A
+//! stream that finishes no item for a while (held by a user event, behind a long op) is not
+//! waited for any longer, nor again by this thread until it finished one: this never hangs.
+//! Never waits on a worker thread (stream work launching ops). Releases the GIL while it waits,
+//! when the calling thread holds it. Blocks (see above); thread-safe; never throws.
 void limit_torch_queue(const Stream& s) noexcept;
 
 //! Sets the most items a stream may have queued before a host thread launching a torch op on it
@@ -21,8 +56,14 @@ void limit_torch_queue(const Stream& s) noexcept;
 //! count.
 void set_queue_limit(std::int64_t items);
 
-//! The limit of set_queue_limit(). Never blocks; thread-safe.
+//! Sets the most bytes of queued ops' new outputs a stream may have before a host thread
+//! launching a torch op on it waits (0: no limit). Never blocks; thread-safe; throws Error for a
+//! negative count.
+void set_queue_bytes_limit(std::int64_t bytes);
+
+//! The limits of set_queue_limit() and set_queue_bytes_limit(). Never block; thread-safe.
 std::int64_t queue_limit() noexcept;
+std::int64_t queue_bytes_limit() noexcept;
 
 //! How many times a host thread waited in limit_torch_queue() so far (a statistic for tests and
 //! benchmarks). Never blocks; thread-safe.

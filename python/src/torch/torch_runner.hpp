@@ -19,15 +19,16 @@ inline constexpr const char* kTorchRunnerCapsule = "streamrt._streamrt_torch.run
 //! Capsule name of the TorchHost (streamrt._streamrt._torch_host()).
 inline constexpr const char* kTorchHostCapsule = "streamrt._streamrt.torch_host";
 //! Bumped when TorchRunner or TorchHost changes.
-inline constexpr int kTorchRunnerAbi = 5;
+inline constexpr int kTorchRunnerAbi = 6;
 
 //! A torch op bound to its arguments, run later on another thread.
 struct TorchRunner {
   int abi;
   //! Binds `op` (a torch OpOverload) to `args` (a tuple) and `kwargs` (a dict or null), with the
-  //! dispatch keys this thread excludes now (autograd and ADInplaceOrView under a dispatch mode).
-  //! Requires the GIL. Null with a Python error set when they do not bind.
-  void* (*prepare)(PyObject* op, PyObject* args, PyObject* kwargs);
+  //! dispatch keys this thread excludes now (autograd and ADInplaceOrView under a dispatch mode);
+  //! `output_bytes`: those of the new outputs among them (output_bytes()). Requires the GIL. Null
+  //! with a Python error set when they do not bind.
+  void* (*prepare)(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes);
   //! Runs a prepared op with those keys excluded. Needs no GIL (torch's kernels do not). False
   //! when it throws: `type` gets the Python exception's name ("IndexError", "RuntimeError") and
   //! `message` torch's message, as eager torch raises it.
@@ -35,6 +36,9 @@ struct TorchRunner {
   //! Frees a prepared op (run or not). Needs no GIL: torch takes it itself if a tensor's Python
   //! object goes with it.
   void (*destroy)(void* prepared) noexcept;
+  //! The bytes of the new outputs a prepared op holds (allocated at its call; 0 when they are not
+  //! known), counted against its stream's queue limit. Never blocks.
+  std::size_t (*output_bytes)(const void* prepared) noexcept;
 };
 
 //! What enqueue() did.

@@ -341,8 +341,10 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   }
   std::vector<at::Tensor> outs;
   outs.reserve(entry.outs.size());
+  std::size_t output_bytes = 0;
   for (const OutSpec& o : entry.outs) {
     outs.emplace_back(empty_output(o.sizes, o.strides, o.dtype));
+    output_bytes += outs.back().storage().nbytes();
     if (outs.back().storage().nbytes() == 0) continue;
     TrackerPtr tracker = registry().fresh(outs.back());
     if (!tracker) return false;
@@ -353,6 +355,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   for (const Access& a : accesses) (a.write ? writes : reads).push_back(a.tracker);
 
   auto prepared = work_item(recipe, stack, first, outs);
+  prepared->output_bytes = output_bytes;
   std::string error;
   if (const Probe probe = g_probe.load(std::memory_order_relaxed); probe != Probe::kOff) {
     std::string type;

@@ -46,6 +46,7 @@ struct Prepared {
   c10::DispatchKeySet excluded;
   std::vector<at::Tensor> copy_into;
   c10::SmallVector<LaterAlias, 4> later;
+  std::size_t output_bytes = 0;  // the new outputs' (TorchRunner::output_bytes)
 };
 
 //! A prepared op for `op` with no arguments yet, from the pool of freed ones (their vectors keep

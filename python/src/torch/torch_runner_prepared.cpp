@@ -72,9 +72,10 @@ Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet exclud
       p.free.pop_back();
     }
   }
-  if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}};
+  if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}, 0};
   prepared->op = op;
   prepared->excluded = excluded;
+  prepared->output_bytes = 0;
   return prepared;
 }
 
