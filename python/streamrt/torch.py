@@ -134,7 +134,7 @@ def empty_cache():
 
 
 def set_cache_limit(nbytes):
-    """How many bytes of freed outputs the cache of ``empty_cache()`` keeps (48 MiB unless set;
+    """How many bytes of freed outputs the cache of ``empty_cache()`` keeps (128 MiB unless set;
     0: none, every freed output goes back at once); frees what it holds beyond it now. Raises
     ValueError for a negative count, TypeError for anything but an int. Never blocks but
     briefly. Without streamrt's native torch part (``streamrt._streamrt_torch``) outputs are
@@ -162,7 +162,7 @@ def cache_stats():
 def set_queue_limit(items=None, nbytes=None):
     """How far a thread launching torch ops may run ahead of its stream, as CUDA's launches wait
     when a stream's queue is full: once more than ``items`` work items (128 unless set), or more
-    than ``nbytes`` bytes of the queued ops' new outputs (32 MiB unless set), are queued on the
+    than ``nbytes`` bytes of the queued ops' new outputs (256 MiB unless set), are queued on the
     stream, the launch waits until at most half of each are. This bounds the host's run-ahead,
     and the memory of the outputs it allocated for ops not run yet (docs/torch.md, "Memory"); 0
     turns a limit off, None keeps it. A stream that finishes no item for a while (held by a user

@@ -18,7 +18,7 @@ def limit_of(installed):
         return installed
 
     yield set_to
-    srt.set_queue_limit(128, 32 << 20)
+    srt.set_queue_limit(128, 256 << 20)
 
 
 def queue_depths(s, n, size=300):
@@ -88,6 +88,26 @@ def test_a_held_stream_is_waited_for_once_then_not_until_it_moves(limit_of):
     assert all(torch.equal(y, a + i) for i, y in enumerate(out["y"]))
 
 
+def test_each_held_stream_is_waited_for_once(limit_of):
+    # A thread alternating between held streams past the limit gives each up once, not at every
+    # switch.
+    limit_of(4)
+    streams = [torch.cpu.Stream() for _ in range(3)]
+    gates = [Gate().hold(s) for s in streams]
+    a = torch.randn(64, 64)
+    waits = _C._torch_queue_limit_waits()
+    ys = []
+    for i in range(30):
+        with torch.cpu.StreamContext(streams[i % 3]):
+            ys.append(a + i)
+    assert _C._torch_queue_limit_waits() - waits == 3
+    for gate in gates:
+        gate.open()
+    for s in streams:
+        s.synchronize()
+    assert all(torch.equal(y, a + i) for i, y in enumerate(ys))
+
+
 def test_a_stream_that_moved_again_is_waited_for_again(limit_of):
     limit_of(8)
     s = torch.cpu.Stream()
@@ -112,7 +132,7 @@ def test_set_queue_limit_refuses_what_is_no_limit():
         srt.set_queue_limit(nbytes=-1)
     with pytest.raises(TypeError, match="nbytes is an int count"):
         srt.set_queue_limit(nbytes="1M")
-    assert srt.queue_limit() == {"items": 128, "nbytes": 32 << 20}
+    assert srt.queue_limit() == {"items": 128, "nbytes": 256 << 20}
 
 
 def test_stream_work_launching_ops_never_waits_for_its_own_stream(limit_of):

@@ -105,7 +105,7 @@ class NativeTorchWork {
   NativeTorchWork& operator=(const NativeTorchWork&) = delete;
   ~NativeTorchWork() {
     if (prepared_ == nullptr) return;
-    if (queued_ != nullptr) remove_queued_bytes(queued_, g_runner->output_bytes(prepared_));
+    if (queued_ != nullptr) finish_queued(queued_, g_runner->output_bytes(prepared_));
     g_runner->destroy(prepared_);
   }
 

@@ -5,9 +5,9 @@
 // on its stream waits, as CUDA's launches do when a stream's queue is full, until half of each
 // finished. It polls the stream's counts with short sleeps: the half left takes longer to run
 // than a sleep, so the stream does not run dry meanwhile, and no finishing item pays for a
-// wake-up. The wait gives up once the stream finished no item for a while, so that a stream held
-// by a user event or stuck behind a long op never hangs the host; the thread does not wait for it
-// again until it finished an item.
+// wake-up. The wait gives up once the stream finished no torch op for a while, so that a stream
+// held by a user event or stuck behind a long op never hangs the host; no launch waits for it
+// again until it finished one.
 #include "torch_queue_limit.hpp"
 
 #include <Python.h>
@@ -24,14 +24,21 @@
 
 namespace streamrt::python {
 
+namespace {
+constexpr std::uint64_t kNotStalled = ~std::uint64_t{0};
+}  // namespace
+
 struct QueuedBytes {
   std::atomic<std::int64_t> bytes{0};
+  std::atomic<std::uint64_t> finished{0};  // torch ops gone from the queue so far
+  // `finished` when a wait for this stream last gave up; kNotStalled once it moved since.
+  std::atomic<std::uint64_t> stalled_at{kNotStalled};
 };
 
 namespace {
 
 constexpr std::int64_t kDefaultItems = 128;
-constexpr std::int64_t kDefaultBytes = std::int64_t{32} << 20;
+constexpr std::int64_t kDefaultBytes = std::int64_t{256} << 20;
 // How long a stream may finish no item before the host stops waiting for it.
 constexpr std::chrono::milliseconds kPatience{100};
 constexpr std::chrono::microseconds kPoll{50};
@@ -40,22 +47,14 @@ std::atomic<std::int64_t> g_items{kDefaultItems};
 std::atomic<std::int64_t> g_bytes{kDefaultBytes};
 std::atomic<std::uint64_t> g_waits{0};
 
-// The stream this thread gave up waiting for: its id, its count then, and this thread's launches
-// on it since (it progressed once its count is below the two together).
-struct Stalled {
-  std::uint64_t id = 0;
-  std::uint64_t pending = 0;
-  std::uint64_t launched = 0;
-};
-thread_local Stalled t_stalled;
-
-// True while this thread does not wait for `s` again: it gave up on it and it finished no item
-// since (counting the launch just made).
-bool still_stalled(const Stream& s, std::uint64_t pending) {
-  if (t_stalled.id == 0 || t_stalled.id != s.id()) return false;
-  ++t_stalled.launched;
-  if (pending >= t_stalled.pending + t_stalled.launched) return true;
-  t_stalled = {};
+// True while no launch waits for the stream of `q`: a wait for it gave up and it finished no
+// torch op since.
+// Relaxed, here and below: counts compared with later loads of themselves, guarding no memory.
+bool still_stalled(QueuedBytes& q) {
+  const std::uint64_t stalled = q.stalled_at.load(std::memory_order_relaxed);
+  if (stalled == kNotStalled) return false;
+  if (q.finished.load(std::memory_order_relaxed) == stalled) return true;
+  q.stalled_at.store(kNotStalled, std::memory_order_relaxed);
   return false;
 }
 
@@ -68,27 +67,28 @@ struct Limits {
   Limits half() const { return {items / 2, bytes / 2}; }
 };
 
-// Waits until `s` is within `target`; gives up (and notes the stall) when no item finishes within
-// kPatience.
-void wait_down_to(const Stream& s, const QueuedBytes& q, std::uint64_t pending, Limits target) {
+// Waits until `s` is within `target`; gives up (and notes the stall) when it finishes no torch op
+// within kPatience.
+void wait_down_to(const Stream& s, QueuedBytes& q, std::uint64_t pending, Limits target) {
   using Clock = std::chrono::steady_clock;
   auto deadline = Clock::now() + kPatience;
-  // Relaxed: a count polled for progress; the memory it stands for is not read here.
+  std::uint64_t finished = q.finished.load(std::memory_order_relaxed);
   while (target.over(pending, q.bytes.load(std::memory_order_relaxed))) {
     std::this_thread::sleep_for(kPoll);
-    const std::uint64_t now_pending = s.pending();
-    if (now_pending < pending) {
+    pending = s.pending();
+    const std::uint64_t now_finished = q.finished.load(std::memory_order_relaxed);
+    if (now_finished != finished) {
+      finished = now_finished;
       deadline = Clock::now() + kPatience;
     } else if (Clock::now() > deadline) {
-      t_stalled = {s.id(), now_pending, 0};
+      q.stalled_at.store(finished, std::memory_order_relaxed);
       return;
     }
-    pending = now_pending;
   }
 }
 
 // Waits as limit_torch_queue() says, with the GIL released if this thread holds it.
-void wait_without_gil(const Stream& s, const QueuedBytes& q, std::uint64_t pending, Limits target) {
+void wait_without_gil(const Stream& s, QueuedBytes& q, std::uint64_t pending, Limits target) {
   g_waits.fetch_add(1, std::memory_order_relaxed);  // (a statistic)
   // (the stream's work may need the GIL: a Python path op, a Python callback)
   PyThreadState* saved = PyGILState_Check() != 0 ? PyEval_SaveThread() : nullptr;
@@ -118,13 +118,14 @@ QueuedBytes* queued_bytes_of(const Stream& s) {
   return q;
 }
 
-// Relaxed: a count read only to decide whether to wait; the memory it stands for is not read.
+// Relaxed: counts read only to decide whether to wait; the memory they stand for is not read.
 void add_queued_bytes(QueuedBytes* q, std::size_t n) noexcept {
   if (n != 0) q->bytes.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
 }
 
-void remove_queued_bytes(QueuedBytes* q, std::size_t n) noexcept {
+void finish_queued(QueuedBytes* q, std::size_t n) noexcept {
   if (n != 0) q->bytes.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  q->finished.fetch_add(1, std::memory_order_relaxed);
 }
 
 void limit_torch_queue(const Stream& s) noexcept {
@@ -133,11 +134,9 @@ void limit_torch_queue(const Stream& s) noexcept {
   // (stream work launching ops: its own stream cannot move while it waits)
   if ((limits.items == 0 && limits.bytes == 0) || cpu::on_worker_thread()) return;
   try {
-    const QueuedBytes& q = *queued_bytes_of(s);
+    QueuedBytes& q = *queued_bytes_of(s);
     const std::uint64_t pending = s.pending();
-    // (every launch counts towards the stall's progress test, within the limits or not)
-    if (still_stalled(s, pending)) return;
-    if (!limits.over(pending, q.bytes.load(std::memory_order_relaxed))) return;
+    if (!limits.over(pending, q.bytes.load(std::memory_order_relaxed)) || still_stalled(q)) return;
     wait_without_gil(s, q, pending, limits.half());
   } catch (...) {
     // (a stream that can no longer say its count, no memory for one: the op was queued anyway)

@@ -20,11 +20,12 @@ QueuedBytes* queued_bytes_of(const Stream& s);
 //! Counts `n` more bytes of outputs queued on the stream of `q`. Never blocks; thread-safe.
 void add_queued_bytes(QueuedBytes* q, std::size_t n) noexcept;
 
-//! Counts `n` bytes less (their op finished, was skipped or dropped). Never blocks; thread-safe.
-void remove_queued_bytes(QueuedBytes* q, std::size_t n) noexcept;
+//! Counts `n` bytes less and one torch op more gone from the queue (it finished, was skipped or
+//! dropped). Never blocks; thread-safe.
+void finish_queued(QueuedBytes* q, std::size_t n) noexcept;
 
-//! `n` bytes of new outputs counted on a stream (add_queued_bytes) for as long as it lives: a work
-//! item holds it. Move-only. Never blocks.
+//! `n` bytes of new outputs counted on a stream (add_queued_bytes) for as long as it lives, and
+//! its op as gone (finish_queued) then: a work item holds it. Move-only. Never blocks.
 class QueuedOutputs {
  public:
   QueuedOutputs(QueuedBytes* q, std::size_t n) noexcept : q_(q), n_(n) { add_queued_bytes(q, n); }
@@ -34,7 +35,7 @@ class QueuedOutputs {
   QueuedOutputs(const QueuedOutputs&) = delete;
   QueuedOutputs& operator=(const QueuedOutputs&) = delete;
   ~QueuedOutputs() {
-    if (q_ != nullptr) remove_queued_bytes(q_, n_);
+    if (q_ != nullptr) finish_queued(q_, n_);
   }
 
  private:
@@ -45,8 +46,8 @@ class QueuedOutputs {
 //! After the launch of a torch op on `s`: when more than queue_limit() items, or more than
 //! queue_bytes_limit() bytes of outputs, are queued on it, waits until at most half of each are,
 //! so that the host runs ahead of the stream's work by a bounded number of ops and bytes. A
-//! stream that finishes no item for a while (held by a user event, behind a long op) is not
-//! waited for any longer, nor again by this thread until it finished one: this never hangs.
+//! stream that finishes no torch op for a while (held by a user event, behind a long op) is not
+//! waited for any longer, nor again by any thread until it finished one: this never hangs.
 //! Never waits on a worker thread (stream work launching ops). Releases the GIL while it waits,
 //! when the calling thread holds it. Blocks (see above); thread-safe; never throws.
 void limit_torch_queue(const Stream& s) noexcept;
