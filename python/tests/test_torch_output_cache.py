@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def default_limit():
     yield
-    srt.set_cache_limit(48 << 20)
+    srt.set_cache_limit(128 << 20)
 
 
 def loop_of_adds(n, s):
@@ -120,3 +120,23 @@ def test_outputs_freed_on_the_workers_after_a_loop_come_back_to_the_cache(instal
     s.synchronize()
     assert srt.cache_stats()["cached_bytes"] >= 20 * 256 * 256 * 4
     streamrt.synchronize()
+
+
+def test_a_full_cache_keeps_the_sizes_in_use_now(installed, default_limit):
+    if _torch_mode.path().native is None:
+        pytest.skip("the Python path's outputs are cached too, but freed later")
+    srt.set_cache_limit(1 << 20)
+    s = torch.cpu.Stream()
+    a, b = torch.randn(256, 256), torch.randn(200, 200)
+    with torch.cpu.StreamContext(s):
+        old = [a * 2 for _ in range(8)]  # 256 KiB each: freed below, they fill the cache
+    s.synchronize()
+    del old
+    assert srt.cache_stats()["cached_bytes"] > (1 << 20) - (300 << 10)
+    before = srt.cache_stats()["hits"]
+    for _ in range(20):
+        with torch.cpu.StreamContext(s):
+            y = b * 2  # another size: its freed block takes the place of the oldest kept ones
+        s.synchronize()
+        del y
+    assert srt.cache_stats()["hits"] - before >= 19

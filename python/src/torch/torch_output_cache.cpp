@@ -3,11 +3,11 @@
 // holes in the host's heap that never go back to the system (freed in completion order while the
 // host allocates the next ones) and costs the host the arena lock, consolidations and fresh pages
 // at every op. Here freed blocks are kept by rounded size and handed out again newest first
-// (warm in cache, pages already mapped), up to a byte limit past which a freed block goes back to
-// the system at once. A block is free only once its last tensor died: work holds the tensors it
+// (warm in cache, pages already mapped), up to a byte limit past which the oldest kept blocks go
+// back to the system. A block is free only once its last tensor died: work holds the tensors it
 // uses until it finishes, so no queued work can still touch a kept block.
 // Large blocks are mapped directly, so that freeing one always returns its pages; each block
-// starts with a header (its size and the free list's link) before the 64-byte aligned data.
+// starts with a header (its size and its links in the two lists) before the 64-byte aligned data.
 #include "torch_output_cache.hpp"
 
 #include <ATen/EmptyTensor.h>
@@ -32,12 +32,18 @@ constexpr std::size_t kAlign = 64;         // c10's CPU allocator's alignment
 constexpr std::size_t kHeader = kAlign;    // the header, keeping the data aligned
 constexpr std::size_t kMapAt = 256 << 10;  // blocks from here on are mapped directly
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kDefaultLimit = std::size_t{48} << 20;
+constexpr std::size_t kDefaultLimit = std::size_t{128} << 20;
 
+// A block's header, before its data. While the block is kept: in its size's list and in the list
+// of every kept block, both newest first.
 struct Header {
   std::size_t size;  // the block's bytes, header included
-  Header* next;      // the next free block of its size, while free
+  Header* size_prev;
+  Header* size_next;
+  Header* age_prev;  // newer
+  Header* age_next;  // older
 };
+static_assert(sizeof(Header) <= kHeader);
 
 // The rounded block size for `n` data bytes: four sizes per doubling, so that a block wastes at
 // most a quarter and a loop's allocations of one size always find each other's blocks.
@@ -59,7 +65,7 @@ Header* new_block(std::size_t size) noexcept {
     p = std::aligned_alloc(kAlign, size);
     if (p == nullptr) return nullptr;
   }
-  return new (p) Header{size, nullptr};
+  return new (p) Header{size, nullptr, nullptr, nullptr, nullptr};
 }
 
 void free_block(Header* h) noexcept {
@@ -70,16 +76,17 @@ void free_block(Header* h) noexcept {
   }
 }
 
+// Freed blocks by size, handed out newest first; past the limit the oldest kept blocks (of any
+// size) go back first, so that a program whose sizes changed keeps the sizes it uses now.
 class Cache {
  public:
   Header* take(std::size_t size) noexcept {
     {
       const std::lock_guard lock(mutex_);
-      const auto it = free_.find(size);
-      if (it != free_.end() && it->second != nullptr) {
+      const auto it = by_size_.find(size);
+      if (it != by_size_.end() && it->second != nullptr) {
         Header* h = it->second;
-        it->second = h->next;
-        cached_ -= size;
+        unlink(h, it->second);
         ++hits_;
         return h;
       }
@@ -89,31 +96,39 @@ class Cache {
   }
 
   void give(Header* h) noexcept {
+    Header* evicted = nullptr;
     {
       const std::lock_guard lock(mutex_);
-      if (cached_ + h->size <= limit_) {
+      if (h->size <= limit_) {
         try {
-          Header*& head = free_[h->size];
-          h->next = head;
-          head = h;
-          cached_ += h->size;
-          return;
-        } catch (...) {  // (no memory for the list's entry: the block goes back instead)
+          push(h, by_size_[h->size]);
+          evicted = evict_over(limit_);
+          h = nullptr;
+        } catch (...) {  // (no memory for the size's entry: the block goes back instead)
         }
       }
     }
-    free_block(h);
+    if (h != nullptr) free_block(h);
+    free_all(evicted);
   }
 
   void set_limit(std::size_t bytes) noexcept {
-    const std::lock_guard lock(mutex_);
-    limit_ = bytes;
-    release_over(limit_);
+    Header* evicted = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      limit_ = bytes;
+      evicted = evict_over(limit_);
+    }
+    free_all(evicted);
   }
 
   void empty() noexcept {
-    const std::lock_guard lock(mutex_);
-    release_over(0);
+    Header* evicted = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      evicted = evict_over(0);
+    }
+    free_all(evicted);
   }
 
   OutputCacheStats stats() noexcept {
@@ -126,23 +141,54 @@ class Cache {
   void unlock() noexcept { mutex_.unlock(); }
 
  private:
-  // Frees kept blocks, largest sizes first, until at most `keep` bytes are kept.
-  void release_over(std::size_t keep) noexcept {
+  // Keeps `h` as the newest block of its size (`head`) and of all.
+  void push(Header* h, Header*& head) noexcept {
+    h->size_prev = nullptr;
+    h->size_next = head;
+    if (head != nullptr) head->size_prev = h;
+    head = h;
+    h->age_prev = nullptr;
+    h->age_next = newest_;
+    if (newest_ != nullptr) newest_->age_prev = h;
+    newest_ = h;
+    if (oldest_ == nullptr) oldest_ = h;
+    cached_ += h->size;
+  }
+
+  // Takes `h` out of both lists (`head`: its size's).
+  void unlink(Header* h, Header*& head) noexcept {
+    (h->size_prev != nullptr ? h->size_prev->size_next : head) = h->size_next;
+    if (h->size_next != nullptr) h->size_next->size_prev = h->size_prev;
+    (h->age_prev != nullptr ? h->age_prev->age_next : newest_) = h->age_next;
+    (h->age_next != nullptr ? h->age_next->age_prev : oldest_) = h->age_prev;
+    cached_ -= h->size;
+  }
+
+  // Takes the oldest kept blocks out until at most `keep` bytes are kept; returns them linked
+  // through size_next, to be freed outside the lock.
+  Header* evict_over(std::size_t keep) noexcept {
+    Header* evicted = nullptr;
     while (cached_ > keep) {
-      auto largest = free_.end();
-      for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->second != nullptr && (largest == free_.end() || it->first > largest->first))
-          largest = it;
-      }
-      Header* h = largest->second;
-      largest->second = h->next;
-      cached_ -= h->size;
+      Header* h = oldest_;
+      unlink(h, by_size_.find(h->size)->second);
+      h->size_next = evicted;
+      evicted = h;
+    }
+    return evicted;
+  }
+
+  static void free_all(Header* h) noexcept {
+    while (h != nullptr) {
+      Header* next = h->size_next;
       free_block(h);
+      h = next;
     }
   }
 
   SpinLock mutex_;
-  std::unordered_map<std::size_t, Header*> free_;
+  std::unordered_map<std::size_t, Header*> by_size_;  // each size's newest kept block
+  Header* newest_ = nullptr;
+  Header* oldest_ = nullptr;
   std::size_t cached_ = 0;
   std::size_t limit_ = kDefaultLimit;
   std::uint64_t hits_ = 0;
