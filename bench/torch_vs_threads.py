@@ -21,12 +21,13 @@ variant and ratios against the baselines measured in the same run:
   (forward + backward + SGD): the training step inside a stream context while the loader runs on
   the host thread, against eager torch.
 
-* ``memory``: resident memory (peak: ``ru_maxrss``; final: ``/proc/self/statm`` after the loop
-  and a synchronize; then again after ``malloc_trim(0)``, which shows what glibc keeps freed) of
-  the transformer inference loop (both layouts) and of the ensemble's training, each variant in a
-  fresh process: eager torch, a stream synchronized after every call, and a stream synchronized
-  once at the end (the host then enqueues ahead without bound: that variant stops enqueuing once
-  the process would pass ``--memory-cap`` MB and says so).
+* ``memory``: resident memory (peak: ``VmHWM``, reset at the loop's start; final:
+  ``/proc/self/statm`` after the loop and a synchronize; then again after ``malloc_trim(0)``,
+  which shows what glibc keeps freed) of the transformer inference loop (both layouts) and of
+  the ensemble's training, each variant in a fresh process: eager torch, a stream synchronized
+  after every call, and a stream synchronized once at the end (the host then runs ahead as far
+  as streamrt.torch's queue limit lets it; the variant stops enqueuing once the process would
+  pass ``--memory-cap`` MB and says so).
 
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_vs_threads.py [--quick] [--reps N]
        [--only NAME] [--memory-cap MB]
@@ -39,7 +40,6 @@ import ctypes
 import json
 import os
 import queue
-import resource
 import subprocess
 import sys
 import threading
@@ -403,9 +403,10 @@ def memory(args):
     (peak resident memory is per process)."""
     calls, steps = (20, 20) if args.quick else (500, 500)
     layouts = (False,) if args.quick else (False, True)
-    print(f"memory: resident MB, one fresh process per variant; peak = ru_maxrss, final = after "
-          f"the loop and a synchronize, trimmed = final after malloc_trim(0), heap = final in "
-          f"the main heap ([heap]); ratio = stream / eager (target <= {MEMORY_TARGET})")
+    print(f"memory: resident MB, one fresh process per variant; peak = VmHWM during the loop, "
+          f"final = after the loop and a synchronize, trimmed = final after malloc_trim(0), "
+          f"heap = final in the main heap ([heap]); ratio = stream / eager "
+          f"(target <= {MEMORY_TARGET})")
     for bf in layouts:
         memory_rows(f"transformer, batch_first={bf}, eval, no_grad, seq 128 x batch 8, "
                     f"{calls} calls", "call",
@@ -431,7 +432,7 @@ def memory_rows(title, unit, spec):
         if r["calls"] < spec["calls"]:
             print(f"      stopped enqueuing after {r['calls']} of {spec['calls']} {unit}s: the "
                   f"process would pass {spec['cap']:.0f} MB counting its virtual growth "
-                  f"(without a synchronize, ops and their outputs queue without bound)")
+                  f"(without a synchronize, ops and their outputs queue up to the queue limit)")
 
 
 def memory_child(spec):
@@ -449,6 +450,22 @@ def statm_mb():
         size, resident = f.read().split()[:2]
     page = os.sysconf("SC_PAGE_SIZE") / 2**20
     return int(size) * page, int(resident) * page
+
+
+def reset_peak():
+    """Resets this process's peak resident memory (VmHWM) to its resident memory now: ru_maxrss
+    keeps the peak of the process before its exec, the parent's (Linux's clear_refs, value 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_mb():
+    """This process's peak resident memory (VmHWM) since reset_peak(), in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def resident_mb():
@@ -479,11 +496,12 @@ def memory_run(spec):
     else:
         loop = ensemble_loop(spec)
     under_cap(spec)  # the figures the cap counts from
+    reset_peak()
     t = time.perf_counter()
     calls = loop()
     seconds = time.perf_counter() - t
     fig = {"calls": calls, "seconds": seconds,
-           "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "peak": peak_mb(),
            "final": resident_mb(), "heap": heap_mb()}
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     fig["trimmed"] = resident_mb()
