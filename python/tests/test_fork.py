@@ -228,3 +228,37 @@ def test_dataloader_workers_over_a_dataset_normalised_on_a_stream_match_eager():
     """,
         env={"STREAMRT_FORK_TIMEOUT": "120"},
     )
+
+
+def test_a_fork_with_torch_outputs_freed_meanwhile_does_not_wait_out_its_time_out():
+    # The queued ops' outputs are freed by the workers while fork()'s handler waits for them: the
+    # output cache and the prepared-op pool must not be locked across that wait. A fork() from C
+    # (no Python hook waits first, as for os.fork), with ctypes releasing the GIL meanwhile.
+    pytest.importorskip("torch", reason="needs torch")
+    run_script(
+        """
+    import ctypes, os, time
+    import torch
+    import streamrt.torch
+    streamrt.torch.install()
+    s = torch.cpu.Stream()
+    a = torch.ones(256, 256)
+    with torch.cpu.StreamContext(s):
+        s.launch(time.sleep, 0.3)
+        for _ in range(50):
+            a * 2  # dropped at once: the worker frees each output
+        kept = a + 1
+    start = time.monotonic()
+    pid = ctypes.CDLL(None).fork()
+    if pid == 0:
+        os._exit(0)
+    assert time.monotonic() - start < 60, "fork() waited out its time-out"
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert bool((kept == 2).all())
+    with torch.cpu.StreamContext(s):
+        y = a * 3
+    assert bool((y == 3).all())
+    """,
+        env={"STREAMRT_FORK_TIMEOUT": "120"},
+    )

@@ -136,9 +136,16 @@ class Cache {
     return {cached_, limit_, hits_, misses_};
   }
 
-  // fork(): the child gets the lock free whichever thread held it (pthread_atfork).
-  void lock() noexcept { mutex_.lock(); }
-  void unlock() noexcept { mutex_.unlock(); }
+  // fork(): the child starts with nothing kept and a free lock, whatever another thread of the
+  // parent was doing with them (the parent's kept blocks are left, not freed). Taking the lock
+  // before the fork instead could wait on a worker that waits for the lock, since streamrt's own
+  // handler waits for the queued work first.
+  void reset_in_child() noexcept {
+    new (&by_size_) std::unordered_map<std::size_t, Header*>();
+    newest_ = oldest_ = nullptr;
+    cached_ = 0;
+    mutex_.reset_in_child();
+  }
 
  private:
   // Keeps `h` as the newest block of its size (`head`) and of all.
@@ -199,7 +206,7 @@ Cache& cache() noexcept {
   // Leaked: tensors freed during interpreter exit still return their blocks.
   static Cache* const c = [] {
     auto* made = new Cache;
-    pthread_atfork([] { cache().lock(); }, [] { cache().unlock(); }, [] { cache().unlock(); });
+    pthread_atfork(nullptr, nullptr, [] { cache().reset_in_child(); });
     return made;
   }();
   return *c;

@@ -6,7 +6,10 @@
 // storage and layout (no allocation: a reference count and small inline arrays) and the worker
 // makes the aliases as it runs the op, from its own arena, and frees them there. The prepared ops
 // themselves are kept in a pool once freed, their vectors' capacity with them.
+#include <pthread.h>
+
 #include <mutex>
+#include <new>
 #include <typeinfo>
 #include <vector>
 
@@ -28,6 +31,13 @@ Pool& pool() {
   static Pool* const p = [] {
     auto* made = new Pool;  // leaked: ops are freed during interpreter exit too
     made->free.reserve(kPoolSize);
+    // fork(): the child starts with an empty pool and a free lock, whatever another thread of
+    // the parent was doing with them (taking the lock before the fork could wait on a worker
+    // that waits for the lock: streamrt's own handler waits for the work first).
+    pthread_atfork(nullptr, nullptr, [] {
+      new (&pool().free) std::vector<Prepared*>();  // (the parent's list: left, not freed)
+      pool().lock.reset_in_child();
+    });
     return made;
   }();
   return *p;

@@ -25,6 +25,8 @@ class SpinLock {
   }
   // Release: publishes this holder's writes to the next.
   void unlock() noexcept { held_.store(false, std::memory_order_release); }
+  //! In a child of fork(), whose only thread holds nothing: free whoever held it in the parent.
+  void reset_in_child() noexcept { held_.store(false, std::memory_order_relaxed); }
 
  private:
   static void relax() noexcept {
