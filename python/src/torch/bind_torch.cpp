@@ -457,8 +457,9 @@ void bind_native_path(py::module_& m) {
 
 // The bound on torch ops queued per stream (torch_queue_limit.hpp).
 void bind_queue_limit(py::module_& m) {
-  m.def("_torch_set_queue_limit", &set_queue_limit, "ops"_a,
-        "The most torch ops a stream may have queued before the host waits (0: no limit).");
+  m.def("_torch_set_queue_limit", &set_queue_limit, "items"_a,
+        "The most items a stream may have queued before a launch of a torch op on it waits (0: "
+        "no limit).");
   m.def("_torch_queue_limit", &queue_limit, "The limit of _torch_set_queue_limit.");
   m.def("_torch_set_queue_bytes_limit", &set_queue_bytes_limit, "nbytes"_a,
         "The most bytes of queued torch ops' new outputs a stream may have before the host "

@@ -18,7 +18,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 
@@ -78,26 +77,6 @@ c10::DispatchKeySet work_excluded() noexcept {
   static const c10::DispatchKeySet ours({c10::DispatchKey::Fake, kMarkKey});
   return c10::impl::tls_local_dispatch_key_set().excluded_ | python_and_above | ours;
 }
-
-namespace {
-
-at::Tensor alias_for_work(const at::Tensor& t) {
-  // Only plain TensorImpls (no wrappers, sparse, quantized or opaque tensors); the key set
-  // carries the conjugate, negative and zero-tensor bits along.
-  // typeid of a named object: clang warns when the operand is a call it would evaluate.
-  const c10::TensorImpl* raw = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
-  if (raw == nullptr || typeid(*raw) != typeid(c10::TensorImpl) ||
-      t.unsafeGetTensorImpl()->is_wrapped_number() || !t.has_storage()) {
-    return t;
-  }
-  auto impl =
-      c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), t.key_set(), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides());
-  impl->set_storage_offset(t.storage_offset());
-  return at::Tensor(std::move(impl));
-}
-
-}  // namespace
 
 c10::IValue for_work(const c10::IValue& v) {
   if (v.isTensor()) return alias_for_work(v.toTensor());

@@ -13,8 +13,8 @@ namespace streamrt::python {
 struct QueuedBytes;
 
 //! `s`'s count (made on first use, kept for the process: work may outlive the stream's handle).
-//! Never blocks but briefly (a lock, the first time per thread and stream); thread-safe; throws
-//! std::bad_alloc.
+//! Never blocks but briefly (a lock, unless `s` is the stream this thread asked for last);
+//! thread-safe; throws std::bad_alloc.
 QueuedBytes* queued_bytes_of(const Stream& s);
 
 //! Counts `n` more bytes of outputs queued on the stream of `q`. Never blocks; thread-safe.

@@ -49,6 +49,10 @@ struct Prepared {
   std::size_t output_bytes = 0;  // the new outputs' (TorchRunner::output_bytes)
 };
 
+//! A new TensorImpl on `t`'s memory with its layout, where `t` is a plain dense tensor; `t` itself
+//! otherwise (what for_work does to each tensor). Never blocks.
+at::Tensor alias_for_work(const at::Tensor& t);
+
 //! A prepared op for `op` with no arguments yet, from the pool of freed ones (their vectors keep
 //! their capacity). Never blocks but briefly (a lock); thread-safe; throws std::bad_alloc.
 Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded);

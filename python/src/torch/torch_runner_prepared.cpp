@@ -44,7 +44,8 @@ Pool& pool() {
 }
 
 // A plain dense TensorImpl with storage: the only kind whose alias is a TensorImpl on its storage
-// (no wrappers, sparse, quantized or opaque tensors; not a wrapped number).
+// (no wrappers, sparse, quantized or opaque tensors; not a wrapped number). The key set carries
+// the conjugate, negative and zero-tensor bits along.
 bool plain(const at::Tensor& t) {
   // typeid of a named object: clang warns when the operand is a call it would evaluate.
   const c10::TensorImpl* raw = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
@@ -71,6 +72,12 @@ at::Tensor alias_of(LaterAlias& a) {
 }
 
 }  // namespace
+
+at::Tensor alias_for_work(const at::Tensor& t) {
+  if (!plain(t)) return t;
+  LaterAlias a = later_alias(0, false, t);
+  return alias_of(a);
+}
 
 Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded) {
   Pool& p = pool();
@@ -119,7 +126,7 @@ void add_copy_target(Prepared& p, const at::Tensor& t) {
     p.copy_into.emplace_back();
     return;
   }
-  p.copy_into.push_back(for_work(t).toTensor());
+  p.copy_into.push_back(t);  // (no alias for it: for_work would hand back `t` itself)
 }
 
 void make_aliases(Prepared& p) {
