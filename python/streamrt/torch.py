@@ -30,6 +30,7 @@ import streamrt as _pkg
 from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_compile
+from . import _torch_dynamo_defer
 from . import _torch_mode as _mode
 from . import _torch_submit as _submit
 from . import _torch_tracking as _tracking
@@ -452,6 +453,7 @@ def install(cuda=False):
         _settings["blas"] = _pkg._blas_threads()
         _pkg._set_blas_threads(1)
         _C._set_torch_dlpack_hook(_dlpack_hook)
+        _torch_dynamo_defer.defer(_torch)  # torch 2.x: no torch._dynamo import for streamrt's ops
         if _mode.path() is None:
             _mode.use()  # the best submission path available here (_torch_submit.py)
         _mode.set_installed(True)
@@ -491,6 +493,7 @@ def uninstall():
         late = _stop_enqueues()
         _C._set_torch_dlpack_hook(None)
         _restore()
+        _torch_dynamo_defer.restore()
         blas = _settings.pop("blas", None)
         if blas is not None:
             _pkg._set_blas_threads(blas)

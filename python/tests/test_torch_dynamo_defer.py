@@ -1,0 +1,90 @@
+"""torch 2.x: streamrt's ops do not import torch._dynamo (eager's do not either), and once the
+user loads it, torch.compile traces as before. Each case runs in a fresh interpreter: the test
+process may have loaded torch._dynamo already."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+if not hasattr(torch, "compile"):
+    pytest.skip("torch 1.x has no torch._dynamo", allow_module_level=True)
+
+CHILD_TIMEOUT_S = 300  # a hang fails; each case takes seconds
+
+
+def run_script(body):
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                          text=True, timeout=CHILD_TIMEOUT_S, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+# Ops reaching both of streamrt's paths: the fast path's first calls and the dispatch mode's
+# (an aliasing argument and a wrapped number), a product whose meta kernel is a Python
+# decomposition, a fused layer taught by its first run, and autograd.
+_WORK = """
+    import sys
+    import torch
+    import streamrt.torch as srt
+    srt.install()
+    layer = torch.nn.TransformerEncoderLayer(64, 4, 128).eval()
+    x = torch.randn(16, 2, 64)
+    w = torch.randn(64, 64, requires_grad=True)
+    with torch.cpu.stream(torch.cpu.Stream()):
+        with torch.no_grad():
+            y = layer(x)
+        z = torch.addmm(x[0], x[0], w.detach()) + x[0] * 2 + x[0]
+        loss = torch.nn.functional.gelu(x[0] @ w).sum()
+        loss.backward()
+    torch.cpu.synchronize()
+    with torch.no_grad():
+        assert torch.equal(y, layer(x))
+    assert torch.equal(z, torch.addmm(x[0], x[0], w.detach()) + x[0] * 2 + x[0])
+    assert w.grad is not None
+"""
+
+
+def test_ops_on_streams_leave_torch_dynamo_unloaded():
+    out = run_script(_WORK + """
+    print("dynamo loaded:", "torch._dynamo" in sys.modules)
+    """)
+    assert "dynamo loaded: False" in out, out
+
+
+def test_compile_after_streams_traces_and_disables_as_before():
+    # Once the user loads dynamo, the wrappers' caches take dynamo's own disabled functions.
+    out = run_script(_WORK + """
+    from streamrt import _torch_dynamo_defer as defer
+    f = torch.compile(lambda a: torch.addmm(a, a, a).relu() * 2, backend="eager")
+    a = torch.randn(8, 8)
+    assert torch.equal(f(a), torch.addmm(a, a, a).relu() * 2)
+    with torch.cpu.stream(torch.cpu.Stream()):
+        b = torch.addmm(a, a, a) * 2
+    torch.cpu.synchronize()
+    assert torch.equal(b, torch.addmm(a, a, a) * 2)
+    fns = defer._filled
+    real = [fn for fn in fns
+            if not isinstance(getattr(fn, "__dynamo_disable"), defer._DisableOnceLoaded)]
+    print("filled", len(fns), "real", len(real))
+    """)
+    words = out.split()
+    filled, now_real = int(words[words.index("filled") + 1]), int(words[words.index("real") + 1])
+    assert filled > 0 and now_real > 0, out
+
+
+def test_uninstall_takes_the_forwarders_out():
+    out = run_script("""
+    import torch
+    import streamrt.torch as srt
+    from streamrt import _torch_dynamo_defer as defer
+    srt.install()
+    fns = list(defer._filled)
+    srt.uninstall()
+    print("left", sum(hasattr(fn, "__dynamo_disable") for fn in fns), "of", len(fns))
+    """)
+    words = out.split()
+    assert words[words.index("left") + 1] == "0" and int(words[-1]) > 0, out
