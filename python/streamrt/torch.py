@@ -163,7 +163,7 @@ def cache_stats():
 def set_queue_limit(items=None, nbytes=None):
     """How far a thread launching torch ops may run ahead of its stream, as CUDA's launches wait
     when a stream's queue is full: once more than ``items`` work items (128 unless set), or more
-    than ``nbytes`` bytes of the queued ops' new outputs (256 MiB unless set), are queued on the
+    than ``nbytes`` bytes of the queued ops' new outputs (96 MiB unless set), are queued on the
     stream, the launch waits until at most half of each are. This bounds the host's run-ahead,
     and the memory of the outputs it allocated for ops not run yet (docs/torch.md, "Memory"); 0
     turns a limit off, None keeps it. A stream that finishes no item for a while (held by a user

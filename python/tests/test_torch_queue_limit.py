@@ -17,8 +17,9 @@ def limit_of(installed):
         srt.set_queue_limit(items)
         return installed
 
+    before = srt.queue_limit()
     yield set_to
-    srt.set_queue_limit(128, 256 << 20)
+    srt.set_queue_limit(**before)
 
 
 def queue_depths(s, n, size=300):
@@ -122,6 +123,7 @@ def test_a_stream_that_moved_again_is_waited_for_again(limit_of):
 
 
 def test_set_queue_limit_refuses_what_is_no_limit():
+    before = srt.queue_limit()
     with pytest.raises(ValueError, match="2 or more"):
         srt.set_queue_limit(1)
     with pytest.raises(ValueError, match="2 or more"):
@@ -132,7 +134,7 @@ def test_set_queue_limit_refuses_what_is_no_limit():
         srt.set_queue_limit(nbytes=-1)
     with pytest.raises(TypeError, match="nbytes is an int count"):
         srt.set_queue_limit(nbytes="1M")
-    assert srt.queue_limit() == {"items": 128, "nbytes": 256 << 20}
+    assert srt.queue_limit() == before
 
 
 def test_stream_work_launching_ops_never_waits_for_its_own_stream(limit_of):

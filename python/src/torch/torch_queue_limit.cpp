@@ -38,7 +38,10 @@ struct QueuedBytes {
 namespace {
 
 constexpr std::int64_t kDefaultItems = 128;
-constexpr std::int64_t kDefaultBytes = std::int64_t{256} << 20;
+// Above one large layer's outputs (a transformer layer's call writes tens of MB), so that a thread
+// feeding two streams keeps both busy, and low enough that a loop that never synchronizes stays
+// near eager's memory (docs/torch.md, "Memory").
+constexpr std::int64_t kDefaultBytes = std::int64_t{96} << 20;
 // How long a stream may finish no item before the host stops waiting for it.
 constexpr std::chrono::milliseconds kPatience{100};
 constexpr std::chrono::microseconds kPoll{50};
