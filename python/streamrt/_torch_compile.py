@@ -16,6 +16,7 @@ import functools
 import torch
 from torch.utils import _pytree
 
+from . import _torch_dynamo_defer
 from . import _torch_compat as _compat
 from . import _torch_mode as _mode
 
@@ -67,6 +68,10 @@ def wrap_compile(compile_fn):
         if model is None:  # @torch.compile(mode=...): a decorator with options
             return lambda m: compile(m, **options)
         compiled = compile_fn(model, **options)
+        # Dynamo is loaded now and traces at the first call: it must find its own disabled
+        # wrappers in their caches, not streamrt's forwarders (which would only replace
+        # themselves when called outside a trace).
+        _torch_dynamo_defer.restore()
         if isinstance(compiled, torch.nn.Module):
             # OptimizedModule calls self.forward (dynamo's wrapper of the module's call).
             compiled.forward = _waiting(compiled.forward, compiled)
