@@ -57,17 +57,30 @@ def timed(fn, reps):
     return out
 
 
+# Each timed run follows a pause and an untimed run of the same case, so that it starts from the
+# case's own steady state, not the previous case's: OpenBLAS's threads poll for new work for a
+# while after their last call before they sleep, and after eager's settings that poll took a core
+# from the case timed next (docs/performance.md, "PyTorch ops on streams"), while a case's own
+# pools, caches and queues are warm in a loop as a user runs it.
+SETTLE_S = 0.3
+
+
 def interleave(cases, reps):
-    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all).
-    A case is a function, or (settings, function): the settings (a context manager class) are
-    applied around the timed call, outside the timing."""
+    """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all),
+    each timed run after a pause and an untimed run (above). A case is a function, or (settings,
+    function): the settings (a context manager class) are applied around both runs, outside the
+    timing."""
     times = {name: [] for name in cases}
     for _ in range(reps):
         for name, case in cases.items():
             if isinstance(case, tuple):
                 with case[0]():
+                    time.sleep(SETTLE_S)
+                    case[1]()
                     times[name] += timed(case[1], 1)
             else:
+                time.sleep(SETTLE_S)
+                case()
                 times[name] += timed(case, 1)
     return {name: statistics.median(v) for name, v in times.items()}
 
