@@ -74,7 +74,10 @@ def defer(torch):
     for obj in gc.get_objects():
         if type(obj) is not types.FunctionType or obj.__code__ is not code or not _in_scope(obj):
             continue
-        cells = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__)))
+        try:
+            cells = dict(zip(code.co_freevars, (c.cell_contents for c in obj.__closure__)))
+        except ValueError:  # (an empty cell: not a wrapper made by the decorator)
+            continue
         fn = cells["fn"]
         if getattr(fn, _CACHE_ATTR, None) is not None:
             continue
