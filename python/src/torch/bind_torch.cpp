@@ -109,9 +109,10 @@ class NativeTorchWork {
     g_runner->destroy(prepared_);
   }
 
-  //! Counts the op's new outputs as queued on `s` (torch_queue_limit.hpp) until it is gone.
-  void count_on(const Stream& s) {
-    queued_ = queued_bytes_of(s);
+  //! Counts the op's new outputs as queued in `q`, its stream's count (torch_queue_limit.hpp),
+  //! until it is gone.
+  void count_in(QueuedBytes* q) {
+    queued_ = q;
     add_queued_bytes(queued_, g_runner->output_bytes(prepared_));
   }
 
@@ -258,7 +259,8 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
     if (cpu::launch_blocking()) return TorchEnqueued::kNo;
     Stream s = current_stream();
     if (s.is_capturing()) return TorchEnqueued::kNo;  // the Python path raises the error
-    work.count_on(s);
+    QueuedBytes* const queued = queued_bytes_of(s);
+    work.count_in(queued);
     std::vector<const Tensor*> r(n_reads), w(n_writes);
     for (std::size_t i = 0; i < n_reads; ++i) r[i] = static_cast<const Tensor*>(reads[i]);
     for (std::size_t i = 0; i < n_writes; ++i) w[i] = static_cast<const Tensor*>(writes[i]);
@@ -268,7 +270,7 @@ TorchEnqueued host_enqueue(const char* label, const void* const* reads, std::siz
       st.launch(label, std::move(work));
       launched = true;
     });
-    limit_torch_queue(s);
+    limit_torch_queue(s, *queued);
     return TorchEnqueued::kYes;
   } catch (const std::exception& e) {
     if (!launched) return TorchEnqueued::kNo;
@@ -384,18 +386,19 @@ void bind_python_path(py::module_& m) {
         const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
         const auto r = trackers(reads, "_torch_enqueue");
         const auto w = trackers(writes, "_torch_enqueue");
+        QueuedBytes* const queued = queued_bytes_of(s);
         TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
                        SafeObject(std::move(fn)),
                        SafeObject(std::move(args)),
                        kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
                        label,
                        {},
-                       QueuedOutputs(queued_bytes_of(s), nbytes)};
+                       QueuedOutputs(queued, nbytes)};
         {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
         }
-        limit_torch_queue(s);
+        limit_torch_queue(s, *queued);
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
@@ -442,12 +445,13 @@ void bind_native_path(py::module_& m) {
                                            kwargs.is_none() ? nullptr : kwargs.ptr(), nbytes);
         if (prepared == nullptr) throw py::error_already_set();
         NativeTorchWork work(prepared);
-        work.count_on(s);
+        QueuedBytes* const queued = queued_bytes_of(s);
+        work.count_in(queued);
         {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
         }
-        limit_torch_queue(s);
+        limit_torch_queue(s, *queued);
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "op"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a, "nbytes"_a = 0,

@@ -131,18 +131,17 @@ void finish_queued(QueuedBytes* q, std::size_t n) noexcept {
   q->finished.fetch_add(1, std::memory_order_relaxed);
 }
 
-void limit_torch_queue(const Stream& s) noexcept {
+void limit_torch_queue(const Stream& s, QueuedBytes& q) noexcept {
   const Limits limits{static_cast<std::uint64_t>(g_items.load(std::memory_order_relaxed)),
                       g_bytes.load(std::memory_order_relaxed)};
   // (stream work launching ops: its own stream cannot move while it waits)
   if ((limits.items == 0 && limits.bytes == 0) || cpu::on_worker_thread()) return;
   try {
-    QueuedBytes& q = *queued_bytes_of(s);
     const std::uint64_t pending = s.pending();
     if (!limits.over(pending, q.bytes.load(std::memory_order_relaxed)) || still_stalled(q)) return;
     wait_without_gil(s, q, pending, limits.half());
   } catch (...) {
-    // (a stream that can no longer say its count, no memory for one: the op was queued anyway)
+    // (a stream that can no longer say its count: the op was queued anyway)
   }
 }
 

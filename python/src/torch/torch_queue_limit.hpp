@@ -43,14 +43,15 @@ class QueuedOutputs {
   std::size_t n_;
 };
 
-//! After the launch of a torch op on `s`: when more than queue_limit() items, or more than
-//! queue_bytes_limit() bytes of outputs, are queued on it, waits until at most half of each are,
-//! so that the host runs ahead of the stream's work by a bounded number of ops and bytes. A
+//! After the launch of a torch op on `s`, whose count is `q` (queued_bytes_of): when more than
+//! queue_limit() items, or more than queue_bytes_limit() bytes of outputs, are queued on it,
+//! waits until at most half of each are, so that the host runs ahead of the stream's work by a
+//! bounded number of ops and bytes. A
 //! stream that finishes no torch op for a while (held by a user event, behind a long op) is not
 //! waited for any longer, nor again by any thread until it finished one: this never hangs.
 //! Never waits on a worker thread (stream work launching ops). Releases the GIL while it waits,
 //! when the calling thread holds it. Blocks (see above); thread-safe; never throws.
-void limit_torch_queue(const Stream& s) noexcept;
+void limit_torch_queue(const Stream& s, QueuedBytes& q) noexcept;
 
 //! Sets the most items a stream may have queued before a host thread launching a torch op on it
 //! waits (at least 2; 0: no limit). Never blocks; thread-safe; throws Error for 1 or a negative
