@@ -2,6 +2,10 @@
 sys.path)."""
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -13,6 +17,14 @@ RENDEZVOUS_S = 60
 
 # Worker counts that concurrency-relevant tests run at.
 WORKER_COUNTS = [1, 2, 4, 8]
+
+
+def run_python(body, timeout, env=None):
+    """Runs `body` (dedented) in a fresh interpreter of this Python with this environment plus
+    `env`; the finished process (its output captured as text). A hang past `timeout` seconds
+    raises subprocess.TimeoutExpired."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
 
 
 class Recorder:

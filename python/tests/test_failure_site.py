@@ -4,13 +4,12 @@ exception's type; launch-blocking mode (STREAMRT_LAUNCH_BLOCKING=1, set_launch_b
 it at that line instead."""
 
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import streamrt
+from helpers import run_python
 
 HERE = os.path.basename(__file__)
 CHILD_TIMEOUT_S = 120  # a hang fails the test; a normal run takes a second or two
@@ -86,10 +85,7 @@ def test_set_launch_blocking_raises_at_the_launch(launch_blocking):
 
 
 def run_script(body, env=None):
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(body)],
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
-        env=dict(os.environ, **(env or {})))
+    return run_python(body, CHILD_TIMEOUT_S, env)
 
 
 SCRIPT = """

@@ -4,13 +4,11 @@ cannot finish in time runs in the parent only and the child's reads of it raise 
 why. Each case runs in a fresh interpreter, which is killed if it hangs."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 import streamrt
+from helpers import run_python
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 
@@ -18,15 +16,7 @@ CHILD_TIMEOUT_S = 300  # a hang fails; each case takes a second or two
 
 
 def run_script(body, env=None):
-    environ = dict(os.environ)
-    environ.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(body)],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        env=environ,
-    )
+    proc = run_python(body, CHILD_TIMEOUT_S, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -184,13 +174,8 @@ def test_fork_time_out_setting():
 
 
 def test_a_bad_fork_time_out_in_the_environment_names_the_variable():
-    proc = subprocess.run(
-        [sys.executable, "-c", "import streamrt; streamrt.ones(2).sum().item()"],
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT_S,
-        env={**os.environ, "STREAMRT_FORK_TIMEOUT": "soon"},
-    )
+    proc = run_python("import streamrt; streamrt.ones(2).sum().item()", CHILD_TIMEOUT_S,
+                      {"STREAMRT_FORK_TIMEOUT": "soon"})
     assert proc.returncode != 0
     assert "STREAMRT_FORK_TIMEOUT='soon'" in proc.stderr, proc.stderr
 

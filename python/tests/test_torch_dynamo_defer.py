@@ -2,13 +2,10 @@
 user loads it, torch.compile traces as before. Each case runs in a fresh interpreter: the test
 process may have loaded torch._dynamo already."""
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
+
+from helpers import run_python
 
 if not hasattr(torch, "compile"):
     pytest.skip("torch 1.x has no torch._dynamo", allow_module_level=True)
@@ -17,8 +14,7 @@ CHILD_TIMEOUT_S = 300  # a hang fails; each case takes seconds
 
 
 def run_script(body):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
-                          text=True, timeout=CHILD_TIMEOUT_S, env=dict(os.environ))
+    proc = run_python(body, CHILD_TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
