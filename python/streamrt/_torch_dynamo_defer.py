@@ -91,7 +91,8 @@ def defer(torch):
 
 
 def restore():
-    """Takes the forwarders out again (uninstall()); caches dynamo has filled meanwhile stay."""
+    """Takes the forwarders out again (uninstall(), torch.compile); caches dynamo has filled
+    meanwhile stay."""
     for fn in _filled:
         if isinstance(getattr(fn, _CACHE_ATTR, None), _DisableOnceLoaded):
             delattr(fn, _CACHE_ATTR)
