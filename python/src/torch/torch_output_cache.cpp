@@ -7,7 +7,9 @@
 // back to the system. A block is free only once its last tensor died: work holds the tensors it
 // uses until it finishes, so no queued work can still touch a kept block.
 // Large blocks are mapped directly, so that freeing one always returns its pages; each block
-// starts with a header (its size and its links in the two lists) before the 64-byte aligned data.
+// starts with a header (its size, its holders and its links in the two lists) before the 64-byte
+// aligned data. A block can have two holders: the storage it was allocated for, and a later output
+// of the same stream handed that memory while the first is queued (torch_output_reuse.cpp).
 #include "torch_output_cache.hpp"
 
 #include <ATen/EmptyTensor.h>
@@ -21,6 +23,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <utility>
 
 #include "torch_runner_internal.hpp"
 #include "torch_spin_lock.hpp"
@@ -37,7 +40,8 @@ constexpr std::size_t kDefaultLimit = std::size_t{128} << 20;
 // A block's header, before its data. While the block is kept: in its size's list and in the list
 // of every kept block, both newest first.
 struct Header {
-  std::size_t size;  // the block's bytes, header included
+  std::size_t size;                    // the block's bytes, header included
+  std::atomic<std::uint32_t> holders;  // storages on it (DataPtrs); kept or freed at zero
   Header* size_prev;
   Header* size_next;
   Header* age_prev;  // newer
@@ -65,7 +69,7 @@ Header* new_block(std::size_t size) noexcept {
     p = std::aligned_alloc(kAlign, size);
     if (p == nullptr) return nullptr;
   }
-  return new (p) Header{size, nullptr, nullptr, nullptr, nullptr};
+  return new (p) Header{size, {1}, nullptr, nullptr, nullptr, nullptr};
 }
 
 void free_block(Header* h) noexcept {
@@ -88,6 +92,8 @@ class Cache {
         Header* h = it->second;
         unlink(h, it->second);
         ++hits_;
+        // (no other thread can see a kept block: its last holder gave it up before `give`)
+        h->holders.store(1, std::memory_order_relaxed);
         return h;
       }
       ++misses_;
@@ -131,9 +137,14 @@ class Cache {
     free_all(evicted);
   }
 
+  void count_reuse() noexcept {
+    const std::lock_guard lock(mutex_);
+    ++reused_;
+  }
+
   OutputCacheStats stats() noexcept {
     const std::lock_guard lock(mutex_);
-    return {cached_, limit_, hits_, misses_};
+    return {cached_, limit_, hits_, misses_, reused_};
   }
 
   // fork(): the child starts with nothing kept and a free lock, whatever another thread of the
@@ -200,6 +211,7 @@ class Cache {
   std::size_t limit_ = kDefaultLimit;
   std::uint64_t hits_ = 0;
   std::uint64_t misses_ = 0;
+  std::uint64_t reused_ = 0;
 };
 
 Cache& cache() noexcept {
@@ -213,8 +225,13 @@ Cache& cache() noexcept {
 }
 
 void release(void* ctx) noexcept {
-  cache().give(static_cast<Header*>(ctx));
+  auto* h = static_cast<Header*>(ctx);
+  // acq_rel: the last holder's `give` must see every other holder's writes to the block done.
+  if (h->holders.fetch_sub(1, std::memory_order_acq_rel) == 1) cache().give(h);
 }
+
+// A block handed to the next allocation of this thread (output_on_block), already held for it.
+thread_local Header* tls_handed = nullptr;
 
 void delete_nothing(void*) noexcept {}
 
@@ -234,7 +251,12 @@ class OutputAllocator final : public c10::Allocator {
   static c10::DataPtr make(std::size_t n) {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (n == 0) return {nullptr, nullptr, &delete_nothing, cpu};
-    Header* h = cache().take(block_size(n));
+    Header* h = std::exchange(tls_handed, nullptr);
+    if (h != nullptr && h->size != block_size(n)) {
+      release(h);  // (not the size it was handed for: never taken, as output_on_block checks)
+      h = nullptr;
+    }
+    if (h == nullptr) h = cache().take(block_size(n));
     TORCH_CHECK(h != nullptr, "streamrt.torch: out of memory allocating ", n,
                 " bytes for an op's output");
     return {reinterpret_cast<char*>(h) + kHeader, h, &release, cpu};
@@ -254,6 +276,50 @@ at::Tensor empty_output(at::IntArrayRef sizes, at::IntArrayRef strides, at::Scal
     return at::detail::empty_strided_cpu(sizes, strides, dtype);
   static const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
   return at::detail::empty_strided_generic(sizes, strides, output_allocator(), cpu, dtype);
+}
+
+std::size_t output_block_size(std::size_t nbytes) noexcept {
+  return block_size(nbytes);
+}
+
+void* reusable_block(const c10::Storage& storage) noexcept {
+  const c10::DataPtr& d = storage.data_ptr();
+  if (d.get_deleter() != &release) return nullptr;
+  auto* h = static_cast<Header*>(d.get_context());
+  return h->size >= kReusableBlock ? h : nullptr;
+}
+
+std::size_t block_bytes(const void* block) noexcept {
+  return static_cast<const Header*>(block)->size;
+}
+
+void hold_block(void* block) noexcept {
+  // Relaxed: the caller's holder keeps the block alive meanwhile (as a shared_ptr copy).
+  static_cast<Header*>(block)->holders.fetch_add(1, std::memory_order_relaxed);
+}
+
+void drop_block(void* block) noexcept {
+  release(block);
+}
+
+at::Tensor output_on_block(void* block, at::IntArrayRef sizes, at::IntArrayRef strides,
+                           at::ScalarType dtype) {
+  cache().count_reuse();
+  tls_handed = static_cast<Header*>(block);
+  at::Tensor t;
+  try {
+    static const c10::DispatchKeySet cpu(c10::DispatchKey::CPU);
+    t = at::detail::empty_strided_generic(sizes, strides, output_allocator(), cpu, dtype);
+  } catch (...) {
+    if (Header* h = std::exchange(tls_handed, nullptr)) release(h);
+    throw;
+  }
+  if (Header* h = std::exchange(tls_handed, nullptr)) release(h);  // (an empty tensor)
+  return t;
+}
+
+bool output_cache_on() noexcept {
+  return g_use_cache.load(std::memory_order_relaxed);
 }
 
 void use_output_cache(bool on) noexcept {

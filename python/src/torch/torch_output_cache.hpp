@@ -15,12 +15,42 @@ struct OutputCacheStats {
   std::size_t limit_bytes;   //!< most it keeps (set_output_cache_limit)
   std::uint64_t hits;        //!< allocations served by a kept block
   std::uint64_t misses;      //!< allocations that took new memory
+  std::uint64_t reused;      //!< outputs handed the block of a queued op's (output_on_block)
 };
 
 //! A new CPU tensor of this layout on the output cache's memory (the outputs of stream work: the
 //! host allocates them at the call, a worker usually frees them). Blocks only briefly (a lock);
 //! thread-safe; throws c10::Error when out of memory.
 at::Tensor empty_output(at::IntArrayRef sizes, at::IntArrayRef strides, at::ScalarType dtype);
+
+//! The smallest block reusable_block() hands on: smaller outputs cost little memory in a queue.
+inline constexpr std::size_t kReusableBlock = std::size_t{256} << 10;
+
+//! Whether empty_output() allocates on the output cache now (use_output_cache()). Never blocks.
+bool output_cache_on() noexcept;
+
+//! The bytes of the block an output of `nbytes` gets (rounded up to its size class). Never
+//! blocks.
+std::size_t output_block_size(std::size_t nbytes) noexcept;
+
+//! The block under `storage`'s memory when the output cache allocated it and it is large enough
+//! to be handed on to a later output (torch_output_reuse.hpp); null otherwise. Read the storage
+//! only where nothing changes its memory meanwhile. Never blocks.
+void* reusable_block(const c10::Storage& storage) noexcept;
+
+//! The bytes of a block of reusable_block() (those of output_block_size()). Never blocks.
+std::size_t block_bytes(const void* block) noexcept;
+
+//! One more holder of a block (hold_block) while another holder keeps it alive; drop_block gives
+//! that hold up (the block is kept or freed when no holder is left). Never block; thread-safe.
+void hold_block(void* block) noexcept;
+void drop_block(void* block) noexcept;
+
+//! A new CPU tensor of this layout on `block`, taking over one hold of it (hold_block), for an
+//! output whose size class is the block's. The block's other holder must not touch its memory
+//! once this tensor's work may run. Blocks only briefly; thread-safe; throws c10::Error.
+at::Tensor output_on_block(void* block, at::IntArrayRef sizes, at::IntArrayRef strides,
+                           at::ScalarType dtype);
 
 //! Outputs on the output cache's memory (true, the default) or on torch's CPU allocator (false),
 //! from the next empty_output() on: for measuring what the cache changes. Never blocks;
