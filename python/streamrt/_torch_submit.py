@@ -101,7 +101,7 @@ def native():
     else:
         state.why = None
         global _empty_output
-        _empty_output = module.empty_output
+        _empty_output = module.empty_stream_output
         module.set_handler(_from_fast_path)
         module.set_waiter(_tracking.wait_host)
         _C._set_torch_runner(module.runner)
@@ -286,16 +286,18 @@ class PythonPath:
             if teach:
                 self._teach(func, "write", tuple(plan.written), None, (), None)
         elif not outputs.use_out:
+            held = _held_outputs(outs, outputs.nbytes)
             _enqueue_item(stream, plan.label, None, _run_copy,
-                          (key, _keys(), plan.raw, args, kwargs, outs), None, reads, writes,
-                          outputs.nbytes)
+                          (key, _keys(), plan.raw, args, kwargs, held), None, reads, writes,
+                          outputs.nbytes, _plan.flat(held, []) if held is not outs else None)
             if teach_new:
                 self._teach(func, "copy", (), None, (), outputs.spec)
         elif not outputs.checked:
-            kw = _out_kwargs(plan, kwargs, outs)
+            held = _held_outputs(outs, outputs.nbytes)
+            kw = _out_kwargs(plan, kwargs, held)
             _enqueue_item(stream, plan.label, None, _run_first,
-                          (key, _keys(), plan.out_op, args, kw, outs), None, reads, writes,
-                          outputs.nbytes)
+                          (key, _keys(), plan.out_op, args, kw, held), None, reads, writes,
+                          outputs.nbytes, _plan.flat(held, []) if held is not outs else None)
         else:
             self._enqueue_out(stream, plan, args, _out_kwargs(plan, kwargs, outs), reads, writes,
                               outputs.nbytes)
@@ -303,6 +305,28 @@ class PythonPath:
                 self._teach(func, "out", (), plan.out_overload, plan.out_names, outputs.spec)
         self.mark([t for t, _ in tensors] + (_plan.flat(outs, []) if outs is not None else []))
         return outs
+
+
+# Outputs from this size on may hand their memory on once only their queued op holds them
+# (empty_stream_output); below it, their blocks are too small to be listed.
+_HANDED_ON_FROM = 1 << 18
+
+
+def _held_outputs(outs, nbytes):
+    # The outputs as a Python work item holds them: large ones through tensors of their own (the
+    # caller's tensor objects would hide whether the caller still holds them, which the memory's
+    # reuse by later outputs of the stream counts on); else `outs` itself.
+    if nbytes < _HANDED_ON_FROM - 64:
+        return outs
+    return _detached(outs)
+
+
+def _detached(r):
+    if isinstance(r, torch.Tensor):
+        return r.detach()
+    if isinstance(r, (list, tuple)):
+        return type(r)(_detached(x) for x in r)
+    return r
 
 
 def _empty_strided_cpu(sizes, strides, dtype):

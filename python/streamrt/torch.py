@@ -153,10 +153,11 @@ def set_cache_limit(nbytes):
 def cache_stats():
     """The output cache of ``empty_cache()``: a dict of ``cached_bytes`` (kept now),
     ``limit_bytes``, ``hits`` and ``misses`` (outputs allocated from kept memory or new memory
-    so far); all 0 without streamrt's native torch part. Never blocks but briefly."""
+    so far) and ``reused`` (outputs that took the memory of an output only a queued op of their
+    stream still held); all 0 without streamrt's native torch part. Never blocks but briefly."""
     native = _submit.native()
     if native is None:
-        return {"cached_bytes": 0, "limit_bytes": 0, "hits": 0, "misses": 0}
+        return {"cached_bytes": 0, "limit_bytes": 0, "hits": 0, "misses": 0, "reused": 0}
     return native.output_cache_stats()
 
 

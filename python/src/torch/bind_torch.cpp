@@ -41,6 +41,30 @@ constexpr std::size_t kMaxTracked = 8;
 // torch._C.ExcludeDispatchKeyGuard, set by _set_torch_runtime (a leaked reference).
 PyObject* g_exclude_guard = nullptr;
 
+// _streamrt_torch's runner (torch_runner.hpp), when that module was built: set once by
+// streamrt.torch's first import, then constant.
+const TorchRunner* g_runner = nullptr;
+
+// The runner's reuse ticket of a Python work item's outputs (TorchRunner::list_outputs): given up
+// as the item starts, or with the item.
+class ReuseHold {
+ public:
+  explicit ReuseHold(void* ticket = nullptr) noexcept : ticket_(ticket) {}
+  ReuseHold(ReuseHold&& other) noexcept : ticket_(std::exchange(other.ticket_, nullptr)) {}
+  ReuseHold& operator=(ReuseHold&&) = delete;
+  ReuseHold(const ReuseHold&) = delete;
+  ReuseHold& operator=(const ReuseHold&) = delete;
+  ~ReuseHold() {
+    if (ticket_ != nullptr) g_runner->reuse_free(ticket_);
+  }
+  void started() noexcept {
+    if (ticket_ != nullptr) g_runner->reuse_started(ticket_);
+  }
+
+ private:
+  void* ticket_;
+};
+
 // A torch op run in stream order on a worker: fn(*args, **kwargs) with the dispatch keys `keys`
 // excluded (those excluded where the op was called: autograd, ADInplaceOrView, ...), called
 // without a Python frame. It takes the GIL only for the call (torch releases it inside its
@@ -54,8 +78,10 @@ struct TorchWork {
   const char* label;
   PendingPythonWork pending;
   QueuedOutputs queued;  // the new outputs among its arguments, counted on its stream
+  ReuseHold reuse;       // last: unlists its outputs before the references above go
 
   void operator()() {
+    reuse.started();
     PythonScope scope;
     if (!scope.ok()) {
       throw Error(std::string("torch op '") + label +
@@ -86,10 +112,6 @@ struct TorchWork {
     kwargs.reset();
   }
 };
-
-// _streamrt_torch's runner (torch_runner.hpp), when that module was built: set once by
-// streamrt.torch's first import, then constant.
-const TorchRunner* g_runner = nullptr;
 
 // A torch op prepared by the runner, run in stream order on a worker with no GIL at all. A
 // failure becomes the Python exception eager torch raises (taking the GIL only then).
@@ -240,6 +262,16 @@ bool host_tracker_idle(const void* tracker) noexcept {
   }
 }
 
+std::uint64_t host_current_stream_id() noexcept {
+  try {
+    if (cpu::launch_blocking()) return 0;
+    Stream s = current_stream();
+    return s.is_capturing() ? 0 : s.id();
+  } catch (...) {
+    return 0;
+  }
+}
+
 bool host_tracker_busy(const void* tracker) noexcept {
   try {
     return !static_cast<const Tensor*>(tracker)->settled(/*for_write=*/true);
@@ -292,7 +324,8 @@ const TorchHost g_host{kTorchRunnerAbi,
                        &host_tracker_idle,
                        &host_tracker_busy,
                        &host_enqueue,
-                       &streamrt::cpu::on_worker_thread};
+                       &streamrt::cpu::on_worker_thread,
+                       &host_current_stream_id};
 
 // Trackers: the streamrt tensors that stand for torch storages, and host access through them.
 // A host access to a tracked storage (_torch_host_access): waits for its writers, and for its
@@ -374,7 +407,8 @@ void bind_python_path(py::module_& m) {
   m.def(
       "_torch_enqueue",
       [](Stream& s, std::uintptr_t label_id, py::object keys, py::object fn, py::tuple args,
-         py::object kwargs, py::handle reads, py::handle writes, std::size_t nbytes) {
+         py::object kwargs, py::handle reads, py::handle writes, std::size_t nbytes,
+         py::handle outs) {
         if (g_exclude_guard == nullptr && !keys.is_none()) {
           throw py::value_error("_torch_enqueue: call _set_torch_runtime first");
         }
@@ -387,13 +421,17 @@ void bind_python_path(py::module_& m) {
         const auto r = trackers(reads, "_torch_enqueue");
         const auto w = trackers(writes, "_torch_enqueue");
         QueuedBytes* const queued = queued_bytes_of(s);
+        void* ticket = nullptr;
+        if (g_runner != nullptr && !outs.is_none())
+          ticket = g_runner->list_outputs(outs.ptr(), s.id());
         TorchWork work{keys.is_none() ? SafeObject() : SafeObject(std::move(keys)),
                        SafeObject(std::move(fn)),
                        SafeObject(std::move(args)),
                        kwargs.is_none() ? SafeObject() : SafeObject(std::move(kwargs)),
                        label,
                        {},
-                       QueuedOutputs(queued, nbytes)};
+                       QueuedOutputs(queued, nbytes),
+                       ReuseHold(ticket)};
         {
           const impl::LaunchOriginScope origin(launch_origin_here());
           submit(s, label, r, w, [&](Stream& st) { st.launch(label, std::move(work)); });
@@ -402,12 +440,13 @@ void bind_python_path(py::module_& m) {
         finish_blocking_launches();  // launch-blocking mode: the op's failure is raised here
       },
       "stream"_a, "label"_a, "keys"_a, "fn"_a, "args"_a, "kwargs"_a, "reads"_a, "writes"_a,
-      "nbytes"_a = 0,
+      "nbytes"_a = 0, "outs"_a = py::none(),
       "Enqueues fn(*args, **kwargs), with the dispatch keys `keys` excluded, on `stream` after "
       "the tracked writers of `reads` and the writers and readers of `writes` (trackers), then "
       "records the accesses; `nbytes`: the new outputs' among the arguments (the stream's queue "
-      "limit). `label` comes from _torch_label. Returns at once, or waits as the queue limit "
-      "says.");
+      "limit); `outs`: those outputs as the arguments hold them (tensors of their own, not the "
+      "caller's), whose memory later outputs of the stream may then take once only this op holds "
+      "it. `label` comes from _torch_label. Returns at once, or waits as the queue limit says.");
 }
 
 // The native path: ops run by _streamrt_torch's runner, and the host side of its fast path.
@@ -441,8 +480,8 @@ void bind_native_path(py::module_& m) {
         const char* label = reinterpret_cast<const char*>(label_id);  // from _torch_label
         const auto r = trackers(reads, "_torch_enqueue_native");
         const auto w = trackers(writes, "_torch_enqueue_native");
-        void* prepared = g_runner->prepare(op.ptr(), args.ptr(),
-                                           kwargs.is_none() ? nullptr : kwargs.ptr(), nbytes);
+        void* prepared = g_runner->prepare(
+            op.ptr(), args.ptr(), kwargs.is_none() ? nullptr : kwargs.ptr(), nbytes, s.id());
         if (prepared == nullptr) throw py::error_already_set();
         NativeTorchWork work(prepared);
         QueuedBytes* const queued = queued_bytes_of(s);

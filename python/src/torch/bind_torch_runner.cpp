@@ -104,7 +104,8 @@ namespace {
 // ------------------------------------------------------------------------------------------------
 // The TorchRunner
 
-void* prepare(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes) {
+void* prepare(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes,
+              std::uint64_t stream_id) {
   try {
     const c10::OperatorHandle& handle = operator_of(op);
     py::kwargs kw = kwargs != nullptr ? py::reinterpret_borrow<py::kwargs>(kwargs) : py::kwargs();
@@ -118,6 +119,7 @@ void* prepare(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output
     prepared->stack.reserve(stack.size());
     for (const c10::IValue& v : stack) add_argument(*prepared, v);
     prepared->output_bytes = output_bytes;
+    list_prepared(*prepared, stream_id);
     return prepared.release();
   } catch (py::error_already_set& e) {
     e.restore();
@@ -149,7 +151,39 @@ std::size_t output_bytes(const void* prepared) noexcept {
   return static_cast<const Prepared*>(prepared)->output_bytes;
 }
 
-TorchRunner g_runner{kTorchRunnerAbi, &prepare, &run, &destroy, &output_bytes};
+// The storages of a Python work item's outputs (a tensor or a sequence of them), listed.
+void* list_outputs(PyObject* outs, std::uint64_t stream_id) noexcept {
+  try {
+    c10::SmallVector<c10::Storage, 4> storages;
+    auto add = [&](py::handle h) {
+      if (THPVariable_Check(h.ptr())) {
+        const at::Tensor& t = THPVariable_Unpack(h.ptr());
+        if (t.has_storage()) storages.push_back(t.storage());
+      }
+    };
+    if (PyTuple_Check(outs) || PyList_Check(outs)) {
+      for (py::handle h : py::reinterpret_borrow<py::sequence>(outs)) add(h);
+    } else {
+      add(outs);
+    }
+    c10::SmallVector<const c10::Storage*, 4> ptrs;
+    for (const auto& s : storages) ptrs.push_back(&s);
+    return list_reusable(ptrs.data(), ptrs.size(), stream_id);
+  } catch (...) {
+    return nullptr;  // (out of memory: nothing listed, nothing lost)
+  }
+}
+
+void reuse_started(void* ticket) noexcept {
+  reusable_started(static_cast<ReuseTicket*>(ticket));
+}
+
+void reuse_free(void* ticket) noexcept {
+  free_reusable(static_cast<ReuseTicket*>(ticket));
+}
+
+TorchRunner g_runner{kTorchRunnerAbi, &prepare,      &run,           &destroy,
+                     &output_bytes,   &list_outputs, &reuse_started, &reuse_free};
 
 // Whether `op` returns several references to its arguments (a tuple of out= tensors). A single
 // `Tensor&` return is copied before the arguments are dropped.
@@ -166,6 +200,7 @@ bool returns_several_argument_references(const c10::OperatorHandle& op) {
 
 bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
   Prepared* p = &prepared;
+  reusable_started(p->reuse);  // (before the op drops a tensor)
   OneIntraOpThread one;
   try {
     c10::impl::ExcludeDispatchKeyGuard guard(p->excluded);
@@ -449,6 +484,16 @@ void bind_output_cache(py::module_& m) {
       },
       "sizes"_a, "strides"_a, "dtype"_a, "A new CPU tensor of this layout on the output cache.");
   m.def(
+      "empty_stream_output",
+      [](std::vector<std::int64_t> sizes, std::vector<std::int64_t> strides, py::handle dtype) {
+        return empty_stream_output(sizes, strides, dtype_arg(dtype));
+      },
+      "sizes"_a, "strides"_a, "dtype"_a,
+      "A new output of this layout for the op this thread launches next on its current stream: "
+      "on the memory of a queued op's storage that only that op holds, or on the output cache.");
+  m.def("_use_output_reuse", &use_output_reuse, "on"_a,
+        "Measurements and tests: new stream outputs may take queued ops' memory (True).");
+  m.def(
       "set_output_cache_limit", [](std::size_t bytes) { set_output_cache_limit(bytes); },
       "nbytes"_a, "How many bytes of freed outputs the cache keeps.");
   m.def("empty_output_cache", &empty_output_cache, "Frees every kept block.");
@@ -457,9 +502,9 @@ void bind_output_cache(py::module_& m) {
       [] {
         const OutputCacheStats s = output_cache_stats();
         return py::dict("cached_bytes"_a = s.cached_bytes, "limit_bytes"_a = s.limit_bytes,
-                        "hits"_a = s.hits, "misses"_a = s.misses);
+                        "hits"_a = s.hits, "misses"_a = s.misses, "reused"_a = s.reused);
       },
-      "The output cache's figures: cached_bytes, limit_bytes, hits, misses.");
+      "The output cache's figures: cached_bytes, limit_bytes, hits, misses, reused.");
   m.def("_use_output_cache", &use_output_cache, "on"_a,
         "Measurements only: outputs on the cache (True) or on torch's CPU allocator.");
 }

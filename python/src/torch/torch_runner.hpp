@@ -19,16 +19,19 @@ inline constexpr const char* kTorchRunnerCapsule = "streamrt._streamrt_torch.run
 //! Capsule name of the TorchHost (streamrt._streamrt._torch_host()).
 inline constexpr const char* kTorchHostCapsule = "streamrt._streamrt.torch_host";
 //! Bumped when TorchRunner or TorchHost changes.
-inline constexpr int kTorchRunnerAbi = 6;
+inline constexpr int kTorchRunnerAbi = 7;
 
 //! A torch op bound to its arguments, run later on another thread.
 struct TorchRunner {
   int abi;
   //! Binds `op` (a torch OpOverload) to `args` (a tuple) and `kwargs` (a dict or null), with the
   //! dispatch keys this thread excludes now (autograd and ADInplaceOrView under a dispatch mode);
-  //! `output_bytes`: those of the new outputs among them (output_bytes()). Requires the GIL. Null
-  //! with a Python error set when they do not bind.
-  void* (*prepare)(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes);
+  //! `output_bytes`: those of the new outputs among them (output_bytes()); `stream_id`: the
+  //! stream this thread launches it on next (its tensors' memory is listed for reuse by later
+  //! outputs of that stream, torch_output_reuse.hpp; 0: not listed). Requires the GIL. Null with
+  //! a Python error set when they do not bind.
+  void* (*prepare)(PyObject* op, PyObject* args, PyObject* kwargs, std::size_t output_bytes,
+                   std::uint64_t stream_id);
   //! Runs a prepared op with those keys excluded. Needs no GIL (torch's kernels do not). False
   //! when it throws: `type` gets the Python exception's name ("IndexError", "RuntimeError") and
   //! `message` torch's message, as eager torch raises it.
@@ -39,6 +42,16 @@ struct TorchRunner {
   //! The bytes of the new outputs a prepared op holds (allocated at its call; 0 when they are not
   //! known), counted against its stream's queue limit. Never blocks.
   std::size_t (*output_bytes)(const void* prepared) noexcept;
+  //! For a work item of streamrt's that holds the torch tensors `outs` (a tensor or a sequence of
+  //! them) and that this thread launches next on stream `stream_id`: lists their memory for reuse
+  //! by later outputs of that stream (torch_output_reuse.hpp). A ticket for reuse_started() and
+  //! reuse_free(), or null (nothing listed). Requires the GIL; never throws.
+  void* (*list_outputs)(PyObject* outs, std::uint64_t stream_id) noexcept;
+  //! The item of `ticket` starts (or is dropped): call before it drops its tensors. Idempotent;
+  //! null does nothing. Needs no GIL.
+  void (*reuse_started)(void* ticket) noexcept;
+  //! reuse_started(), then frees the ticket. Null does nothing. Needs no GIL.
+  void (*reuse_free)(void* ticket) noexcept;
 };
 
 //! What enqueue() did.
@@ -85,6 +98,9 @@ struct TorchHost {
   //! True on one of streamrt's CPU worker threads (streamrt::cpu::on_worker_thread()), false on a
   //! host thread, also while it runs queued items as it waits. Never blocks.
   bool (*on_worker_thread)() noexcept;
+  //! The id of this thread's current CPU stream, where an op launched now would be stream work
+  //! on it; 0 where it would not (a graph capture, launch-blocking mode). Never blocks.
+  std::uint64_t (*current_stream_id)() noexcept;
 };
 
 }  // namespace streamrt::python

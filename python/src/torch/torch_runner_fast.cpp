@@ -343,7 +343,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   outs.reserve(entry.outs.size());
   std::size_t output_bytes = 0;
   for (const OutSpec& o : entry.outs) {
-    outs.emplace_back(empty_output(o.sizes, o.strides, o.dtype));
+    outs.emplace_back(empty_stream_output(o.sizes, o.strides, o.dtype));
     output_bytes += outs.back().storage().nbytes();
     if (outs.back().storage().nbytes() == 0) continue;
     TrackerPtr tracker = registry().fresh(outs.back());
@@ -363,6 +363,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
     prepared.reset();
     keep.clear();
   } else {
+    list_prepared(*prepared, host()->current_stream_id());
     const TorchEnqueued done =
         host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(),
                         writes.size(), prepared.release(), &error);

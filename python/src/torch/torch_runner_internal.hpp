@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch_output_reuse.hpp"
 #include "torch_runner.hpp"
 
 namespace streamrt::python::torch_runner {
@@ -47,7 +48,13 @@ struct Prepared {
   std::vector<at::Tensor> copy_into;
   c10::SmallVector<LaterAlias, 4> later;
   std::size_t output_bytes = 0;  // the new outputs' (TorchRunner::output_bytes)
+  ReuseTicket* reuse = nullptr;  // its tensors' memory, listed for reuse (list_prepared)
 };
+
+//! Lists the memory of the prepared op's tensors for reuse by later outputs of stream `stream_id`
+//! (torch_output_reuse.hpp), for the launch this thread makes next. Never blocks but briefly;
+//! throws std::bad_alloc.
+void list_prepared(Prepared& p, std::uint64_t stream_id);
 
 //! A new TensorImpl on `t`'s memory with its layout, where `t` is a plain dense tensor; `t` itself
 //! otherwise (what for_work does to each tensor). Never blocks.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <new>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "torch_runner_internal.hpp"
@@ -97,6 +98,7 @@ Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet exclud
 }
 
 void free_prepared(Prepared* prepared) noexcept {
+  free_reusable(std::exchange(prepared->reuse, nullptr));  // (before its tensors go)
   prepared->stack.clear();
   prepared->copy_into.clear();
   prepared->later.clear();
@@ -127,6 +129,12 @@ void add_copy_target(Prepared& p, const at::Tensor& t) {
     return;
   }
   p.copy_into.push_back(t);  // (no alias for it: for_work would hand back `t` itself)
+}
+
+void list_prepared(Prepared& p, std::uint64_t stream_id) {
+  c10::SmallVector<const c10::Storage*, 8> storages;
+  for (const LaterAlias& a : p.later) storages.push_back(&a.storage);
+  p.reuse = list_reusable(storages.data(), storages.size(), stream_id);
 }
 
 void make_aliases(Prepared& p) {

@@ -1,0 +1,210 @@
+"""A new output of stream work takes the memory of an output that only an op queued earlier on the
+same stream, by the same thread, still holds (docs/torch.md, "Memory"): never while anything else
+holds it (the caller, a view, another op), never across streams or threads, and the results are
+eager's. Streams are held by a gate so that the earlier op is still queued."""
+
+import threading
+import warnings
+
+import pytest
+
+from helpers import RENDEZVOUS_S
+from streamrt import _torch_mode, _torch_plan, _torch_submit
+from torch_streams_util import Gate, installed, srt, torch  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.skipif(
+    _torch_submit.native() is None,
+    reason="streamrt._streamrt_torch is not built here: outputs are torch's own")
+
+SHAPE = (512, 256)  # 512 KiB of float32: large enough to be handed on
+
+
+def _address(t):
+    # (the C method: the installed one waits for the pending work, as a host access)
+    return _torch_submit._data_ptr(t)
+
+
+def _big(seed):
+    return torch.randn(*SHAPE, generator=torch.Generator().manual_seed(seed))
+
+
+def _native_only():
+    if _torch_mode.path().native is None:
+        pytest.skip("the Python path's own work items hold the caller's tensors: not listed")
+
+
+def _reused():
+    return srt.cache_stats()["reused"]
+
+
+def test_a_dropped_queued_output_gives_its_memory_to_the_next_output(installed):
+    _native_only()
+    s = torch.cpu.Stream()
+    a, b = _big(1), _big(2)
+    before = _reused()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        address = _address(first)
+        del first  # only its queued op holds it now
+        second = a * b
+    assert _address(second) == address
+    assert _reused() == before + 1
+    gate.open()
+    s.synchronize()
+    assert torch.equal(second, a * b)  # written after the first op's write
+
+
+def test_an_output_the_caller_holds_is_never_handed_on(installed):
+    s = torch.cpu.Stream()
+    a, b = _big(3), _big(4)
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        second = a * b
+    assert _address(second) != _address(first)
+    gate.open()
+    s.synchronize()
+    assert torch.equal(first, a + b) and torch.equal(second, a * b)
+
+
+def test_an_output_a_view_holds_is_never_handed_on(installed):
+    s = torch.cpu.Stream()
+    a, b = _big(5), _big(6)
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        row = first[3]
+        address = _address(first)
+        del first
+        second = a * b
+    assert _address(second) != address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(row, (a + b)[3]) and torch.equal(second, a * b)
+
+
+def test_an_output_queued_on_another_stream_is_never_handed_on(installed):
+    held, free = torch.cpu.Stream(), torch.cpu.Stream()
+    a, b = _big(7), _big(8)
+    gate = Gate().hold(held)
+    with torch.cpu.StreamContext(held):
+        first = a + b
+        address = _address(first)
+        del first
+    with torch.cpu.StreamContext(free):
+        second = a * b  # runs now, before the held op writes its output
+    free.synchronize()
+    assert _address(second) != address
+    gate.open()
+    held.synchronize()
+    assert torch.equal(second, a * b)
+
+
+def test_an_output_another_thread_queued_is_never_handed_on(installed):
+    s = torch.cpu.Stream()
+    a, b = _big(9), _big(10)
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        address = _address(first)
+        del first
+    got = {}
+
+    def other_thread():
+        with torch.cpu.StreamContext(s):
+            got["second"] = a * b
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join(RENDEZVOUS_S)
+    assert not t.is_alive()
+    assert _address(got["second"]) != address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(got["second"], a * b)
+
+
+def test_an_output_two_queued_ops_hold_is_never_handed_on(installed):
+    s = torch.cpu.Stream()
+    a, b = _big(11), _big(12)
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        address = _address(first)
+        second = first * 2  # reads `first` later, on the stream
+        del first  # now only the two queued ops hold it
+        third = a - b
+    assert _address(third) != address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(second, (a + b) * 2) and torch.equal(third, a - b)
+
+
+def test_an_input_dropped_while_its_reader_is_queued_is_handed_on(installed):
+    _native_only()
+    s = torch.cpu.Stream()
+    a, b = _big(13), _big(14)
+    with torch.cpu.StreamContext(s):
+        first = a + b  # (on the output cache's memory)
+    s.synchronize()  # no op holds it
+    address = _address(first)
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        second = first * 2  # the queued reader
+        del first  # only that op holds it now
+        third = a - b  # takes it, and writes it after the reader read it
+    assert _address(third) == address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(second, (a + b) * 2) and torch.equal(third, a - b)
+
+
+# A fused op without a meta kernel: learned once, then stream work whose result is copied into
+# the outputs (a Python work item on either path).
+_masked_softmax = torch.ops.aten._masked_softmax.default
+
+
+@pytest.fixture
+def learned(installed):
+    _torch_plan._meta_cache.clear()
+    x, mask = _big(15), torch.rand(*SHAPE, generator=torch.Generator().manual_seed(16)) < 0.3
+    with warnings.catch_warnings(), torch.cpu.StreamContext(torch.cpu.Stream()):
+        warnings.simplefilter("ignore")  # (the host op's warning: its own tests check it)
+        _masked_softmax(x, mask, 1, 2)  # the host call that teaches its outputs' layouts
+    yield x, mask
+    _torch_plan._meta_cache.clear()
+
+
+def test_a_learned_op_s_dropped_output_gives_its_memory_to_the_next(learned):
+    # (on torch 2.x, the Python path's tracker registry makes a Python storage object of each
+    # output, which keeps a reference of its own: nothing is handed on there)
+    _native_only()
+    x, mask = learned
+    x2 = x * 2
+    s = torch.cpu.Stream()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = _masked_softmax(x, mask, 1, 2)
+        address = _address(first)
+        del first
+        second = _masked_softmax(x2, mask, 1, 2)
+    assert _address(second) == address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(second, _masked_softmax(x2, mask, 1, 2))
+
+
+def test_a_learned_op_s_output_the_caller_holds_is_never_handed_on(learned):
+    x, mask = learned
+    x2 = x * 2
+    s = torch.cpu.Stream()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = _masked_softmax(x, mask, 1, 2)
+        second = _masked_softmax(x2, mask, 1, 2)
+    assert _address(second) != _address(first)
+    gate.open()
+    s.synchronize()
+    assert torch.equal(first, _masked_softmax(x, mask, 1, 2))
+    assert torch.equal(second, _masked_softmax(x2, mask, 1, 2))
