@@ -208,3 +208,63 @@ def test_a_learned_op_s_output_the_caller_holds_is_never_handed_on(learned):
     s.synchronize()
     assert torch.equal(first, _masked_softmax(x, mask, 1, 2))
     assert torch.equal(second, _masked_softmax(x2, mask, 1, 2))
+
+
+def _program(seed, inputs, steps=60):
+    """A random program over large tensors that drops outputs as it goes (most of them while
+    their ops are queued), reads and writes what it keeps, and returns what is left."""
+    rng = torch.Generator().manual_seed(seed)
+    live = list(inputs)
+
+    def pick():
+        return live[int(torch.randint(len(live), (1,), generator=rng))]
+
+    for _ in range(steps):
+        kind = int(torch.randint(6, (1,), generator=rng))
+        if kind == 0 and len(live) > 2:
+            del live[int(torch.randint(len(live), (1,), generator=rng))]
+        elif kind == 1:
+            live.append(pick() + pick())
+        elif kind == 2:
+            live.append(pick() * 0.5 - pick())
+        elif kind == 3:
+            live.append(torch.relu(pick()))
+        elif kind == 4:
+            half = pick()[:, ::2].contiguous()  # (a smaller output: not handed on)
+            live.append(torch.cat([half, half], dim=1))
+        else:
+            t = pick()
+            if all(t is not x for x in inputs):
+                t.mul_(1.5)
+    return live
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_programs_on_held_streams_of_two_threads_equal_eager(installed, seed):
+    inputs = [_big(100 + seed), _big(200 + seed)]
+    expected = [_program(seed * 10 + k, inputs) for k in range(2)]
+    streams = [torch.cpu.Stream(), torch.cpu.Stream()]
+    gates = [Gate().hold(s) for s in streams]  # everything queues up first
+    got = [None, None]
+    before = _reused()
+
+    def thread(k):
+        with torch.cpu.StreamContext(streams[k]):
+            got[k] = _program(seed * 10 + k, inputs)
+
+    threads = [threading.Thread(target=thread, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(RENDEZVOUS_S)
+        assert not t.is_alive()
+    for g in gates:
+        g.open()
+    for s in streams:
+        s.synchronize()
+    for k in range(2):
+        assert len(got[k]) == len(expected[k])
+        for a, b in zip(got[k], expected[k]):
+            assert torch.equal(a, b)
+    if _torch_mode.path().native is not None:
+        assert _reused() > before  # (the programs exercised the reuse)
