@@ -3,18 +3,15 @@
 // index) grows for as long as the host loops, and the worker writes outputs that are never warm
 // in cache. So a host thread that finds too many items, or too many bytes of new outputs, queued
 // on its stream waits, as CUDA's launches do when a stream's queue is full, until half of each
-// finished. It polls the stream's counts with sleeps that grow with the wait, up to a quarter
-// of the time waited so far: the half left takes about as long to run as the wait took, so the
-// stream does not run dry meanwhile, no finishing item pays for a wake-up, and a long wait wakes
-// the host rarely (each wake-up takes a core from a worker on a machine the workers fill). The wait
-// gives up once the stream finished no torch op for a while, so that a stream held by a user event
-// or stuck behind a long op never hangs the host; no launch waits for it again until it finished
-// one.
+// finished. It polls the stream's counts with short sleeps: the half left takes longer to run
+// than a sleep, so the stream does not run dry meanwhile, and no finishing item pays for a
+// wake-up. The wait gives up once the stream finished no torch op for a while, so that a stream
+// held by a user event or stuck behind a long op never hangs the host; no launch waits for it
+// again until it finished one.
 #include "torch_queue_limit.hpp"
 
 #include <Python.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -47,8 +44,7 @@ constexpr std::int64_t kDefaultItems = 128;
 constexpr std::int64_t kDefaultBytes = std::int64_t{96} << 20;
 // How long a stream may finish no item before the host stops waiting for it.
 constexpr std::chrono::milliseconds kPatience{100};
-constexpr std::chrono::microseconds kFirstPoll{50};
-constexpr std::chrono::microseconds kLongestPoll{1000};
+constexpr std::chrono::microseconds kPoll{50};
 
 std::atomic<std::int64_t> g_items{kDefaultItems};
 std::atomic<std::int64_t> g_bytes{kDefaultBytes};
@@ -78,12 +74,10 @@ struct Limits {
 // within kPatience.
 void wait_down_to(const Stream& s, QueuedBytes& q, std::uint64_t pending, Limits target) {
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto deadline = start + kPatience;
+  auto deadline = Clock::now() + kPatience;
   std::uint64_t finished = q.finished.load(std::memory_order_relaxed);
   while (target.over(pending, q.bytes.load(std::memory_order_relaxed))) {
-    const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-    std::this_thread::sleep_for(std::clamp(waited / 4, kFirstPoll, kLongestPoll));
+    std::this_thread::sleep_for(kPoll);
     pending = s.pending();
     const std::uint64_t now_finished = q.finished.load(std::memory_order_relaxed);
     if (now_finished != finished) {
