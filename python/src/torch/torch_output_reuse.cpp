@@ -27,6 +27,7 @@
 #include "torch_output_cache.hpp"
 #include "torch_runner_internal.hpp"
 #include "torch_spin_lock.hpp"
+#include "torch_spin_pool.hpp"
 
 namespace streamrt::python::torch_runner {
 namespace {
@@ -85,18 +86,18 @@ struct Shared {
   SpinLock lock;
   std::vector<Lane*> all;
   std::vector<Lane*> free_lanes;
-  std::vector<ReuseTicket*> free_tickets;
+  SpinPool<ReuseTicket, kPoolSize> tickets;
 };
 
 Shared& shared() {
   static Shared* const s = [] {
     auto* made = new Shared;  // leaked: ops are freed during interpreter exit too
-    made->free_tickets.reserve(kPoolSize);
     // fork(): the child's only thread holds nothing; streamrt's own handler waited for the
     // queued work, so no op is listed either.
     pthread_atfork(nullptr, nullptr, [] {
       shared().lock.reset_in_child();
       for (Lane* l : shared().all) l->lock.reset_in_child();
+      shared().tickets.reset_in_child();
     });
     return made;
   }();
@@ -134,16 +135,8 @@ Lane* this_lane() {
 }
 
 ReuseTicket* new_ticket() {
-  Shared& s = shared();
-  {
-    const std::lock_guard guard(s.lock);
-    if (!s.free_tickets.empty()) {
-      ReuseTicket* t = s.free_tickets.back();
-      s.free_tickets.pop_back();
-      return t;
-    }
-  }
-  return new ReuseTicket;
+  ReuseTicket* t = shared().tickets.take();
+  return t != nullptr ? t : new ReuseTicket;
 }
 
 // (a switch for measurements and tests: no order needed)
@@ -208,15 +201,7 @@ void free_reusable(ReuseTicket* ticket) noexcept {
   reusable_started(ticket);
   ticket->lane = nullptr;
   ticket->count = 0;
-  Shared& s = shared();
-  {
-    const std::lock_guard guard(s.lock);
-    if (s.free_tickets.size() < kPoolSize) {
-      s.free_tickets.push_back(ticket);  // (reserved: never allocates)
-      return;
-    }
-  }
-  delete ticket;
+  shared().tickets.give(ticket);
 }
 
 at::Tensor empty_stream_output(at::IntArrayRef sizes, at::IntArrayRef strides,

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "torch_runner_internal.hpp"
-#include "torch_spin_lock.hpp"
+#include "torch_spin_pool.hpp"
 
 namespace streamrt::python::torch_runner {
 namespace {
@@ -23,22 +23,12 @@ namespace {
 // The most freed prepared ops kept (their vectors included, a few hundred bytes each).
 constexpr std::size_t kPoolSize = 1024;
 
-struct Pool {
-  SpinLock lock;
-  std::vector<Prepared*> free;
-};
+using Pool = SpinPool<Prepared, kPoolSize>;
 
 Pool& pool() {
   static Pool* const p = [] {
     auto* made = new Pool;  // leaked: ops are freed during interpreter exit too
-    made->free.reserve(kPoolSize);
-    // fork(): the child starts with an empty pool and a free lock, whatever another thread of
-    // the parent was doing with them (taking the lock before the fork could wait on a worker
-    // that waits for the lock: streamrt's own handler waits for the work first).
-    pthread_atfork(nullptr, nullptr, [] {
-      new (&pool().free) std::vector<Prepared*>();  // (the parent's list: left, not freed)
-      pool().lock.reset_in_child();
-    });
+    pthread_atfork(nullptr, nullptr, [] { pool().reset_in_child(); });
     return made;
   }();
   return *p;
@@ -81,15 +71,7 @@ at::Tensor alias_for_work(const at::Tensor& t) {
 }
 
 Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded) {
-  Pool& p = pool();
-  Prepared* prepared = nullptr;
-  {
-    const std::lock_guard guard(p.lock);
-    if (!p.free.empty()) {
-      prepared = p.free.back();
-      p.free.pop_back();
-    }
-  }
+  Prepared* prepared = pool().take();
   if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}, 0};
   prepared->op = op;
   prepared->excluded = excluded;
@@ -102,15 +84,7 @@ void free_prepared(Prepared* prepared) noexcept {
   prepared->stack.clear();
   prepared->copy_into.clear();
   prepared->later.clear();
-  Pool& p = pool();
-  {
-    const std::lock_guard guard(p.lock);
-    if (p.free.size() < kPoolSize) {
-      p.free.push_back(prepared);  // (reserved: never allocates)
-      return;
-    }
-  }
-  delete prepared;
+  pool().give(prepared);
 }
 
 void add_argument(Prepared& p, const c10::IValue& v) {
