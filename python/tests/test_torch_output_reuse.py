@@ -28,6 +28,13 @@ def _big(seed):
     return torch.randn(*SHAPE, generator=torch.Generator().manual_seed(seed))
 
 
+def _queue_and_drop(a, b):
+    # Queues a + b on this thread's current stream (held) and drops the caller's tensor: only the
+    # queued op holds its output. The output's address.
+    first = a + b
+    return _address(first)
+
+
 def _native_only():
     if _torch_mode.path().native is None:
         pytest.skip("the Python path's own work items hold the caller's tensors: not listed")
@@ -44,9 +51,7 @@ def test_a_dropped_queued_output_gives_its_memory_to_the_next_output(installed):
     before = _reused()
     gate = Gate().hold(s)
     with torch.cpu.StreamContext(s):
-        first = a + b
-        address = _address(first)
-        del first  # only its queued op holds it now
+        address = _queue_and_drop(a, b)
         second = a * b
     assert _address(second) == address
     assert _reused() == before + 1
@@ -89,9 +94,7 @@ def test_an_output_queued_on_another_stream_is_never_handed_on(installed):
     a, b = _big(7), _big(8)
     gate = Gate().hold(held)
     with torch.cpu.StreamContext(held):
-        first = a + b
-        address = _address(first)
-        del first
+        address = _queue_and_drop(a, b)
     with torch.cpu.StreamContext(free):
         second = a * b  # runs now, before the held op writes its output
     free.synchronize()
@@ -106,9 +109,7 @@ def test_an_output_another_thread_queued_is_never_handed_on(installed):
     a, b = _big(9), _big(10)
     gate = Gate().hold(s)
     with torch.cpu.StreamContext(s):
-        first = a + b
-        address = _address(first)
-        del first
+        address = _queue_and_drop(a, b)
     got = {}
 
     def other_thread():
