@@ -253,7 +253,7 @@ class OutputAllocator final : public c10::Allocator {
     if (n == 0) return {nullptr, nullptr, &delete_nothing, cpu};
     Header* h = std::exchange(tls_handed, nullptr);
     if (h != nullptr && h->size != block_size(n)) {
-      release(h);  // (not the size it was handed for: never taken, as output_on_block checks)
+      release(h);  // (not the size it was handed for: its caller matched the sizes already)
       h = nullptr;
     }
     if (h == nullptr) h = cache().take(block_size(n));
@@ -296,10 +296,6 @@ std::size_t block_bytes(const void* block) noexcept {
 void hold_block(void* block) noexcept {
   // Relaxed: the caller's holder keeps the block alive meanwhile (as a shared_ptr copy).
   static_cast<Header*>(block)->holders.fetch_add(1, std::memory_order_relaxed);
-}
-
-void drop_block(void* block) noexcept {
-  release(block);
 }
 
 at::Tensor output_on_block(void* block, at::IntArrayRef sizes, at::IntArrayRef strides,

@@ -41,10 +41,9 @@ void* reusable_block(const c10::Storage& storage) noexcept;
 //! The bytes of a block of reusable_block() (those of output_block_size()). Never blocks.
 std::size_t block_bytes(const void* block) noexcept;
 
-//! One more holder of a block (hold_block) while another holder keeps it alive; drop_block gives
-//! that hold up (the block is kept or freed when no holder is left). Never block; thread-safe.
+//! One more holder of a block while another holder keeps it alive, to be taken over by
+//! output_on_block(). Never blocks; thread-safe.
 void hold_block(void* block) noexcept;
-void drop_block(void* block) noexcept;
 
 //! A new CPU tensor of this layout on `block`, taking over one hold of it (hold_block), for an
 //! output whose size class is the block's. The block's other holder must not touch its memory
