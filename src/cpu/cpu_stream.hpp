@@ -123,8 +123,15 @@ class CpuStream final : public impl::StreamImpl,
   // Blocks until `seq` completes (helping the pool when on a worker, running this stream's ready
   // items when on a host thread). False on time-out.
   bool wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline, bool blocking);
-  // One step of directed help towards `seq` (see stream_wait.cpp). True when progress was made.
-  bool help_towards(std::uint64_t seq);
+  // What one step of directed help towards a position did (see stream_wait.cpp).
+  enum class Help {
+    kProgress,  // ran something or found the position complete: look again
+    kNothing,   // nothing this thread may run: wait for a push or a completion
+    kDeferred,  // a host left a ready stream to the workers (a polling one, or a more urgent
+                // stream first): they may take something else, so look again soon
+  };
+  // One step of directed help towards `seq`.
+  Help help_towards(std::uint64_t seq);
   // Runs `fn` (on a pool thread) once `seq` completes; false, registering nothing, if it already
   // has.
   bool on_complete(std::uint64_t seq, std::function<void()> fn);

@@ -1,6 +1,7 @@
 // The wait and help policy of CPU streams: how a thread waits for a position (poll, then park on
 // a futex), what it runs meanwhile (directed help on workers, host-run items on host threads),
 // and Stream::synchronize(). See docs/design.md, "Host waits" and "Host-run items".
+#include <algorithm>
 #include <chrono>
 
 #include "core/deadline.hpp"
@@ -16,9 +17,15 @@ namespace {
 // waits wins; beyond this it wastes a core.
 constexpr auto kHostSpin = std::chrono::microseconds(20);
 
+// How soon a host that left its ready stream to the workers looks again, and how far that nap
+// grows while it keeps doing so: short enough that a lost bet costs little, long enough that a
+// host waiting behind a long run of more urgent work does not poll.
+constexpr auto kDeferredRecheck = std::chrono::microseconds(50);
+constexpr std::chrono::microseconds kMaxDeferredRecheck = std::chrono::milliseconds(1);
+
 }  // namespace
 
-bool CpuStream::help_towards(std::uint64_t seq) {
+CpuStream::Help CpuStream::help_towards(std::uint64_t seq) {
   // Directed help: run, on this waiting thread, only the stream `seq` is waiting for (this one, or
   // the stream it is parked on, following waits), and only up to the awaited position. Running
   // any other ready work here could nest, under the waiting item, an item that itself waits for
@@ -32,39 +39,42 @@ bool CpuStream::help_towards(std::uint64_t seq) {
   std::shared_ptr<CpuStream> s = shared_from_this();
   std::uint64_t target = seq;
   for (int hops = 0; hops < kMaxHelpDepth; ++hops) {
-    if (s->is_complete(target)) return true;  // progress: the caller looks again
+    if (s->is_complete(target)) return Help::kProgress;  // the caller looks again
     WorkerPool& pool = s->pool();
     // A host runs a stream only if it allows it, and not ahead of a more urgent stream that
     // waits for a worker (rule 14) - unless this host thread is itself inside a host-run item:
     // it holds that item's stream, a worker waiting for that stream cannot help it (it is not
     // parked), so if every worker is blocked so, only this thread can make the progress it waits
     // for (a hang the fuzzer found with priorities and one worker).
-    if (!worker &&
-        (!s->host_run() || (running_depth() == 0 && pool.more_urgent_waiting(s->level())))) {
-      return false;
+    if (!worker && !s->host_run()) return Help::kNothing;
+    if (!worker && running_depth() == 0 && pool.more_urgent_waiting(s->level())) {
+      return Help::kDeferred;
     }
     // An idle worker that polls takes the stream within a poll; a host thread taking it instead
     // contends with it for the pool's and the stream's locks, which costs the round trip more than
     // the hand-off it saves. (Inside a host-run item the host may be the only thread that can
-    // progress, see above: it helps regardless.)
-    if (!worker && running_depth() == 0 && pool.worker_polling()) return false;
+    // progress, see above: it helps regardless.) The poller may take another ready stream
+    // instead, so a deferring host looks again soon.
+    if (!worker && running_depth() == 0 && pool.worker_polling() && pool.has_ready()) {
+      return Help::kDeferred;
+    }
     if (!worker || &pool == own) {
       if (auto task = pool.try_take(s.get())) {
         s->drain(target);
-        return true;
+        return Help::kProgress;
       }
     }
     std::shared_ptr<CpuEvent> blocker;
     {
       std::lock_guard lock(s->mutex_);
       // Running elsewhere (or just resumed): nothing to take; a push or completion wakes us.
-      if (!s->blocked_ || s->local_head_ == nullptr) return false;
+      if (!s->blocked_ || s->local_head_ == nullptr) return Help::kNothing;
       blocker = s->local_head_->event;  // a parked stream's front is the wait it parks on
     }
     s = blocker->stream;
     target = blocker->seq;
   }
-  return false;
+  return Help::kNothing;
 }
 
 bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point> deadline,
@@ -86,7 +96,7 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
     for (unsigned i = 0;; ++i) {
       if (is_complete(seq)) return true;
       if (i % 64 == 0) {
-        if (help && help_towards(seq)) continue;
+        if (help && help_towards(seq) == Help::kProgress) continue;
         if (Clock::now() >= spin_until) break;
       }
       cpu_relax();
@@ -94,10 +104,12 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
   }
   const auto parker = this_thread_parker();
   bool registered = false;
+  auto recheck = kDeferredRecheck;
   for (;;) {
     if (is_complete(seq)) return true;
     const auto generation = worker ? own->push_generation() : 0;
-    if (help && help_towards(seq)) continue;  // help while waiting
+    const Help step = help ? help_towards(seq) : Help::kNothing;
+    if (step == Help::kProgress) continue;  // help while waiting
     if (!registered) {
       Continuation c;
       c.seq = seq;
@@ -111,6 +123,11 @@ bool CpuStream::wait_complete(std::uint64_t seq, std::optional<Clock::time_point
       own->park_helper(parker, deadline, generation);
     } else if (deadline) {
       parker->park_until(*deadline);
+    } else if (step == Help::kDeferred) {
+      // Nothing wakes this thread when the workers take other streams and leave this one
+      // queued: it looks again after a nap that grows while it keeps deferring.
+      parker->park_until(Clock::now() + recheck);
+      recheck = std::min(2 * recheck, kMaxDeferredRecheck);
     } else {
       parker->park();
     }

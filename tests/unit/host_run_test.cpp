@@ -160,6 +160,36 @@ TEST_F(HostRunTest, WaitsWithATimeOutRunNothing) {
   EXPECT_TRUE(ran.load());
 }
 
+// A host that leaves its stream to the workers because a more urgent stream waits for one parks;
+// once the worker has taken the urgent stream (and stays in it), nothing else will run the host's
+// stream, so the host must look again by itself and run it. Whether the host is parked when the
+// worker is freed or still on its way there, it must end up running its items.
+TEST_F(HostRunTest, AHostThatDeferredToAMoreUrgentStreamRunsItsItemsOnceThatOneHasAWorker) {
+  streamrt::Stream s;
+  SKIP_UNLESS_HOST_RUN(s);
+  streamrt::Stream urgent({}, streamrt::Stream::priority_range().second);
+  ASSERT_LT(urgent.priority(), s.priority());
+  Gate urgent_open;
+  urgent.launch([&] { urgent_open.wait(); });  // holds the worker once it takes this stream
+  const auto me = std::this_thread::get_id();
+  std::atomic<int> on_host{0};
+  for (int i = 0; i < 4; ++i) {
+    s.launch([&] {
+      if (std::this_thread::get_id() == me) on_host.fetch_add(1);
+    });
+  }
+  std::thread freer([this] {
+    std::this_thread::sleep_for(20ms);  // mostly after the host parked; either order must pass
+    release();
+  });
+  s.synchronize();
+  urgent_open.open();
+  freer.join();
+  urgent.synchronize();
+  EXPECT_EQ(on_host.load(), 4) << "the host stayed parked while its stream sat in the ready queue "
+                                  "behind a worker held by the urgent stream";
+}
+
 class HostRunOffTest : public HostRunTest {
  protected:
   // The host runs nothing here, so the worker is freed soon.
