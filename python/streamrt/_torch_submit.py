@@ -100,8 +100,9 @@ def native():
             warnings.warn(f"streamrt.torch runs on its Python path: {state.why}", stacklevel=3)
     else:
         state.why = None
-        global _empty_output
+        global _empty_output, _reusable_from
         _empty_output = module.empty_stream_output
+        _reusable_from = module.reusable_from_nbytes
         module.set_handler(_from_fast_path)
         module.set_waiter(_tracking.wait_host)
         _C._set_torch_runner(module.runner)
@@ -286,18 +287,18 @@ class PythonPath:
             if teach:
                 self._teach(func, "write", tuple(plan.written), None, (), None)
         elif not outputs.use_out:
-            held = _held_outputs(outs, outputs.nbytes)
+            held, listed = _held_outputs(outs, outputs.nbytes)
             _enqueue_item(stream, plan.label, None, _run_copy,
                           (key, _keys(), plan.raw, args, kwargs, held), None, reads, writes,
-                          outputs.nbytes, _plan.flat(held, []) if held is not outs else None)
+                          outputs.nbytes, listed)
             if teach_new:
                 self._teach(func, "copy", (), None, (), outputs.spec)
         elif not outputs.checked:
-            held = _held_outputs(outs, outputs.nbytes)
+            held, listed = _held_outputs(outs, outputs.nbytes)
             kw = _out_kwargs(plan, kwargs, held)
             _enqueue_item(stream, plan.label, None, _run_first,
                           (key, _keys(), plan.out_op, args, kw, held), None, reads, writes,
-                          outputs.nbytes, _plan.flat(held, []) if held is not outs else None)
+                          outputs.nbytes, listed)
         else:
             self._enqueue_out(stream, plan, args, _out_kwargs(plan, kwargs, outs), reads, writes,
                               outputs.nbytes)
@@ -307,18 +308,20 @@ class PythonPath:
         return outs
 
 
-# Outputs from this size on may hand their memory on once only their queued op holds them
-# (empty_stream_output); below it, their blocks are too small to be listed.
-_HANDED_ON_FROM = 1 << 18
+# Outputs from this many bytes on may hand their memory on once only their queued op holds them
+# (the native module's empty_stream_output); None: nothing is handed on (no native module).
+_reusable_from = None
 
 
 def _held_outputs(outs, nbytes):
-    # The outputs as a Python work item holds them: large ones through tensors of their own (the
+    # The outputs as a Python work item holds them, and the list of them it hands to the native
+    # module to be handed on (None: none). Large ones are held through tensors of their own: the
     # caller's tensor objects would hide whether the caller still holds them, which the memory's
-    # reuse by later outputs of the stream counts on); else `outs` itself.
-    if nbytes < _HANDED_ON_FROM - 64:
-        return outs
-    return _detached(outs)
+    # reuse by later outputs of the stream counts on. Else `outs` itself, unlisted.
+    if _reusable_from is None or nbytes < _reusable_from:
+        return outs, None
+    held = _detached(outs)
+    return held, _plan.flat(held, [])
 
 
 def _detached(r):

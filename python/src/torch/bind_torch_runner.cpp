@@ -491,6 +491,11 @@ void bind_output_cache(py::module_& m) {
       "sizes"_a, "strides"_a, "dtype"_a,
       "A new output of this layout for the op this thread launches next on its current stream: "
       "on the memory of a queued op's storage that only that op holds, or on the output cache.");
+  // The fewest bytes of outputs whose block may be handed on (the block sizes grow with the bytes):
+  // a Python work item holds such outputs through tensors of its own (_torch_submit.py).
+  std::size_t n = kReusableBlock;
+  while (n > 0 && output_block_size(n - 1) >= kReusableBlock) --n;
+  m.attr("reusable_from_nbytes") = n;
   m.def("_use_output_reuse", &use_output_reuse, "on"_a,
         "Measurements and tests: new stream outputs may take queued ops' memory (True).");
   m.def(
