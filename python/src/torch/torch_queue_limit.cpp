@@ -3,15 +3,17 @@
 // index) grows for as long as the host loops, and the worker writes outputs that are never warm
 // in cache. So a host thread that finds too many items, or too many bytes of new outputs, queued
 // on its stream waits, as CUDA's launches do when a stream's queue is full, until half of each
-// finished. It polls the stream's counts with short sleeps: the half left takes longer to run
-// than a sleep, so the stream does not run dry meanwhile, and no finishing item pays for a
-// wake-up. The wait gives up once the stream finished no torch op for a while, so that a stream
-// held by a user event or stuck behind a long op never hangs the host; no launch waits for it
-// again until it finished one.
+// finished. It polls the stream's counts with sleeps sized from the rate the stream finishes ops
+// at: the half left takes longer to run than a sleep, so the stream does not run dry meanwhile,
+// no finishing item pays for a wake-up, and the host wakes only a few times per wait. The wait
+// gives up once the stream finished no torch op for a while, so that a stream held by a user event
+// or stuck behind a long op never hangs the host; no launch waits for it again until it finished
+// one.
 #include "torch_queue_limit.hpp"
 
 #include <Python.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -45,6 +47,9 @@ constexpr std::int64_t kDefaultBytes = std::int64_t{96} << 20;
 // How long a stream may finish no item before the host stops waiting for it.
 constexpr std::chrono::milliseconds kPatience{100};
 constexpr std::chrono::microseconds kPoll{50};
+// The longest sleep of a wait: a rate measured over a long wait (the worker busy with another
+// stream meanwhile) says little about the next millisecond.
+constexpr std::chrono::microseconds kMaxNap{1000};
 
 std::atomic<std::int64_t> g_items{kDefaultItems};
 std::atomic<std::int64_t> g_bytes{kDefaultBytes};
@@ -70,14 +75,28 @@ struct Limits {
   Limits half() const { return {items / 2, bytes / 2}; }
 };
 
+// How long to sleep before looking at the stream again: a quarter of the time its `pending` items
+// take at the rate it finished `done` torch ops in `waited`, so that the half left never runs dry
+// while the host sleeps, yet the host wakes a few times per wait instead of once per kPoll (each
+// wake-up takes a core from a worker). kPoll until an op finished (no rate yet).
+std::chrono::nanoseconds next_nap(std::chrono::nanoseconds waited, std::uint64_t pending,
+                                  std::uint64_t done) {
+  if (done == 0) return kPoll;
+  const auto quarter =
+      waited * static_cast<std::int64_t>(pending) / (4 * static_cast<std::int64_t>(done));
+  return std::clamp<std::chrono::nanoseconds>(quarter, kPoll, kMaxNap);
+}
+
 // Waits until `s` is within `target`; gives up (and notes the stall) when it finishes no torch op
 // within kPatience.
 void wait_down_to(const Stream& s, QueuedBytes& q, std::uint64_t pending, Limits target) {
   using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + kPatience;
-  std::uint64_t finished = q.finished.load(std::memory_order_relaxed);
+  const auto start = Clock::now();
+  auto deadline = start + kPatience;
+  const std::uint64_t first = q.finished.load(std::memory_order_relaxed);
+  std::uint64_t finished = first;
   while (target.over(pending, q.bytes.load(std::memory_order_relaxed))) {
-    std::this_thread::sleep_for(kPoll);
+    std::this_thread::sleep_for(next_nap(Clock::now() - start, pending, finished - first));
     pending = s.pending();
     const std::uint64_t now_finished = q.finished.load(std::memory_order_relaxed);
     if (now_finished != finished) {
