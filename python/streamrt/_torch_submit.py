@@ -288,6 +288,7 @@ class PythonPath:
                 self._teach(func, "write", tuple(plan.written), None, (), None)
         elif not outputs.use_out:
             held, listed = _held_outputs(outs, outputs.nbytes)
+            args, listed = _held_inputs(args, tensors, listed)
             _enqueue_item(stream, plan.label, None, _run_copy,
                           (key, _keys(), plan.raw, args, kwargs, held), None, reads, writes,
                           outputs.nbytes, listed)
@@ -295,6 +296,7 @@ class PythonPath:
                 self._teach(func, "copy", (), None, (), outputs.spec)
         elif not outputs.checked:
             held, listed = _held_outputs(outs, outputs.nbytes)
+            args, listed = _held_inputs(args, tensors, listed)
             kw = _out_kwargs(plan, kwargs, held)
             _enqueue_item(stream, plan.label, None, _run_first,
                           (key, _keys(), plan.out_op, args, kw, held), None, reads, writes,
@@ -322,6 +324,32 @@ def _held_outputs(outs, nbytes):
         return outs, None
     held = _detached(outs)
     return held, _plan.flat(held, [])
+
+
+def _held_inputs(args, tensors, listed):
+    # The positional arguments as a Python work item holds them, and `listed` with the large
+    # inputs it only reads: those through tensors of its own, as its outputs (_held_outputs), so
+    # that a storage the caller dropped and only queued ops hold may be handed on. Inputs the op
+    # writes stay the caller's tensors (it may change their sizes), unlisted.
+    if _reusable_from is None:
+        return args, listed
+    written = {id(t) for t, w in tensors if w}
+    own = {}
+    for t, w in tensors:
+        if (not w and id(t) not in written and id(t) not in own
+                and t.numel() * t.element_size() >= _reusable_from):
+            own[id(t)] = t.detach()
+    if not own:
+        return args, listed
+    return _swapped(args, own), (listed or []) + list(own.values())
+
+
+def _swapped(r, own):
+    if isinstance(r, torch.Tensor):
+        return own.get(id(r), r)
+    if isinstance(r, (list, tuple)):
+        return type(r)(_swapped(x, own) for x in r)
+    return r
 
 
 def _detached(r):

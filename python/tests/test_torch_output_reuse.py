@@ -127,19 +127,46 @@ def test_an_output_another_thread_queued_is_never_handed_on(installed):
     assert torch.equal(got["second"], a * b)
 
 
-def test_an_output_two_queued_ops_hold_is_never_handed_on(installed):
+def test_an_output_its_queued_readers_also_hold_is_handed_on_after_them(installed):
+    _native_only()
     s = torch.cpu.Stream()
     a, b = _big(11), _big(12)
+    with torch.cpu.StreamContext(s):
+        _ = (a + b) * 2 - a  # (first runs are Python work items, whose inputs are not listed)
+    s.synchronize()
     gate = Gate().hold(s)
     with torch.cpu.StreamContext(s):
         first = a + b
         address = _address(first)
         second = first * 2  # reads `first` later, on the stream
-        del first  # now only the two queued ops hold it
-        third = a - b
-    assert _address(third) != address
+        third = first - a  # and so does this
+        del first  # now only the three queued ops hold it
+        fourth = a - b  # takes it, and writes it after both reads
+    assert _address(fourth) == address
     gate.open()
     s.synchronize()
+    first = a + b
+    assert torch.equal(second, first * 2) and torch.equal(third, first - a)
+    assert torch.equal(fourth, a - b)
+
+
+def test_an_output_a_queued_op_of_another_stream_reads_is_never_handed_on(installed):
+    s, other = torch.cpu.Stream(), torch.cpu.Stream()
+    a, b = _big(17), _big(18)
+    gate, other_gate = Gate().hold(s), Gate().hold(other)
+    with torch.cpu.StreamContext(s):
+        first = a + b
+        address = _address(first)
+    with torch.cpu.StreamContext(other):
+        second = first * 2  # reads `first` on the other stream, after its op
+    del first
+    with torch.cpu.StreamContext(s):
+        third = a - b  # would run before the other stream's read
+    assert _address(third) != address
+    gate.open()
+    other_gate.open()
+    s.synchronize()
+    other.synchronize()
     assert torch.equal(second, (a + b) * 2) and torch.equal(third, a - b)
 
 
@@ -270,3 +297,22 @@ def test_random_programs_on_held_streams_of_two_threads_equal_eager(installed, s
             assert torch.equal(a, b)
     if _torch_mode.path().native is not None:
         assert _reused() > before  # (the programs exercised the reuse)
+
+
+def test_an_output_a_queued_learned_op_reads_is_handed_on_after_the_read(learned):
+    # (a Python work item holds the inputs it only reads through tensors of its own, listed)
+    _native_only()
+    x, mask = learned
+    s = torch.cpu.Stream()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        first = x + 1
+        address = _address(first)
+        second = _masked_softmax(first, mask, 1, 2)
+        del first  # held by its op and by the learned op's item
+        third = x - 1
+    assert _address(third) == address
+    gate.open()
+    s.synchronize()
+    assert torch.equal(second, _masked_softmax(x + 1, mask, 1, 2))
+    assert torch.equal(third, x - 1)

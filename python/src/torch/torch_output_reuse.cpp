@@ -2,12 +2,13 @@
 // output before the call's op ran leaves those outputs held by the queued ops alone, and a host
 // running ahead of its stream allocates the next ones meanwhile: the queue's run-ahead in memory.
 // CUDA's caching allocator hands such a block to the next allocation on the same stream at once;
-// here a new output of stream work may take the block of a storage whose only holder is an op
-// that this thread launched earlier on the same stream and that has not started:
-// - that op runs before any op this thread launches there later, so its last use of the memory
-//   comes first, and every other reader of the new output waits for the new output's op;
-// - nothing else holds the storage (its use count is the op's one reference), and the op cannot
-//   give the storage out, so no one else can reach the old contents;
+// here a new output of stream work may take the block of a storage whose only holders are ops
+// that this thread launched earlier on the same stream and that have not started (the op that
+// wrote it, the ops that read it):
+// - those ops run before any op this thread launches there later, so their last use of the
+//   memory comes first, and every other reader of the new output waits for the new output's op;
+// - nothing else holds the storage (its use count is the ops' references, one each), and the ops
+//   cannot give the storage out, so no one else can reach the old contents;
 // - the thread restriction orders the ops: each op is listed just before this thread launches
 //   it, so every op this thread finds in its list was launched before the op it allocates for.
 // The block then has two holders (the old storage and the new), and goes back to the cache when
@@ -34,6 +35,7 @@ namespace {
 
 constexpr std::size_t kMaxListed = 4;  // storages listed per op (its first ones)
 constexpr int kMaxLooked = 64;         // listed storages looked at per allocation
+constexpr long kMaxListedHolders = 8;  // beyond, a storage is not counted (a count costs a scan)
 constexpr std::size_t kPoolSize = 1024;
 
 struct Lane;
@@ -142,16 +144,38 @@ ReuseTicket* new_ticket() {
 // (a switch for measurements and tests: no order needed)
 std::atomic<bool> g_on{true};
 
-// Under the lane's lock: a listed block of `bytes` for stream `stream` whose storage only its op
-// holds, held for the caller and unlisted; null when none.
+// Under the lane's lock: how many of the first kMaxLooked listed entries are `storage` on
+// `stream`.
+long listed_on(const Lane& lane, const c10::StorageImpl* storage, std::uint64_t stream) noexcept {
+  long count = 0;
+  int looked = 0;
+  for (const Node* n = lane.oldest; n != nullptr && looked < kMaxLooked; n = n->newer, ++looked) {
+    count += n->storage == storage && n->stream == stream ? 1 : 0;
+  }
+  return count;
+}
+
+// Under the lane's lock: unlists every entry of `storage` (so that its block is handed on once).
+void unlist_all(Lane& lane, const c10::StorageImpl* storage) noexcept {
+  for (Node* n = lane.oldest; n != nullptr;) {
+    Node* const next = n->newer;
+    if (n->storage == storage) lane.remove(n);
+    n = next;
+  }
+}
+
+// Under the lane's lock: a listed block of `bytes` for stream `stream` whose storage only ops
+// listed for that stream hold, held for the caller and unlisted; null when none.
 void* take_locked(Lane& lane, std::uint64_t stream, std::size_t bytes) noexcept {
   int looked = 0;
   for (Node* n = lane.oldest; n != nullptr && looked < kMaxLooked; n = n->newer, ++looked) {
     if (n->stream != stream || n->bytes != bytes) continue;
-    // One reference: the op's (a user's tensor, a view, another op would each add one).
-    if (c10::raw::intrusive_ptr::use_count(n->storage) != 1) continue;
+    // Each listed op holds one reference of its own; a user's tensor, a view, an op of another
+    // stream or thread, a started op or a second argument of one op would each add one more.
+    const long uses = c10::raw::intrusive_ptr::use_count(n->storage);
+    if (uses > kMaxListedHolders || uses != listed_on(lane, n->storage, stream)) continue;
     hold_block(n->block);
-    lane.remove(n);
+    unlist_all(lane, n->storage);
     return n->block;
   }
   return nullptr;

@@ -1,6 +1,6 @@
 #pragma once
 // Stream-ordered reuse of outputs' memory: a new output of stream work takes the block of a
-// storage that only an op queued earlier on the same stream still holds (docs/torch.md, "Memory").
+// storage that only ops queued earlier on the same stream still hold (docs/torch.md, "Memory").
 
 #include <ATen/core/Tensor.h>
 
@@ -32,10 +32,10 @@ void reusable_started(ReuseTicket* ticket) noexcept;
 void free_reusable(ReuseTicket* ticket) noexcept;
 
 //! A new output of this layout for an op this thread launches next on its current stream (as
-//! empty_output): on the block of a storage listed for that stream by this thread when only its
-//! queued op still holds it (the op runs before this thread's next op there, and nothing else can
-//! reach that memory), else on a block of the output cache. Blocks only briefly; thread-safe;
-//! throws c10::Error when out of memory.
+//! empty_output): on the block of a storage listed for that stream by this thread when only the
+//! queued ops that listed it still hold it (they run before this thread's next op there, and
+//! nothing else can reach that memory), else on a block of the output cache. Blocks only briefly;
+//! thread-safe; throws c10::Error when out of memory.
 at::Tensor empty_stream_output(at::IntArrayRef sizes, at::IntArrayRef strides,
                                at::ScalarType dtype);
 
