@@ -329,26 +329,32 @@ def _held_outputs(outs, nbytes):
 def _held_inputs(args, tensors, listed):
     # The positional arguments as a Python work item holds them, and `listed` with the large
     # inputs it only reads: those through tensors of its own, as its outputs (_held_outputs), so
-    # that a storage the caller dropped and only queued ops hold may be handed on. Inputs the op
-    # writes stay the caller's tensors (it may change their sizes), unlisted.
+    # that a storage the caller dropped and only queued ops hold may be handed on. Only what the
+    # item holds is listed: a listed tensor counts as one reference of the item's. Inputs the op
+    # writes and keyword arguments stay the caller's tensors, unlisted.
     if _reusable_from is None:
         return args, listed
     written = {id(t) for t, w in tensors if w}
+    read = {id(t) for t, w in tensors if not w and id(t) not in written}
     own = {}
-    for t, w in tensors:
-        if (not w and id(t) not in written and id(t) not in own
-                and t.numel() * t.element_size() >= _reusable_from):
-            own[id(t)] = t.detach()
+    args = _swapped(args, read, own)
     if not own:
         return args, listed
-    return _swapped(args, own), (listed or []) + list(own.values())
+    return args, (listed or []) + list(own.values())
 
 
-def _swapped(r, own):
+def _swapped(r, read, own):
+    # `r` with each large tensor of `read` (ids) replaced by a tensor of its own, kept in `own`.
+    # (a module function: a nested one calling itself would keep `own` alive in a cycle until the
+    # garbage collector runs, and with it the memory the item is done with)
     if isinstance(r, torch.Tensor):
-        return own.get(id(r), r)
+        if id(r) not in own:
+            if id(r) not in read or r.numel() * r.element_size() < _reusable_from:
+                return r
+            own[id(r)] = r.detach()
+        return own[id(r)]
     if isinstance(r, (list, tuple)):
-        return type(r)(_swapped(x, own) for x in r)
+        return type(r)(_swapped(x, read, own) for x in r)
     return r
 
 

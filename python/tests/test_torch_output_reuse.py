@@ -316,3 +316,26 @@ def test_an_output_a_queued_learned_op_reads_is_handed_on_after_the_read(learned
     s.synchronize()
     assert torch.equal(second, _masked_softmax(x + 1, mask, 1, 2))
     assert torch.equal(third, x - 1)
+
+
+def test_a_keyword_input_of_a_python_item_the_caller_holds_is_never_handed_on(installed):
+    # (the item holds keyword arguments through the caller's tensors: they are not listed)
+    _native_only()
+    n = SHAPE[0] * SHAPE[1]
+    seq, vals = torch.arange(n, dtype=torch.float32), torch.rand(n) * n
+    idx = torch.arange(n)
+    s = torch.cpu.Stream()
+    with warnings.catch_warnings(), torch.cpu.StreamContext(s):
+        warnings.simplefilter("ignore")  # (a host op's warning, if any: its own tests check it)
+        torch.searchsorted(seq, vals, sorter=idx.clone())  # teaches the op
+    s.synchronize()
+    gate = Gate().hold(s)
+    with torch.cpu.StreamContext(s):
+        sorter = idx.clone()
+        found = torch.searchsorted(seq, vals, sorter=sorter)
+        other = idx * 2
+    assert _address(other) != _address(sorter)
+    gate.open()
+    s.synchronize()
+    assert torch.equal(sorter, idx) and torch.equal(other, idx * 2)
+    assert torch.equal(found, torch.searchsorted(seq, vals, sorter=idx))
