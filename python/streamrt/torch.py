@@ -21,6 +21,7 @@ work that writes it::
 ``uninstall()`` restores torch as it was. Without ``install()`` nothing about torch changes.
 """
 
+import os
 import threading
 
 import torch as _torch
@@ -416,7 +417,9 @@ def install(cuda=False):
     tensors ``torch.from_numpy``, ``torch.frombuffer``, ``torch.as_tensor``, ``torch.asarray`` and
     ``torch.from_dlpack`` build over memory that stream work uses join its tracking; sets torch's
     intra-op threads and OpenBLAS's threads per call to 1 (the streams are the parallelism: one
-    worker per core). With
+    worker per core); runs the workers under SCHED_BATCH (``streamrt.set_worker_batch``), so that
+    a woken worker does not preempt the thread enqueuing ops, unless ``STREAMRT_WORKER_BATCH`` is
+    set. With
     ``cuda=True`` on a machine where torch has no CUDA, the ``torch.cuda`` stream names are CPU
     streams too, so code written for CUDA streams runs unchanged. Blocks only to set up; not for
     use while another thread runs torch ops."""
@@ -453,12 +456,35 @@ def install(cuda=False):
         # stream's products run on its worker's core instead of queueing for OpenBLAS's pool.
         _settings["blas"] = _pkg._blas_threads()
         _pkg._set_blas_threads(1)
+        _give_workers_way()
         _C._set_torch_dlpack_hook(_dlpack_hook)
         _torch_dynamo_defer.defer(_torch)  # torch 2.x: no torch._dynamo import for streamrt's ops
         if _mode.path() is None:
             _mode.use()  # the best submission path available here (_torch_submit.py)
         _mode.set_installed(True)
         _mode.arm()
+
+
+def _give_workers_way():
+    # The thread that enqueues torch ops shares the cores with the workers (one per core), and the
+    # streams wait for it: under the default policy a worker woken by a push preempts it in the
+    # middle of its enqueues, a few times per step of a loop of small ops. SCHED_BATCH workers run
+    # when it sleeps or at the scheduler's tick instead, and still start at once on an idle core
+    # (docs/design.md, "Workers that give way"). The user's STREAMRT_WORKER_BATCH wins; a refusal
+    # (a sandbox) keeps the default policy, which is slower here, never wrong.
+    if "STREAMRT_WORKER_BATCH" in os.environ or _pkg.get_worker_batch():
+        return
+    try:
+        _pkg.set_worker_batch(True)
+    except _pkg.Error:
+        return
+    _settings["worker_batch"] = True
+
+
+def _restore_worker_policy():
+    # Only what install() changed, and only if nobody changed it since.
+    if _settings.pop("worker_batch", False) and _pkg.get_worker_batch():
+        _pkg.set_worker_batch(False)
 
 
 # How long uninstall() waits for other threads' enqueues that started before it switched off.
@@ -498,6 +524,7 @@ def uninstall():
         blas = _settings.pop("blas", None)
         if blas is not None:
             _pkg._set_blas_threads(blas)
+        _restore_worker_policy()
         _mode.disarm()
         _tracking.sweep()
         if late is not None:

@@ -93,6 +93,74 @@ def test_install_keeps_torch_threads_and_sets_one_openblas_thread_per_call(worke
     assert after in (None, 2)
 
 
+def worker_policy():
+    # The scheduling policy an item runs under on a worker. The host waits on a threading.Event,
+    # not on the stream, so it runs no item itself.
+    seen, done = [], threading.Event()
+    s = streamrt.Stream()
+    s.launch(lambda: (seen.append(os.sched_getscheduler(0)), done.set()))
+    assert done.wait(RENDEZVOUS_S)
+    s.synchronize()
+    return seen[0]
+
+
+@pytest.fixture
+def default_worker_policy():
+    """The workers under the default policy for the test, the setting restored after; skipped
+    where STREAMRT_WORKER_BATCH decides the policy, or where the OS refuses SCHED_BATCH."""
+    if "STREAMRT_WORKER_BATCH" in os.environ:
+        pytest.skip("STREAMRT_WORKER_BATCH is set: install() leaves the policy to it")
+    saved = streamrt.get_worker_batch()
+    try:
+        streamrt.set_worker_batch(True)
+    except streamrt.Error as e:
+        pytest.skip(f"this machine refuses SCHED_BATCH: {e}")
+    streamrt.set_worker_batch(False)
+    yield
+    streamrt.set_worker_batch(saved)
+
+
+def test_install_runs_the_workers_under_sched_batch_and_uninstall_restores(
+        workers, default_worker_policy):
+    # The thread that enqueues shares the cores with the workers: a woken worker must not preempt
+    # it. Workers started after install() get the policy too.
+    workers(1)
+    srt.install()
+    try:
+        assert streamrt.get_worker_batch() is True
+        assert worker_policy() == os.SCHED_BATCH
+        workers(3)
+        assert {worker_policy() for _ in range(6)} == {os.SCHED_BATCH}
+    finally:
+        srt.uninstall()
+    assert streamrt.get_worker_batch() is False
+    assert worker_policy() == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the host thread is never changed
+
+
+def test_uninstall_keeps_a_worker_policy_that_install_did_not_set(workers, default_worker_policy):
+    streamrt.set_worker_batch(True)  # the user's own, before install()
+    srt.install()
+    srt.uninstall()
+    assert streamrt.get_worker_batch() is True
+    srt.install()
+    streamrt.set_worker_batch(False)  # the user's own, while installed
+    srt.uninstall()
+    assert streamrt.get_worker_batch() is False
+    assert worker_policy() == os.SCHED_OTHER
+
+
+def test_install_leaves_the_worker_policy_to_streamrt_worker_batch():
+    code = ("import os, streamrt, streamrt.torch as srt\n"
+            "srt.install()\n"
+            "print('batch', streamrt.get_worker_batch())\n")
+    env = dict(os.environ, STREAMRT_WORKER_BATCH="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=RENDEZVOUS_S)
+    assert out.returncode == 0, out.stderr
+    assert "batch False" in out.stdout, out.stdout
+
+
 def test_the_host_keeps_its_torch_threads_while_workers_run_on_one(installed):
     # Each item sets one intra-op thread on the thread that runs it; the host's waits (timed, in
     # slices) run no item, so the host's own ops keep the count it had, eager's.
