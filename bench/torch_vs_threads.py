@@ -292,9 +292,18 @@ def pipeline(args):
         outs["producer + consumer threads"] = run_threads(
             [lambda: producer(raws, q), lambda: consumer(model, q)])[1]
 
+    def stage(fn):
+        def run():
+            with torch.no_grad():
+                fn()
+        return with_settings(eager_one_thread, run)
+
+    xs = [preprocess(raw) for raw in raws]
     cases = {"eager (sequential)": with_settings(eager_defaults, eager),
              "streams (prep | model)": on_streams,
-             "producer + consumer threads": with_settings(eager_one_thread, threads)}
+             "producer + consumer threads": with_settings(eager_one_thread, threads),
+             "preprocessing alone, 1 thread": stage(lambda: [preprocess(raw) for raw in raws]),
+             "model alone, 1 thread": stage(lambda: [model(x) for x in xs])}
     m = measure(cases, args.reps)
     print(f"pipeline: preprocessing (32 images 3x64x64: gamma, normalise, blur, resize) then a "
           f"CNN forward, {n} batches, per batch (median of {args.reps})")
@@ -302,12 +311,27 @@ def pipeline(args):
     ratio("streams vs eager", m, "eager (sequential)", "streams (prep | model)", ">= 1.25")
     ratio("streams vs producer + consumer threads", m, "producer + consumer threads",
           "streams (prep | model)")
+    print_pipeline_ceiling(m)
     check_outputs(outs, "eager (sequential)")
 
 
-def pipelined(raws, model, prep_s, model_s, depth=2):
+def print_pipeline_ceiling(m):
+    """What two cores allow: a pipeline with a stage per core runs, at best, each stage at the
+    speed it has alone, so a batch takes the slower stage's time; any split of the work over two
+    cores takes at least half the stages' sum (eager torch spreads every op over both)."""
+    prep, model = m["preprocessing alone, 1 thread"], m["model alone, 1 thread"]
+    eager, bound = m["eager (sequential)"], max(prep, model)
+    print(f"  the cores' ceiling: the slower stage alone {eager / bound:4.2f}x eager (a pipeline's "
+          f"bound), half the stages' sum {eager / ((prep + model) / 2):4.2f}x eager (any split); "
+          f"of the pipeline's bound the streams reach {bound / m['streams (prep | model)'] * 100:5.1f}%, "
+          f"the threads {bound / m['producer + consumer threads'] * 100:5.1f}%")
+
+
+def pipelined(raws, model, prep_s, model_s, depth=4):
     """Preprocessing of the next batches on prep_s while model_s runs the model; an event hands
-    each batch over. The host runs at most `depth` batches ahead of the model (bounded memory)."""
+    each batch over. The host runs at most `depth` batches ahead of the model (bounded memory):
+    4, as far as the threads' producer runs ahead (it starts batch i once the consumer took batch
+    i - 3 from the queue of 2, that is once the model finished batch i - 4)."""
     outs, done = [], []
     with torch.no_grad():
         for i, raw in enumerate(raws):
