@@ -179,7 +179,8 @@ void bind_cpu(py::module_& m) {
       "Runs the CPU workers under Linux's SCHED_BATCH (True) or the default policy (False): a "
       "batch worker woken for new work does not preempt the thread running on its core. For "
       "processes sharing the cores (several MPI ranks per machine; streamrt.distributed turns it "
-      "on itself when it finds them oversubscribed). Default False, or STREAMRT_WORKER_BATCH=1.");
+      "on itself when it finds them oversubscribed), and for a Python thread enqueuing torch ops "
+      "(streamrt.torch.install() turns it on). Default False, or STREAMRT_WORKER_BATCH=1.");
   m.def(
       "get_worker_batch", [] { return cpu::worker_batch(); },
       "Whether the CPU workers run under SCHED_BATCH (set_worker_batch).");
