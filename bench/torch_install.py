@@ -22,6 +22,7 @@ Figures count only on an idle machine: the load average is printed before and af
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import threading
@@ -239,6 +240,7 @@ def ensemble(args, width, batch):
           f"{m['two processes (ceiling)'] / m['one stream each'] * 100:5.1f}% of it")
     if has_fast_path():
         ensemble_breakdown(args, nets, data, streams, steps)
+        enqueue_cost(args, k, batch, streams, steps)
 
 
 def compiled_step_wanted(args):
@@ -381,6 +383,64 @@ def ensemble_breakdown(args, nets, data, streams, steps):
           f"the kernels need {kernels / CORES:.2f} ms on {CORES} workers -> "
           f"{'the host decides' if held_ms > kernels / CORES else 'the kernels decide'} "
           f"(a step takes at least {max(held_ms, kernels / CORES):.2f} ms)")
+
+
+def enqueue_cost(args, k, batch, streams, steps):
+    """What enqueuing adds to eager's framework work, measured directly: the host thread's CPU
+    time per step of the same training step on 8-wide networks (kernels of a few elements, so the
+    step is framework: Python, autograd, dispatch), eager on one thread against enqueued on held
+    streams (the workers idle), interleaved, medians."""
+    nets = make_mlps(k, 8, seed0=100)
+    g = torch.Generator().manual_seed(2)
+    data = [(torch.randn(min(batch, 2), 8, generator=g), torch.randn(min(batch, 2), 1, generator=g))
+            for _ in range(k)]
+
+    def body(ctx):
+        for _ in range(steps):
+            for i, (net, opt) in enumerate(nets):
+                with (torch.cpu.StreamContext(streams[i]) if ctx else contextlib.nullcontext()):
+                    step(net, opt, *data[i])
+
+    def held():
+        gates = [threading.Event() for _ in streams]
+        for s, gate in zip(streams, gates):
+            s.launch(gate.wait)
+        limits = srt.queue_limit()
+        srt.set_queue_limit(0, 0)  # (the held streams move only after the body)
+        try:
+            t = time.thread_time()
+            body(True)
+            t = time.thread_time() - t
+        finally:
+            srt.set_queue_limit(limits["items"], limits["nbytes"])
+            for gate in gates:
+                gate.set()
+        for s in streams:
+            s.synchronize()
+        return t
+
+    def eager():
+        with eager_one_thread():
+            t = time.thread_time()
+            body(False)
+            return time.thread_time() - t
+
+    native = _torch_submit.native()
+    before = sum(native.fast_counts())
+    body(True)  # (a warm-up that also counts the ops of a step)
+    for s in streams:
+        s.synchronize()
+    ops = (sum(native.fast_counts()) - before) / steps
+    times = {"eager": [], "held": []}
+    for rep in range(args.reps + 1):
+        for name, fn in (("eager", eager), ("held", held)):
+            t = fn() / steps * 1e3
+            if rep:
+                times[name].append(t)
+    e, h = statistics.median(times["eager"]), statistics.median(times["held"])
+    print(f"    measured directly on 8-wide networks ({ops:.0f} ops per step, kernels negligible): "
+          f"eager's framework {e:.2f} ms per step, the host enqueuing them {h:.2f} ms: "
+          f"{(h - e) / ops * 1e3:+.2f} us per op")
 
 
 class _PassThrough(torch.utils._python_dispatch.TorchDispatchMode):
