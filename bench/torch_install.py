@@ -311,6 +311,33 @@ class EnsembleProcesses:
             proc.join(30)
 
 
+def host_time(fn):
+    """The calling thread's CPU seconds in fn()."""
+    t = time.thread_time()
+    fn()
+    return time.thread_time() - t
+
+
+def held_host_time(streams, body):
+    """host_time(body) with `streams` held by gates until it returns (the workers idle, nothing
+    runs meanwhile), then released and synchronized."""
+    gates = [threading.Event() for _ in streams]
+    for s, gate in zip(streams, gates):
+        s.launch(gate.wait)
+    # (the held streams move only after the body: the queue limit would wait for them first)
+    limits = srt.queue_limit()
+    srt.set_queue_limit(0, 0)
+    try:
+        t = host_time(body)
+    finally:
+        srt.set_queue_limit(limits["items"], limits["nbytes"])
+        for gate in gates:
+            gate.set()
+    for s in streams:
+        s.synchronize()
+    return t
+
+
 def ensemble_breakdown(args, nets, data, streams, steps):
     """Where a step's time goes: the host thread's CPU time per step (the only thread issuing
     ops) against the kernels' (the fast path's probes run them on the host thread), interleaved,
@@ -322,27 +349,8 @@ def ensemble_breakdown(args, nets, data, streams, steps):
                 with torch.cpu.StreamContext(streams[i]):
                     step(net, opt, *data[i])
 
-    def host_time(fn):
-        t = time.thread_time()
-        fn()
-        return time.thread_time() - t
-
     def held():
-        gates = [threading.Event() for _ in streams]
-        for s, gate in zip(streams, gates):
-            s.launch(gate.wait)
-        # (the held streams move only after the body: the queue limit would wait for them first)
-        limits = srt.queue_limit()
-        srt.set_queue_limit(0, 0)
-        try:
-            t = host_time(body)
-        finally:
-            srt.set_queue_limit(limits["items"], limits["nbytes"])
-        for gate in gates:
-            gate.set()
-        for s in streams:
-            s.synchronize()
-        return t
+        return held_host_time(streams, body)
 
     native = _torch_submit.native()
     probes = native.Probe
@@ -402,28 +410,11 @@ def enqueue_cost(args, k, batch, streams, steps):
                     step(net, opt, *data[i])
 
     def held():
-        gates = [threading.Event() for _ in streams]
-        for s, gate in zip(streams, gates):
-            s.launch(gate.wait)
-        limits = srt.queue_limit()
-        srt.set_queue_limit(0, 0)  # (the held streams move only after the body)
-        try:
-            t = time.thread_time()
-            body(True)
-            t = time.thread_time() - t
-        finally:
-            srt.set_queue_limit(limits["items"], limits["nbytes"])
-            for gate in gates:
-                gate.set()
-        for s in streams:
-            s.synchronize()
-        return t
+        return held_host_time(streams, lambda: body(True))
 
     def eager():
         with eager_one_thread():
-            t = time.thread_time()
-            body(False)
-            return time.thread_time() - t
+            return host_time(lambda: body(False))
 
     native = _torch_submit.native()
     before = sum(native.fast_counts())
