@@ -9,7 +9,9 @@ Prints ratios, each against a baseline measured in the same run, interleaved rep
   against the same on one stream, eager torch with its default threads, and eager torch with
   one thread; at 512 wide / batch 128 and at 256 wide / batch 32 (small ops: the host's
   dispatch cost decides). On torch 2.x (not in --quick runs) also the step compiled by
-  ``torch.compile``, with eager's default threads: what a 2.x user would try instead.
+  ``torch.compile``, with eager's default threads: what a 2.x user would try instead. Then
+  where a step's time goes: the host thread's CPU time against the kernels', and what enqueuing
+  adds to eager's framework work (the same step on 8-wide networks, eager against held streams).
 * ``host``: the host's cost per enqueued small op (64x64 add) against eager torch, with the
   stream held (so workers do not compete for the cores) and running; through the C++ fast path
   and through the dispatch mode's path, with a pass-through torch dispatch mode as the floor any

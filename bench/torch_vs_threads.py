@@ -16,7 +16,8 @@ variant and ratios against the baselines measured in the same run:
   3x64x64) then a small CNN over a series of batches: preprocessing of batch i+1 on one stream
   while the model runs batch i on another (an event hands each batch over), against eager torch
   one batch after the other and a producer thread feeding the model's thread through a
-  ``queue.Queue``.
+  ``queue.Queue``; each stage alone on one thread gives what two cores allow (the slower stage
+  bounds a pipeline with a stage per core).
 * ``dataloader``: a ``DataLoader`` (num_workers=0, batch 32) feeding a 256-wide 3-layer MLP
   (forward + backward + SGD): the training step inside a stream context while the loader runs on
   the host thread, against eager torch.
