@@ -6,6 +6,7 @@
 // streamrt.torch runs on its Python path (_torch_submit.py, _torch_tracking.py).
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
@@ -14,6 +15,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -22,6 +24,7 @@
 #include <utility>
 
 #include "torch_output_cache.hpp"
+#include "torch_output_handover.hpp"
 #include "torch_runner.hpp"
 #include "torch_runner_fast.hpp"
 #include "torch_runner_internal.hpp"
@@ -212,6 +215,13 @@ bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
     // would be freed first and the returns copied from freed memory (a double free later).
     std::vector<c10::IValue> arguments;
     if (returns_several_argument_references(p->op)) arguments = p->stack;
+    if (p->copy_into.size() == 1) {
+      // A functional op run for the output handed out at the call: computed there, or copied.
+      HandOver handover(p->copy_into[0]);
+      p->op.callBoxed(&p->stack);
+      handover.finish(std::move(p->stack.at(0)).toTensor(), p->copy_into[0], p->op.schema().name());
+      return true;
+    }
     p->op.callBoxed(&p->stack);
     // A functional op run for outputs handed out at the call: its results go into them.
     for (std::size_t i = 0; i < p->copy_into.size(); ++i) {
@@ -514,6 +524,44 @@ void bind_output_cache(py::module_& m) {
         "Measurements only: outputs on the cache (True) or on torch's CPU allocator.");
 }
 
+// The hand-over of an output's memory to its functional op (torch_output_handover.hpp).
+void bind_handover(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def(
+      "handover_stats",
+      [] {
+        const HandOverStats s = handover_stats();
+        return py::dict("in_place"_a = s.in_place, "copied"_a = s.copied);
+      },
+      "Results of functional ops on streams computed in their outputs (in_place) and copied "
+      "into them (copied) so far.");
+  m.def("handover_available", &handover_available,
+        "Whether ops' first allocations may take their outputs' memory now.");
+  m.def("_use_handover", &use_handover, "on"_a,
+        "Measurements and tests: functional ops may compute in their outputs (True).");
+  m.def(
+      "_handover_run",
+      [](const at::Tensor& out, py::function fn) {
+        HandOver handover(out);
+        py::object result = fn();
+        at::Tensor r = THPVariable_Unpack(result.ptr());
+        result = py::object();  // (the op's tensor held by `r` alone)
+        handover.finish(std::move(r), out, "fn");
+      },
+      "out"_a, "fn"_a,
+      "Tests: runs fn() as a work item runs a functional op for the output `out` (its first "
+      "allocation may take out's memory), then puts fn's result tensor into `out`.");
+  m.def(
+      "_raw_roundtrip",
+      [](std::size_t nbytes) {
+        c10::Allocator* a = c10::GetCPUAllocator();
+        void* p = a->raw_allocate(nbytes);
+        std::memset(p, 0x5a, nbytes);
+        a->raw_deallocate(p);
+      },
+      "nbytes"_a, "Tests: raw_allocate() and raw_deallocate() through torch's CPU allocator.");
+}
+
 }  // namespace
 }  // namespace streamrt::python::torch_runner
 
@@ -529,4 +577,5 @@ PYBIND11_MODULE(_streamrt_torch, m) {
   tr::bind_fast(m);
   tr::bind_teaching(m);
   tr::bind_output_cache(m);
+  tr::bind_handover(m);
 }

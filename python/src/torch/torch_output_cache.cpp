@@ -293,6 +293,21 @@ std::size_t block_bytes(const void* block) noexcept {
   return static_cast<const Header*>(block)->size;
 }
 
+void* output_block(const c10::Storage& storage) noexcept {
+  const c10::DataPtr& d = storage.data_ptr();
+  return d.get_deleter() == &release ? d.get_context() : nullptr;
+}
+
+c10::DataPtr block_data_ptr(void* block, c10::DeleterFnPtr deleter) noexcept {
+  hold_block(block);
+  void* data = static_cast<char*>(block) + kHeader;
+  return {data, data, deleter, c10::Device(c10::DeviceType::CPU)};
+}
+
+void release_block_data(void* data) noexcept {
+  release(static_cast<char*>(data) - kHeader);
+}
+
 void hold_block(void* block) noexcept {
   // Relaxed: the caller's holder keeps the block alive meanwhile (as a shared_ptr copy).
   static_cast<Header*>(block)->holders.fetch_add(1, std::memory_order_relaxed);

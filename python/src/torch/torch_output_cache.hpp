@@ -45,6 +45,18 @@ std::size_t block_bytes(const void* block) noexcept;
 //! output_on_block(). Never blocks; thread-safe.
 void hold_block(void* block) noexcept;
 
+//! The block under `storage`'s memory when the output cache allocated it, whatever its size; null
+//! otherwise. Read the storage only where nothing changes its memory meanwhile. Never blocks.
+void* output_block(const c10::Storage& storage) noexcept;
+
+//! A new hold of `block` (of output_block()) as a DataPtr on its data whose context is the data
+//! itself (as c10's CPU allocator makes them, so that Allocator::raw_allocate() takes it too);
+//! `deleter` gets the data and must end with release_block_data(). Never blocks; thread-safe.
+c10::DataPtr block_data_ptr(void* block, c10::DeleterFnPtr deleter) noexcept;
+
+//! Drops the hold of a DataPtr of block_data_ptr(), given its data. Never blocks; thread-safe.
+void release_block_data(void* data) noexcept;
+
 //! A new CPU tensor of this layout on `block`, taking over one hold of it (hold_block), for an
 //! output whose size class is the block's. The block's other holder must not touch its memory
 //! once this tensor's work may run. Blocks only briefly; thread-safe; throws c10::Error.

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "torch_output_cache.hpp"
+#include "torch_output_handover.hpp"
 #include "torch_runner_marks.hpp"
 
 namespace streamrt::python::torch_runner {
@@ -629,6 +630,14 @@ void teach_kind(PyObject* op, Kind kind) {
   p->plan->kind = kind;
 }
 
+// Whether `op`, taught as enqueued through its out= overload `out_op`, runs better as itself with
+// its result computed in the output (torch_output_handover.hpp): where that overload is torch's
+// generated one (the op and a copy), for an op of one output.
+bool computes_in_place(const c10::OperatorHandle& op, PyObject* out_op) {
+  return op.schema().returns().size() == 1 && all_returns_tensors(op.schema()) &&
+         handover_available() && generated_out_overload(operator_of(out_op));
+}
+
 bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyObject* out_op,
            const std::vector<std::string>& out_names, std::vector<TaughtOutput> outs) {
   Pending* p = pending_for(op);
@@ -643,7 +652,11 @@ bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyO
     if (mode == Mode::kWrite) {
       recipe = write_recipe(plan, written);
     } else if (mode == Mode::kOut) {
-      recipe = out_op == nullptr ? nullptr : out_recipe(plan, operator_of(out_op), out_names);
+      if (out_op != nullptr) {
+        recipe = computes_in_place(plan.op, out_op)
+                     ? std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}})
+                     : out_recipe(plan, operator_of(out_op), out_names);
+      }
     } else if (all_returns_tensors(plan.op.schema())) {
       recipe = std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}});
     }
@@ -673,6 +686,7 @@ void set_handler(PyObject* handler) {
 }
 
 void set_enabled(bool on) noexcept {
+  if (on) wrap_cpu_allocator();
   g_enabled.store(on, std::memory_order_seq_cst);  // see InFlight
 }
 
