@@ -22,6 +22,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,13 +31,14 @@
 #include <vector>
 
 #include "torch_output_cache.hpp"
+#include "torch_spin_lock.hpp"
 
 namespace streamrt::python::torch_runner {
 namespace {
 
 // The handed pointers still held (by tensors of an op, or raw_allocate()'s caller).
 struct Live {
-  std::mutex mutex;
+  SpinLock lock;  // held for a few instructions; reset in a fork child
   std::vector<void*> data;
   // Read without the lock by every raw_deallocate(): a pointer handed to this thread (or passed
   // to it after that) was counted before, so zero means none of the caller's is listed.
@@ -44,20 +46,26 @@ struct Live {
 };
 
 Live& live() {
-  static auto* l = new Live;  // leaked: tensors are freed during interpreter exit too
+  static Live* const l = [] {
+    auto* made = new Live;  // leaked: tensors are freed during interpreter exit too
+    // fork(): the child's only thread holds nothing; streamrt's own handler waited for the
+    // queued work, so no op holds handed memory either.
+    pthread_atfork(nullptr, nullptr, [] { live().lock.reset_in_child(); });
+    return made;
+  }();
   return *l;
 }
 
 void add_live(void* data) {
   Live& l = live();
-  std::lock_guard lock(l.mutex);
+  std::lock_guard guard(l.lock);
   l.data.push_back(data);
   l.count.store(l.data.size(), std::memory_order_release);
 }
 
 bool drop_live(void* data) noexcept {
   Live& l = live();
-  std::lock_guard lock(l.mutex);
+  std::lock_guard guard(l.lock);
   auto it = std::find(l.data.begin(), l.data.end(), data);
   if (it == l.data.end()) return false;
   l.data.erase(it);
@@ -67,7 +75,7 @@ bool drop_live(void* data) noexcept {
 
 bool is_live(void* data) {
   Live& l = live();
-  std::lock_guard lock(l.mutex);
+  std::lock_guard guard(l.lock);
   return std::find(l.data.begin(), l.data.end(), data) != l.data.end();
 }
 
