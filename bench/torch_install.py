@@ -18,6 +18,9 @@ Prints ratios, each against a baseline measured in the same run, interleaved rep
   Python mode pays, and the fast path's breakdown (dispatch-key entry, our work, the enqueue).
 * ``large``: single ops of 1 ms or more, on a stream against eager at the same thread settings
   (one BLAS thread; what a stream's kernel gets) and against eager with the default threads.
+* ``functional``: loops of ops that have no out= kernel of their own (relu, a dtype conversion,
+  a convolution) on a stream against eager at the stream's threads, and how many of the
+  stream's results were computed in their outputs rather than copied into them.
 
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_install.py [--quick] [--only NAME]
 Figures count only on an idle machine: the load average is printed before and after.
@@ -641,6 +644,47 @@ def large(args):
               f"eager default threads {m['eager (default threads)'] * 1e3:7.2f} ms")
 
 
+def functional(args):
+    """Ops with no out= kernel of their own (torch generates their out= overloads as the op and a
+    copy), each in a loop on a stream (one synchronize) against the same loop eager at the
+    stream's threads; and how many of the stream's results were computed in their outputs (the
+    rest were copied into them)."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(8, 16, 64, 64, generator=g)  # 2 MB
+    raw = torch.randint(0, 256, (32, 3, 64, 64), dtype=torch.uint8, generator=g)
+    planes = torch.randn(96, 1, 64, 64, generator=g)
+    blur = torch.ones(1, 1, 3, 3) / 9
+    conv2d = torch.nn.functional.conv2d
+    ops = {"relu, 2 MB": lambda: torch.relu(x), "uint8 to float, 1.5 MB": lambda: raw.float(),
+           "3x3 conv2d of 96 planes 64x64": lambda: conv2d(planes, blur, padding=1)}
+    n = 20 if args.quick else 100
+    s = torch.cpu.Stream()
+    native = _torch_submit.loaded()
+    print(f"functional ops without an out= kernel, loops of {n} (median of {args.reps}):")
+    for name, op in ops.items():
+        def on_stream(op=op):
+            with torch.cpu.StreamContext(s):
+                for _ in range(n):
+                    op()
+            s.synchronize()
+
+        def eager(op=op):
+            for _ in range(n):
+                op()
+
+        cases = {"stream": on_stream, "eager": with_settings(eager_one_thread, eager)}
+        interleave(cases, 1)
+        before = native.handover_stats() if native is not None else None
+        m = interleave(cases, args.reps)
+        placed = ""
+        if before is not None:
+            after = native.handover_stats()
+            placed = (f"; in their outputs {after['in_place'] - before['in_place']}, "
+                      f"copied {after['copied'] - before['copied']}")
+        print(f"  {name:30s} stream {m['stream'] / n * 1e6:8.1f} us, eager same threads "
+              f"{m['eager'] / n * 1e6:8.1f} us ({m['stream'] / m['eager']:4.2f}x){placed}")
+
+
 def guard_toll(args):
     """What install() adds to an eager op outside stream contexts, timed as a user times it: a
     loop of 64x64 adds around perf_counter, on tensors that have been through stream work with
@@ -690,7 +734,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="few repetitions (a smoke run)")
     p.add_argument("--reps", type=int, default=None)
-    p.add_argument("--only", choices=["seed", "ensemble", "host", "large", "guard"], default=None)
+    p.add_argument("--only", choices=["seed", "ensemble", "host", "large", "functional", "guard"],
+                   default=None)
     args = p.parse_args()
     if args.reps is None:
         args.reps = 3 if args.quick else 7
@@ -707,6 +752,8 @@ def main():
             host(args)
         if args.only in (None, "large"):
             large(args)
+        if args.only in (None, "functional"):
+            functional(args)
         if args.only in (None, "guard"):
             guard_toll(args)
     finally:
