@@ -1,8 +1,8 @@
-"""An op with no out= kernel of its own (a convolution, relu, a dtype conversion, a flip) computes its
-result straight into the output handed out at its call, where it allocates that result first
-(docs/torch.md, "Memory"): no copy, and the result exactly eager's. The output's memory goes to
-the op's first allocation of exactly its bytes; whatever the op does with it, the output ends up
-holding the result, or the op fails loudly."""
+"""An op with no out= kernel of its own (a convolution, relu, a dtype conversion, a flip)
+computes its result straight into the output handed out at its call, where it allocates that
+result first (docs/torch.md, "Memory"): no copy, and the result exactly eager's. The output's
+memory goes to the op's first allocation of exactly its bytes; whatever the op does with it, the
+output ends up holding the result, or the op fails loudly."""
 
 import subprocess
 import sys
@@ -73,12 +73,14 @@ def test_functional_ops_compute_in_their_outputs(fast, name):
     assert after["copied"] == before["copied"]
 
 
-def test_the_output_takes_the_result_of_the_first_allocation_of_its_size(fast):
+@pytest.mark.parametrize("on, counted", [(True, "in_place"), (False, "copied")])
+def test_the_output_takes_the_first_allocation_of_its_size_unless_switched_off(fast, on, counted):
+    native._use_handover(on)
     out = cached_output((64, 64))
     before = stats()
     native._handover_run(out, lambda: torch.empty(64, 64).fill_(3.0))
     assert torch.equal(out, torch.full((64, 64), 3.0))
-    assert stats()["in_place"] == before["in_place"] + 1
+    assert stats()[counted] == before[counted] + 1
 
 
 def test_a_temporary_on_the_outputs_memory_is_not_the_result(fast):
@@ -154,15 +156,6 @@ def test_other_sizes_and_memory_not_from_the_cache_are_not_handed_over(fast):
     assert torch.equal(out, torch.ones(64, 64)) and torch.equal(plain, torch.full((64, 64), 2.0))
     after = stats()
     assert (after["in_place"], after["copied"]) == (before["in_place"], before["copied"] + 2)
-
-
-def test_switched_off_the_result_is_copied(fast):
-    native._use_handover(False)
-    out = cached_output((64, 64))
-    before = stats()
-    native._handover_run(out, lambda: torch.empty(64, 64).fill_(3.0))
-    assert torch.equal(out, torch.full((64, 64), 3.0))
-    assert stats()["copied"] == before["copied"] + 1
 
 
 def test_a_result_of_other_sizes_fails_naming_them(fast):
