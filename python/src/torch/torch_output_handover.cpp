@@ -2,10 +2,10 @@
 // copied into the output the host handed out at the call (Mode::kCopy); torch's generated out=
 // overloads do the same inside. For a large output the copy costs as much as a light kernel, and
 // the result's own memory comes from malloc in the worker's arena, often as fresh pages. Most
-// such ops allocate their result before anything else of its size (a convolution reorders its
-// small weight first) and then compute into it: so while the op runs, the first allocation of
-// exactly the output's bytes that this thread makes through torch's CPU allocator gets the
-// output's own memory, and the op computes into the output.
+// such ops allocate their result before anything else of its size (a convolution may allocate
+// small buffers of its own first) and then compute into it: so while the op runs, the first
+// allocation of exactly the output's bytes that this thread makes through torch's CPU allocator
+// gets the output's own memory, and the op computes into the output.
 //
 // The allocator is wrapped once, at the first install(), and stays: it passes every other
 // allocation through, and storages made meanwhile keep it as the allocator they resize with.
