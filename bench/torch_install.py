@@ -659,7 +659,7 @@ def functional(args):
            "3x3 conv2d of 96 planes 64x64": lambda: conv2d(planes, blur, padding=1)}
     n = 20 if args.quick else 100
     s = torch.cpu.Stream()
-    native = _torch_submit.loaded()
+    native = _torch_submit.native()
     print(f"functional ops without an out= kernel, loops of {n} (median of {args.reps}):")
     for name, op in ops.items():
         def on_stream(op=op):

@@ -595,6 +595,13 @@ std::shared_ptr<const Recipe> out_recipe(const Plan& plan, const c10::OperatorHa
   return r;
 }
 
+// The functional op itself, its results copied into the outputs handed out at the call, or
+// computed in them (torch_output_handover.hpp); null where a return is not a tensor.
+std::shared_ptr<const Recipe> copy_recipe(const Plan& plan) {
+  if (!all_returns_tensors(plan.op.schema())) return nullptr;
+  return std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}});
+}
+
 // The pending op when `op` is it (the Python path may teach for another op: then nothing).
 Pending* pending_for(PyObject* op) {
   Pending* p = tls_pending;
@@ -634,8 +641,8 @@ void teach_kind(PyObject* op, Kind kind) {
 // its result computed in the output (torch_output_handover.hpp): where that overload is torch's
 // generated one (the op and a copy), for an op of one output.
 bool computes_in_place(const c10::OperatorHandle& op, PyObject* out_op) {
-  return op.schema().returns().size() == 1 && all_returns_tensors(op.schema()) &&
-         handover_available() && generated_out_overload(operator_of(out_op));
+  return op.schema().returns().size() == 1 && handover_available() &&
+         generated_out_overload(operator_of(out_op));
 }
 
 bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyObject* out_op,
@@ -654,11 +661,11 @@ bool teach(PyObject* op, Mode mode, const std::vector<std::string>& written, PyO
     } else if (mode == Mode::kOut) {
       if (out_op != nullptr) {
         recipe = computes_in_place(plan.op, out_op)
-                     ? std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}})
+                     ? copy_recipe(plan)
                      : out_recipe(plan, operator_of(out_op), out_names);
       }
-    } else if (all_returns_tensors(plan.op.schema())) {
-      recipe = std::make_shared<Recipe>(Recipe{Mode::kCopy, plan.op, {}, {}, {}});
+    } else {
+      recipe = copy_recipe(plan);
     }
     if (!recipe) return false;
   }
