@@ -32,11 +32,13 @@ from . import _streamrt as _C
 from . import _torch_compat as _compat
 from . import _torch_compile
 from . import _torch_dynamo_defer
+from . import _torch_graph
 from . import _torch_mode as _mode
 from . import _torch_submit as _submit
 from . import _torch_tracking as _tracking
 
 __all__ = [
+    "CPUGraph",
     "Event",
     "HostOpWarning",
     "Stream",
@@ -44,6 +46,7 @@ __all__ = [
     "cache_stats",
     "current_stream",
     "empty_cache",
+    "graph",
     "install",
     "is_installed",
     "queue_limit",
@@ -58,6 +61,8 @@ __all__ = [
 
 Event = _C.Event
 HostOpWarning = _mode.HostOpWarning
+CPUGraph = _torch_graph.CPUGraph
+graph = _torch_graph.graph
 
 
 class Stream(_C.Stream):

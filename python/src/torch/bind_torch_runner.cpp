@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "torch_graph.hpp"
 #include "torch_output_cache.hpp"
 #include "torch_output_handover.hpp"
 #include "torch_runner.hpp"
@@ -202,6 +203,7 @@ bool returns_several_argument_references(const c10::OperatorHandle& op) {
 }  // namespace
 
 bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
+  if (prepared.steps) return run_steps(*prepared.steps, type, message);
   Prepared* p = &prepared;
   reusable_started(p->reuse);  // (before the op drops a tensor)
   OneIntraOpThread one;
@@ -562,6 +564,38 @@ void bind_handover(py::module_& m) {
       "nbytes"_a, "Tests: raw_allocate() and raw_deallocate() through torch's CPU allocator.");
 }
 
+// Capture and replay (torch_graph.hpp), wrapped by streamrt.torch.CPUGraph.
+void bind_graph(py::module_& m) {
+  // torch's own messages without the C++ backtrace, as torch raises them.
+  auto checked = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const c10::Error& e) {
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+  };
+  py::class_<CapturedGraph>(m, "_CapturedGraph",
+                            "A capture of the torch ops of a stream (streamrt.torch.CPUGraph).")
+      .def(py::init<>())
+      .def(
+          "begin", [checked](CapturedGraph& g) { checked([&] { g.begin(); }); },
+          "Starts recording this thread's ops on its current stream.")
+      .def(
+          "end", [checked](CapturedGraph& g) { checked([&] { g.end(); }); }, "Ends the capture.")
+      .def("abort", &CapturedGraph::abort, "Ends the capture and drops what it recorded.")
+      .def(
+          "reset", [checked](CapturedGraph& g) { checked([&] { g.reset(); }); },
+          "Drops the capture.")
+      .def(
+          "replay", [checked](CapturedGraph& g) { checked([&] { g.replay(); }); },
+          py::call_guard<py::gil_scoped_release>(),
+          "Enqueues the captured ops as one item on this thread's current stream.")
+      .def_property_readonly("num_ops", &CapturedGraph::size, "Ops captured.")
+      .def_property_readonly("capturing", &CapturedGraph::capturing, "Whether it captures now.");
+  m.def("_inside_stream_context", &inside_stream_context,
+        "Whether this thread's torch ops are stream work now (inside a stream context).");
+}
+
 }  // namespace
 }  // namespace streamrt::python::torch_runner
 
@@ -578,4 +612,5 @@ PYBIND11_MODULE(_streamrt_torch, m) {
   tr::bind_teaching(m);
   tr::bind_output_cache(m);
   tr::bind_handover(m);
+  tr::bind_graph(m);
 }

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch_graph.hpp"
 #include "torch_output_cache.hpp"
 #include "torch_output_handover.hpp"
 #include "torch_runner_marks.hpp"
@@ -324,9 +325,37 @@ void put_returns(const Recipe& recipe, torch::jit::Stack& stack, std::size_t n,
   }
 }
 
+// A capture records one stream's ops: an op of this thread on another stream is refused.
+void check_capture_stream(const CapturedGraph& graph, const Plan& plan) {
+  TORCH_CHECK(host()->current_stream_id() == graph.stream_id(),
+              "streamrt.torch.CPUGraph: ", plan.label,
+              " is launched on another stream than the capture's; a capture records the ops of "
+              "one stream (capture each stream's part into a graph of its own)");
+}
+
+// Records an op enqueued during a capture into `graph`: its work item's copy, its accesses (their
+// trackers among `keep`), and the tensors it reaches.
+void record(CapturedGraph& graph, PreparedPtr item, const c10::SmallVector<Access, 12>& accesses,
+            const c10::SmallVector<TrackerPtr, 12>& keep, const Scan& scan,
+            const std::vector<at::Tensor>& outs) {
+  std::vector<std::pair<TrackerPtr, bool>> tracked;
+  for (const Access& a : accesses) {
+    for (const TrackerPtr& t : keep) {
+      if (t->get() == a.tracker) {
+        tracked.emplace_back(t, a.write);
+        break;
+      }
+    }
+  }
+  std::vector<at::Tensor> tensors(outs.begin(), outs.end());
+  for (const auto& [tensor, arg] : scan.tensors) tensors.push_back(*tensor);
+  graph.record(std::move(item), tracked, tensors);
+}
+
 // Enqueues the op of `plan` as `entry` says; false when it must take the Python path instead
 // (nothing was queued then, and the stack is as it was).
 bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit::Stack& stack) {
+  if (CapturedGraph* g = capturing(); g != nullptr) check_capture_stream(*g, plan);
   const Recipe& recipe = *entry.recipe;
   const std::size_t n = plan.op.schema().arguments().size();
   const std::size_t first = stack.size() - n;
@@ -358,12 +387,15 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   auto prepared = work_item(recipe, stack, first, outs);
   prepared->output_bytes = output_bytes;
   std::string error;
+  CapturedGraph* const graph = capturing();
   if (const Probe probe = g_probe.load(std::memory_order_relaxed); probe != Probe::kOff) {
     std::string type;
     if (probe == Probe::kWork) run_prepared(*prepared, &type, &error);
     prepared.reset();
     keep.clear();
   } else {
+    // A captured op's copy is made before the enqueue lists its memory for reuse and gives it up.
+    PreparedPtr captured(graph != nullptr ? copy_prepared(*prepared) : nullptr);
     list_prepared(*prepared, host()->current_stream_id());
     const TorchEnqueued done =
         host()->enqueue(plan.label.c_str(), reads.data(), reads.size(), writes.data(),
@@ -371,6 +403,7 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
     if (done == TorchEnqueued::kNo) return false;
     TORCH_CHECK(done == TorchEnqueued::kYes, "streamrt.torch: ", plan.label,
                 " was queued, but recording its accesses failed: ", error);
+    if (graph != nullptr) record(*graph, std::move(captured), accesses, keep, scan, outs);
   }
   // Every tensor the work touches carries its pending state from now on (marks).
   for (const auto& [tensor, arg] : scan.tensors) mark(*tensor);
@@ -464,6 +497,11 @@ void to_handler(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // Where an op of an active thread goes when this file does not enqueue it: the Python handler
 // (no dispatch mode is set inside a context), or the Python key before one is set.
 void not_here(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  TORCH_CHECK(capturing() == nullptr, "streamrt.torch.CPUGraph: ", op.schema().name(),
+              " cannot be captured: it is not stream work that the capture can record (an op "
+              "that reads data on the host, or one not yet run with these argument layouts). Run "
+              "the block once on the stream and synchronize before capturing it (a warm-up), "
+              "and keep host reads out of it");
   if (g_handler != nullptr) return to_handler(op, stack);
   to_python(op, ks, stack);
 }
@@ -471,20 +509,22 @@ void not_here(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 // Runs the op on the fast path when its plan knows the argument layout; false when it did not
 // (the Python path takes it). Counted in flight while it decides and enqueues (see InFlight).
 bool enqueued_fast(Plan& plan, Scan& s, torch::jit::Stack& stack) {
-  InFlight& f = in_flight();
-  f.n.fetch_add(1, std::memory_order_seq_cst);
-  bool done = false;
-  if (g_enabled.load(std::memory_order_seq_cst)) {
-    std::shared_ptr<const Entry> entry;
-    {
-      std::lock_guard lock(g_mutex);
-      auto it = plan.entries.find(s.key);
-      if (it != plan.entries.end()) entry = it->second;
-    }
-    done = entry && run_fast(plan, *entry, s, stack);
+  struct Counted {
+    explicit Counted(InFlight& f) noexcept : f(f) { f.n.fetch_add(1, std::memory_order_seq_cst); }
+    // Also when the enqueue throws: quiesce() would wait for it forever otherwise.
+    ~Counted() { f.n.fetch_sub(1, std::memory_order_release); }  // quiesce() sees the enqueue
+    Counted(const Counted&) = delete;
+    Counted& operator=(const Counted&) = delete;
+    InFlight& f;
+  } counted(in_flight());
+  if (!g_enabled.load(std::memory_order_seq_cst)) return false;
+  std::shared_ptr<const Entry> entry;
+  {
+    std::lock_guard lock(g_mutex);
+    auto it = plan.entries.find(s.key);
+    if (it != plan.entries.end()) entry = it->second;
   }
-  f.n.fetch_sub(1, std::memory_order_release);  // quiesce()'s acquire load sees the enqueue
-  return done;
+  return entry && run_fast(plan, *entry, s, stack);
 }
 
 void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {

@@ -38,6 +38,8 @@ struct LaterAlias {
   std::int64_t offset;
 };
 
+struct CapturedSteps;  // torch_graph.hpp
+
 //! A torch op bound to its arguments, run by a worker (TorchRunner::run). With `copy_into`, the
 //! op is functional and its results are copied into those tensors (handed out at the call).
 //! Plain tensor arguments wait in `later` until the worker runs the op (torch_runner_prepared.cpp).
@@ -49,6 +51,8 @@ struct Prepared {
   c10::SmallVector<LaterAlias, 4> later;
   std::size_t output_bytes = 0;  // the new outputs' (TorchRunner::output_bytes)
   ReuseTicket* reuse = nullptr;  // its tensors' memory, listed for reuse (list_prepared)
+  // Set: a graph's replay (torch_graph.hpp), which runs these items instead of `op`.
+  std::shared_ptr<const CapturedSteps> steps;
 };
 
 //! Lists the memory of the prepared op's tensors for reuse by later outputs of stream `stream_id`
@@ -64,6 +68,9 @@ at::Tensor alias_for_work(const at::Tensor& t);
 //! their capacity). Never blocks but briefly (a lock); thread-safe; throws std::bad_alloc.
 Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded);
 
+//! A new prepared op with the op, keys and arguments of `p` (not its reuse listing): a graph's
+//! item, run once more. Never blocks but briefly; thread-safe; throws std::bad_alloc.
+Prepared* copy_prepared(const Prepared& p);
 //! Drops a prepared op's arguments and keeps it for new_prepared(), or frees it. Never blocks but
 //! briefly; thread-safe.
 void free_prepared(Prepared* p) noexcept;

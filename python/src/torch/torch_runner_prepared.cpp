@@ -72,15 +72,25 @@ at::Tensor alias_for_work(const at::Tensor& t) {
 
 Prepared* new_prepared(const c10::OperatorHandle& op, c10::DispatchKeySet excluded) {
   Prepared* prepared = pool().take();
-  if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}, 0};
+  if (prepared == nullptr) return new Prepared{op, {}, excluded, {}, {}, 0, nullptr, nullptr};
   prepared->op = op;
   prepared->excluded = excluded;
   prepared->output_bytes = 0;
   return prepared;
 }
 
+Prepared* copy_prepared(const Prepared& p) {
+  PreparedPtr copy(new_prepared(p.op, p.excluded));
+  copy->stack = p.stack;
+  copy->copy_into = p.copy_into;
+  copy->later = p.later;
+  copy->steps = p.steps;
+  return copy.release();
+}
+
 void free_prepared(Prepared* prepared) noexcept {
   free_reusable(std::exchange(prepared->reuse, nullptr));  // (before its tensors go)
+  prepared->steps.reset();
   prepared->stack.clear();
   prepared->copy_into.clear();
   prepared->later.clear();

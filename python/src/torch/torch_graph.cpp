@@ -1,0 +1,157 @@
+// Capture and replay of torch ops on a stream (torch_graph.hpp). A capture records the fast path's
+// work items as they are enqueued, so the captured block runs once as usual; a replay runs copies
+// of them in order as one work item. Every storage the items touch stays held by the copies, so no
+// memory of the graph is handed to other work between replays (the output cache's blocks and the
+// reuse of queued ops' memory both see the extra holder).
+#include "torch_graph.hpp"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "torch_runner_fast.hpp"
+#include "torch_runner_marks.hpp"
+
+namespace streamrt::python::torch_runner {
+namespace {
+
+thread_local CapturedGraph* tls_capture = nullptr;
+
+// The profiler label and failure label of a replay's work item (it must outlive the work).
+constexpr const char* kReplayLabel = "streamrt.torch.CPUGraph.replay";
+
+void add_tracker(std::vector<TrackerPtr>& list, const TrackerPtr& t) {
+  for (const TrackerPtr& have : list) {
+    if (have.get() == t.get()) return;
+  }
+  list.push_back(t);
+}
+
+void remove_tracker(std::vector<TrackerPtr>& list, const void* t) {
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [t](const TrackerPtr& have) { return have.get() == t; }),
+             list.end());
+}
+
+}  // namespace
+
+bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message) {
+  for (std::size_t i = 0; i < steps.items.size(); ++i) {
+    const Prepared& item = *steps.items[i];
+    PreparedPtr run(copy_prepared(item));
+    if (!run_prepared(*run, type, message)) {
+      *message = item.op.schema().name() + " (captured op " + std::to_string(i + 1) + " of " +
+                 std::to_string(steps.items.size()) + "): " + *message;
+      return false;
+    }
+  }
+  return true;
+}
+
+CapturedGraph* capturing() noexcept {
+  return tls_capture;
+}
+
+CapturedGraph::~CapturedGraph() {
+  abort();
+}
+
+void CapturedGraph::begin() {
+  TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: this graph is capturing already");
+  TORCH_CHECK(tls_capture == nullptr,
+              "streamrt.torch.CPUGraph: this thread captures into another graph already; end "
+              "that capture first");
+  TORCH_CHECK(steps_ == nullptr,
+              "streamrt.torch.CPUGraph: this graph holds a capture; call reset() before capturing "
+              "again");
+  const std::uint64_t stream = host() != nullptr ? host()->current_stream_id() : 0;
+  TORCH_CHECK(inside_stream_context() && stream != 0,
+              "streamrt.torch.CPUGraph: a capture needs this thread inside a stream context (with "
+              "torch.cpu.StreamContext(s), after streamrt.torch.install()), in which its ops are "
+              "stream work");
+  steps_ = std::make_shared<CapturedSteps>();
+  stream_id_ = stream;
+  capturing_ = true;
+  tls_capture = this;
+}
+
+void CapturedGraph::end() {
+  TORCH_CHECK(capturing_ && tls_capture == this,
+              "streamrt.torch.CPUGraph: no capture into this graph is under way on this thread");
+  capturing_ = false;
+  tls_capture = nullptr;
+  if (steps_->items.empty()) {
+    reset();
+    TORCH_CHECK(false,
+                "streamrt.torch.CPUGraph: the capture recorded no op (only ops that are stream "
+                "work on the capture's stream are captured)");
+  }
+}
+
+void CapturedGraph::abort() noexcept {
+  if (capturing_ && tls_capture == this) tls_capture = nullptr;
+  capturing_ = false;
+  steps_.reset();
+  reads_.clear();
+  writes_.clear();
+  tensors_.clear();
+}
+
+void CapturedGraph::reset() {
+  TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: reset() during its capture");
+  abort();
+}
+
+void CapturedGraph::record(PreparedPtr item,
+                           const std::vector<std::pair<TrackerPtr, bool>>& accesses,
+                           const std::vector<at::Tensor>& tensors) {
+  steps_->items.push_back(std::move(item));
+  for (const auto& [tracker, write] : accesses) {
+    if (write) {
+      remove_tracker(reads_, tracker.get());
+      add_tracker(writes_, tracker);
+    } else if (std::none_of(writes_.begin(), writes_.end(),
+                            [&](const TrackerPtr& w) { return w.get() == tracker.get(); })) {
+      add_tracker(reads_, tracker);
+    }
+  }
+  for (const at::Tensor& t : tensors) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    const bool seen = std::any_of(tensors_.begin(), tensors_.end(), [&](const WeakTensor& w) {
+      return w._unsafe_get_target() == impl;
+    });
+    if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
+  }
+}
+
+void CapturedGraph::replay() {
+  TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: replay() during its capture");
+  TORCH_CHECK(steps_ != nullptr,
+              "streamrt.torch.CPUGraph: nothing captured; capture with streamrt.torch.graph(g) "
+              "first");
+  TORCH_CHECK(inside_stream_context() && host()->current_stream_id() != 0,
+              "streamrt.torch.CPUGraph: replay() needs this thread inside a stream context");
+  std::vector<const void*> reads, writes;
+  for (const TrackerPtr& t : reads_) reads.push_back(t->get());
+  for (const TrackerPtr& t : writes_) writes.push_back(t->get());
+  const Prepared& first = *steps_->items.front();
+  PreparedPtr item(new_prepared(first.op, first.excluded));
+  item->steps = steps_;
+  std::string error;
+  const TorchEnqueued done = host()->enqueue(kReplayLabel, reads.data(), reads.size(),
+                                             writes.data(), writes.size(), item.release(), &error);
+  TORCH_CHECK(
+      done != TorchEnqueued::kNo,
+      "streamrt.torch.CPUGraph: the current stream takes no torch work now (launch-blocking "
+      "mode, or a streamrt.graph capture on it)");
+  TORCH_CHECK(
+      done == TorchEnqueued::kYes,
+      "streamrt.torch.CPUGraph: the replay was queued, but recording its accesses failed: ", error);
+  for (const WeakTensor& w : tensors_) {
+    if (auto impl = w.lock()) mark(at::Tensor(std::move(impl)));
+  }
+}
+
+}  // namespace streamrt::python::torch_runner

@@ -1,0 +1,90 @@
+#pragma once
+//! \file torch_graph.hpp
+//! Capture and replay of torch ops on a stream (streamrt.torch.CPUGraph, docs/torch.md, "Graphs:
+//! capture and replay"): the work items the fast path enqueues for one thread between begin() and
+//! end() are recorded as they are enqueued (they also run as usual), and replay() enqueues all of
+//! them again as one work item, on the same tensors, with their accesses tracked as one op's.
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "torch_runner_internal.hpp"
+
+namespace streamrt::python::torch_runner {
+
+//! The work items of a capture as they run again: copies of the items made before their enqueue
+//! (so they hold only what a work item holds: no tensor Python sees). Held by the graph and by
+//! each queued replay. Immutable once the capture ended.
+struct CapturedSteps {
+  std::vector<PreparedPtr> items;
+};
+
+//! Runs each captured item in order on a copy of it, as a worker runs one op; stops at the first
+//! failure, whose message then names the op and its place. Needs no GIL.
+bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message);
+
+//! One capture. Not thread-safe: one thread captures and replays it at a time (the Python object's
+//! methods hold the GIL).
+class CapturedGraph {
+ public:
+  CapturedGraph() = default;
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  //! Starts recording this thread's fast-path ops on its current stream. Throws c10::Error when
+  //! this thread is outside a stream context or already captures, or this graph holds a capture
+  //! (reset() first). Never blocks.
+  void begin();
+  //! Ends this thread's capture into this graph. Throws c10::Error when none is under way or it
+  //! recorded no op (the graph is empty again then). Never blocks.
+  void end();
+  //! Ends the capture, if this thread has one into this graph, and drops what was recorded (the
+  //! captured block raised). Never blocks, never throws.
+  void abort() noexcept;
+  //! Drops the capture (queued replays keep what they run). Throws c10::Error while capturing.
+  void reset();
+  //! Enqueues the captured work as one item on this thread's current stream: after the queued
+  //! writers of what it reads and the writers and readers of what it writes, as any op; host
+  //! reads of those tensors wait for it. Throws c10::Error while capturing, when nothing was
+  //! captured, or outside a stream context. Never blocks on the work.
+  void replay();
+
+  //! Ops recorded.
+  std::size_t size() const noexcept { return steps_ ? steps_->items.size() : 0; }
+  //! True between begin() and end().
+  bool capturing() const noexcept { return capturing_; }
+
+  //! Records an op the fast path enqueues now: `item`, a copy of its work item made before the
+  //! enqueue; its accesses (a tracker and whether the op writes it); the tensors it reaches (its
+  //! tensor arguments and new outputs, marked again after each replay). Throws std::bad_alloc.
+  void record(PreparedPtr item, const std::vector<std::pair<TrackerPtr, bool>>& accesses,
+              const std::vector<at::Tensor>& tensors);
+  //! The stream this graph captures on (host()->current_stream_id() at begin()).
+  std::uint64_t stream_id() const noexcept { return stream_id_; }
+
+ private:
+  using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+  std::shared_ptr<CapturedSteps> steps_;
+  // Each tracker once; a written one in writes_ only.
+  std::vector<TrackerPtr> reads_;
+  std::vector<TrackerPtr> writes_;
+  // The tensors to mark after a replay; weak, so the graph never keeps a Python tensor alive
+  // (the work items keep the memory).
+  std::vector<WeakTensor> tensors_;
+  std::uint64_t stream_id_ = 0;
+  bool capturing_ = false;
+};
+
+//! The graph this thread captures into, or null. Never blocks.
+CapturedGraph* capturing() noexcept;
+
+}  // namespace streamrt::python::torch_runner
