@@ -6,7 +6,8 @@ variant and ratios against the baselines measured in the same run:
 * ``ensemble``: 4 MLPs 512 wide, batch 128, forward + backward + SGD per step: one stream per
   network (install()) against eager torch with its default threads, two plain Python threads
   (each training half of the networks, one intra-op and one BLAS thread each) and two spawned
-  processes (the cores' ceiling without a GIL).
+  processes (the cores' ceiling without a GIL); and each network's step captured once into a
+  ``streamrt.torch.CPUGraph`` and replayed on its stream (the host enqueues one item per step).
 * ``transformer``: a ``torch.nn.TransformerEncoderLayer(512, 8, 2048)`` in eval mode under
   ``no_grad``, two requests (seq 128 x batch 8 each), with ``batch_first=False`` and with
   ``batch_first=True`` (torch's fused ``_transformer_encoder_layer_fwd``): each request on its own
@@ -17,7 +18,9 @@ variant and ratios against the baselines measured in the same run:
   while the model runs batch i on another (an event hands each batch over), against eager torch
   one batch after the other and a producer thread feeding the model's thread through a
   ``queue.Queue``; each stage alone on one thread gives what two cores allow (the slower stage
-  bounds a pipeline with a stage per core).
+  bounds a pipeline with a stage per core). The streams once more with each stage captured into
+  a ``CPUGraph`` (two of each, alternating: preprocessing of batch i+1 writes the other input
+  while the model reads batch i's) and replayed on a static input filled per batch.
 * ``dataloader``: a ``DataLoader`` (num_workers=0, batch 32) feeding a 256-wide 3-layer MLP
   (forward + backward + SGD): the training step inside a stream context while the loader runs on
   the host thread, against eager torch.
@@ -109,8 +112,9 @@ def ensemble(args):
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(batch, width, generator=g), torch.randn(batch, 1, generator=g))
             for _ in range(k)]
-    nets = {name: make_mlps(k, width) for name in ("eager", "streams", "threads")}
+    nets = {name: make_mlps(k, width) for name in ("eager", "streams", "threads", "graphs")}
     streams = [torch.cpu.Stream() for _ in range(k)]
+    graphs = []
 
     def train(mine, which):
         for _ in range(steps):
@@ -128,12 +132,22 @@ def ensemble(args):
     def threads():
         run_threads([lambda p=p: train(nets["threads"], range(p, k, 2)) for p in range(2)])
 
+    def replayed():
+        if not graphs:
+            graphs.extend(captured_steps(nets["graphs"], data, streams))
+        for _ in range(steps):
+            for g in graphs:
+                g.replay()
+        for s in streams:
+            s.synchronize()
+
     procs = EnsembleProcesses(k, width, data, steps)
     cases = {"eager (default threads)": with_settings(eager_defaults,
                                                       lambda: train(nets["eager"], range(k))),
              "streams (one per network)": on_streams,
              "two plain threads": with_settings(eager_one_thread, threads),
-             "two processes (ceiling)": procs.run}
+             "two processes (ceiling)": procs.run,
+             "streams, steps captured": replayed}
     try:
         m = measure(cases, args.reps)
     finally:
@@ -147,6 +161,28 @@ def ensemble(args):
     ceiling = m["two processes (ceiling)"] / m["streams (one per network)"] * 100
     print(f"  streams reach {ceiling:5.1f}% of the two processes (two plain threads "
           f"{m['two processes (ceiling)'] / m['two plain threads'] * 100:5.1f}%)")
+    ratio("captured steps vs two plain threads", m, "two plain threads", "streams, steps captured")
+    ratio("captured steps vs streams", m, "streams (one per network)", "streams, steps captured")
+    ratio("captured steps vs eager defaults", m, "eager (default threads)",
+          "streams, steps captured")
+
+
+def captured_steps(nets, data, streams):
+    """Each network's training step captured into a CPUGraph on its stream, after two warm-up
+    steps there (the capture runs a step as well)."""
+    for _ in range(2):
+        for i, (net, opt) in enumerate(nets):
+            with torch.cpu.StreamContext(streams[i]):
+                step(net, opt, *data[i])
+        for s in streams:
+            s.synchronize()
+    graphs = []
+    for i, (net, opt) in enumerate(nets):
+        g = srt.CPUGraph()
+        with srt.graph(g, stream=streams[i]):
+            step(net, opt, *data[i])
+        graphs.append(g)
+    return graphs
 
 
 # ------------------------------------------------------------------------------------------------
@@ -293,6 +329,13 @@ def pipeline(args):
         outs["producer + consumer threads"] = run_threads(
             [lambda: producer(raws, q), lambda: consumer(model, q)])[1]
 
+    stages = []
+
+    def replayed():
+        if not stages:
+            stages.extend(captured_stages(raws[:2], model, prep_s, model_s))
+        outs["streams, stages captured"] = replay_pipelined(raws, stages, prep_s, model_s)
+
     def stage(fn):
         def run():
             with torch.no_grad():
@@ -303,6 +346,7 @@ def pipeline(args):
     cases = {"eager (sequential)": with_settings(eager_defaults, eager),
              "streams (prep | model)": on_streams,
              "producer + consumer threads": with_settings(eager_one_thread, threads),
+             "streams, stages captured": replayed,
              "preprocessing alone, 1 thread": stage(lambda: [preprocess(raw) for raw in raws]),
              "model alone, 1 thread": stage(lambda: [model(x) for x in xs])}
     m = measure(cases, args.reps)
@@ -313,6 +357,12 @@ def pipeline(args):
     ratio("streams vs producer + consumer threads", m, "producer + consumer threads",
           "streams (prep | model)")
     print_pipeline_ceiling(m)
+    ratio("captured stages vs eager", m, "eager (sequential)", "streams, stages captured")
+    ratio("captured stages vs producer + consumer threads", m, "producer + consumer threads",
+          "streams, stages captured")
+    bound = max(m["preprocessing alone, 1 thread"], m["model alone, 1 thread"])
+    print(f"  of the pipeline's bound the captured stages reach "
+          f"{bound / m['streams, stages captured'] * 100:5.1f}%")
     check_outputs(outs, "eager (sequential)")
 
 
@@ -345,6 +395,51 @@ def pipelined(raws, model, prep_s, model_s, depth=4):
             with torch.cpu.StreamContext(model_s):
                 ready.wait(model_s)
                 outs.append(model(x))
+            done.append(torch.cpu.Event())
+            done[-1].record(model_s)
+    model_s.synchronize()
+    return outs
+
+
+def captured_stages(first_raws, model, prep_s, model_s):
+    """Two (static input, preprocessing graph, model graph, static output) sets, each stage
+    captured on its stream after two warm-up runs there."""
+    sets = []
+    with torch.no_grad():
+        for first in first_raws:
+            raw = first.clone()
+            for _ in range(2):
+                with torch.cpu.StreamContext(prep_s):
+                    x = preprocess(raw)
+                with torch.cpu.StreamContext(model_s):
+                    model(x)
+                model_s.synchronize()
+            prep_g, model_g = srt.CPUGraph(), srt.CPUGraph()
+            with srt.graph(prep_g, stream=prep_s):
+                x = preprocess(raw)
+            with srt.graph(model_g, stream=model_s):
+                out = model(x)
+            sets.append((raw, prep_g, model_g, out))
+    model_s.synchronize()
+    return sets
+
+
+def replay_pipelined(raws, sets, prep_s, model_s, depth=4):
+    """pipelined() with the captured stages: batch i goes through set i % 2 (its input filled on
+    prep_s, its output copied on model_s); the tracking orders each replay after the work whose
+    tensors it touches."""
+    outs, done = [], []
+    with torch.no_grad():
+        for i, r in enumerate(raws):
+            if i >= depth:
+                done[i - depth].synchronize()
+            raw, prep_g, model_g, out = sets[i % len(sets)]
+            with torch.cpu.StreamContext(prep_s):
+                raw.copy_(r)
+                prep_g.replay()
+            with torch.cpu.StreamContext(model_s):
+                model_g.replay()
+                outs.append(out.clone())
             done.append(torch.cpu.Event())
             done[-1].record(model_s)
     model_s.synchronize()
