@@ -212,3 +212,59 @@ def test_graph_needs_install():
     with pytest.raises(RuntimeError, match="install"):
         with srt.graph(srt.CPUGraph()):
             pass
+
+
+BIG = 256 * 1024  # floats: blocks this large may be handed on to later outputs
+
+
+def test_a_temporary_of_the_block_lends_its_memory_to_a_later_output(fast):
+    s = torch.cpu.Stream()
+    x = torch.randn(BIG)
+
+    def block():
+        t = x * 2  # a temporary: dropped once the next op holds it
+        u = t + 1
+        del t
+        return u * 3  # may take t's memory, in the captured run and in every replay
+
+    warmed_up(block, s)
+    before = _torch_submit.native().output_cache_stats()["reused"]
+    gate = Gate().hold(s)  # the captured run's ops stay queued: only they and the graph hold t
+    g, out = captured_once(block, s)
+    gate.open()
+    assert _torch_submit.native().output_cache_stats()["reused"] == before + 1
+    for seed in range(3):
+        x.copy_(torch.randn(BIG, generator=torch.Generator().manual_seed(seed)))
+        g.replay()
+        assert torch.equal(out, (x * 2 + 1) * 3)
+
+
+def test_memory_from_before_the_capture_is_never_handed_on(fast):
+    s = torch.cpu.Stream()
+    inputs = []
+
+    def block():
+        u = inputs.pop() * 2  # the input's last reference goes with its op's arguments
+        return u + 1  # of the input's size: must not take its memory (a replay reads it again)
+
+    def new_input(value):  # on the memory stream outputs get (that may be handed on)
+        with torch.cpu.StreamContext(s):
+            inputs.append(torch.full((BIG,), value) * 1)
+
+    for _ in range(2):
+        new_input(1.0)
+        warmed_up(block, s, times=1)
+    new_input(5.0)
+    gate = Gate().hold(s)  # queued, the input's op is its only holder but for the graph
+    g, out = captured_once(block, s)
+    gate.open()
+    for _ in range(3):
+        g.replay()
+        assert out.tolist()[:3] == [11.0] * 3 and torch.equal(out, torch.full((BIG,), 11.0))
+
+
+def captured_once(fn, stream):
+    g = srt.CPUGraph()
+    with srt.graph(g, stream=stream):
+        out = fn()
+    return g, out

@@ -82,6 +82,7 @@ void CapturedGraph::end() {
               "streamrt.torch.CPUGraph: no capture into this graph is under way on this thread");
   capturing_ = false;
   tls_capture = nullptr;
+  unlist();
   if (steps_->items.empty()) {
     reset();
     TORCH_CHECK(false,
@@ -93,6 +94,7 @@ void CapturedGraph::end() {
 void CapturedGraph::abort() noexcept {
   if (capturing_ && tls_capture == this) tls_capture = nullptr;
   capturing_ = false;
+  unlist();
   steps_.reset();
   reads_.clear();
   writes_.clear();
@@ -104,9 +106,31 @@ void CapturedGraph::reset() {
   abort();
 }
 
+void CapturedGraph::unlist() noexcept {
+  for (ReuseTicket* t : tickets_) free_reusable(t);
+  tickets_.clear();
+  created_.clear();
+}
+
+void CapturedGraph::list_for_reuse(const Prepared& item) {
+  c10::SmallVector<const c10::Storage*, 8> made;
+  for (const LaterAlias& a : item.later) {
+    const c10::StorageImpl* impl = a.storage.unsafeGetStorageImpl();
+    if (std::find(created_.begin(), created_.end(), impl) != created_.end()) {
+      made.push_back(&a.storage);
+    }
+  }
+  if (made.empty()) return;
+  tickets_.reserve(tickets_.size() + 1);  // (so that the push below cannot lose the ticket)
+  if (ReuseTicket* t = list_reusable(made.data(), made.size(), stream_id_)) tickets_.push_back(t);
+}
+
 void CapturedGraph::record(PreparedPtr item,
                            const std::vector<std::pair<TrackerPtr, bool>>& accesses,
+                           const std::vector<at::Tensor>& outs,
                            const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& o : outs) created_.push_back(o.storage().unsafeGetStorageImpl());
+  list_for_reuse(*item);
   steps_->items.push_back(std::move(item));
   for (const auto& [tracker, write] : accesses) {
     if (write) {
@@ -117,13 +141,17 @@ void CapturedGraph::record(PreparedPtr item,
       add_tracker(reads_, tracker);
     }
   }
-  for (const at::Tensor& t : tensors) {
-    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-    const bool seen = std::any_of(tensors_.begin(), tensors_.end(), [&](const WeakTensor& w) {
-      return w._unsafe_get_target() == impl;
-    });
-    if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
+  for (const auto* list : {&outs, &tensors}) {
+    for (const at::Tensor& t : *list) add_tensor(t);
   }
+}
+
+void CapturedGraph::add_tensor(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const bool seen = std::any_of(tensors_.begin(), tensors_.end(), [&](const WeakTensor& w) {
+    return w._unsafe_get_target() == impl;
+  });
+  if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
 }
 
 void CapturedGraph::replay() {

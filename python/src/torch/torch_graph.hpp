@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "torch_output_reuse.hpp"
 #include "torch_runner_internal.hpp"
 
 namespace streamrt::python::torch_runner {
@@ -63,10 +64,10 @@ class CapturedGraph {
   bool capturing() const noexcept { return capturing_; }
 
   //! Records an op the fast path enqueues now: `item`, a copy of its work item made before the
-  //! enqueue; its accesses (a tracker and whether the op writes it); the tensors it reaches (its
-  //! tensor arguments and new outputs, marked again after each replay). Throws std::bad_alloc.
+  //! enqueue; its accesses (a tracker and whether the op writes it); its new outputs `outs` and
+  //! the tensors it reaches (both marked again after each replay). Throws std::bad_alloc.
   void record(PreparedPtr item, const std::vector<std::pair<TrackerPtr, bool>>& accesses,
-              const std::vector<at::Tensor>& tensors);
+              const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& tensors);
   //! The stream this graph captures on (host()->current_stream_id() at begin()).
   std::uint64_t stream_id() const noexcept { return stream_id_; }
 
@@ -80,8 +81,22 @@ class CapturedGraph {
   // The tensors to mark after a replay; weak, so the graph never keeps a Python tensor alive
   // (the work items keep the memory).
   std::vector<WeakTensor> tensors_;
+  // The storages of the outputs the captured ops made, and the listings of the recorded items'
+  // holds on them (below), given up when the capture ends.
+  std::vector<const c10::StorageImpl*> created_;
+  std::vector<ReuseTicket*> tickets_;
   std::uint64_t stream_id_ = 0;
   bool capturing_ = false;
+
+  // Lists the recorded item's holds on storages made in the capture for reuse by later outputs of
+  // the capture (as the queued op's own are): a replay runs the items in the capture's order, so
+  // the memory of a temporary that no later item and no tensor still holds may take a later
+  // output, as it does in the captured run. Memory made before the capture is never handed on (a
+  // replay reads it again).
+  void list_for_reuse(const Prepared& item);
+  void unlist() noexcept;
+  // Notes `t` for marking after replays (once per TensorImpl).
+  void add_tensor(const at::Tensor& t);
 };
 
 //! The graph this thread captures into, or null. Never blocks.

@@ -347,9 +347,9 @@ void record(CapturedGraph& graph, PreparedPtr item, const c10::SmallVector<Acces
       }
     }
   }
-  std::vector<at::Tensor> tensors(outs.begin(), outs.end());
+  std::vector<at::Tensor> tensors;
   for (const auto& [tensor, arg] : scan.tensors) tensors.push_back(*tensor);
-  graph.record(std::move(item), tracked, tensors);
+  graph.record(std::move(item), tracked, outs, tensors);
 }
 
 // Enqueues the op of `plan` as `entry` says; false when it must take the Python path instead
