@@ -42,13 +42,18 @@ class CPUGraph:
     def replay(self):
         """Enqueues the captured ops as one work item on this thread's current stream inside a
         stream context, else on the stream they were captured on. Returns at once."""
+        from . import torch as _srt
+
+        if not _srt.is_installed():
+            raise RuntimeError(
+                "streamrt.torch.CPUGraph.replay: streamrt.torch is not installed (call "
+                "streamrt.torch.install() again)"
+            )
         native = _native_graph()
         if native._inside_stream_context() or self._stream is None:
             self._graph.replay()
             return
-        from .torch import StreamContext
-
-        with StreamContext(self._stream):
+        with _srt.StreamContext(self._stream):
             self._graph.replay()
 
     def reset(self):

@@ -207,6 +207,30 @@ def test_capture_misuse_raises_naming_the_fix(fast):
         srt.graph(object())
 
 
+def test_a_replay_inside_a_capture_is_refused(fast):
+    s = torch.cpu.Stream()
+    x = torch.ones(10)
+    g, _ = captured(lambda: x + 1, s)
+    outer = srt.CPUGraph()
+    with pytest.raises(RuntimeError, match="would not be captured"):
+        with srt.graph(outer, stream=s):
+            x + 1
+            g.replay()
+    assert outer.num_ops == 0
+
+
+def test_a_replay_after_uninstall_says_to_install(fast):
+    s = torch.cpu.Stream()
+    x = torch.ones(10)
+    g, _ = captured(lambda: x + 1, s)
+    srt.uninstall()
+    try:
+        with pytest.raises(RuntimeError, match="install"):
+            g.replay()
+    finally:
+        srt.install()
+
+
 def test_graph_needs_install():
     srt.uninstall()
     with pytest.raises(RuntimeError, match="install"):

@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -59,6 +60,7 @@ CapturedGraph::~CapturedGraph() {
 }
 
 void CapturedGraph::begin() {
+  const std::lock_guard lock(mutex_);
   TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: this graph is capturing already");
   TORCH_CHECK(tls_capture == nullptr,
               "streamrt.torch.CPUGraph: this thread captures into another graph already; end "
@@ -78,13 +80,14 @@ void CapturedGraph::begin() {
 }
 
 void CapturedGraph::end() {
+  const std::lock_guard lock(mutex_);
   TORCH_CHECK(capturing_ && tls_capture == this,
               "streamrt.torch.CPUGraph: no capture into this graph is under way on this thread");
   capturing_ = false;
   tls_capture = nullptr;
   unlist();
   if (steps_->items.empty()) {
-    reset();
+    clear_locked();
     TORCH_CHECK(false,
                 "streamrt.torch.CPUGraph: the capture recorded no op (only ops that are stream "
                 "work on the capture's stream are captured)");
@@ -92,6 +95,11 @@ void CapturedGraph::end() {
 }
 
 void CapturedGraph::abort() noexcept {
+  const std::lock_guard lock(mutex_);
+  clear_locked();
+}
+
+void CapturedGraph::clear_locked() noexcept {
   if (capturing_ && tls_capture == this) tls_capture = nullptr;
   capturing_ = false;
   unlist();
@@ -102,8 +110,19 @@ void CapturedGraph::abort() noexcept {
 }
 
 void CapturedGraph::reset() {
+  const std::lock_guard lock(mutex_);
   TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: reset() during its capture");
-  abort();
+  clear_locked();
+}
+
+std::size_t CapturedGraph::size() const {
+  const std::lock_guard lock(mutex_);
+  return steps_ ? steps_->items.size() : 0;
+}
+
+bool CapturedGraph::capturing() const {
+  const std::lock_guard lock(mutex_);
+  return capturing_;
 }
 
 void CapturedGraph::unlist() noexcept {
@@ -129,6 +148,7 @@ void CapturedGraph::record(PreparedPtr item,
                            const std::vector<std::pair<TrackerPtr, bool>>& accesses,
                            const std::vector<at::Tensor>& outs,
                            const std::vector<at::Tensor>& tensors) {
+  const std::lock_guard lock(mutex_);
   for (const at::Tensor& o : outs) created_.push_back(o.storage().unsafeGetStorageImpl());
   list_for_reuse(*item);
   steps_->items.push_back(std::move(item));
@@ -155,7 +175,11 @@ void CapturedGraph::add_tensor(const at::Tensor& t) {
 }
 
 void CapturedGraph::replay() {
+  const std::lock_guard lock(mutex_);
   TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: replay() during its capture");
+  TORCH_CHECK(tls_capture == nullptr,
+              "streamrt.torch.CPUGraph: replay() during a capture on this thread would not be "
+              "captured; replay after the capture ends");
   TORCH_CHECK(steps_ != nullptr,
               "streamrt.torch.CPUGraph: nothing captured; capture with streamrt.torch.graph(g) "
               "first");

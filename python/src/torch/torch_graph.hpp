@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,8 +32,8 @@ struct CapturedSteps {
 //! failure, whose message then names the op and its place. Needs no GIL.
 bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message);
 
-//! One capture. Not thread-safe: one thread captures and replays it at a time (the Python object's
-//! methods hold the GIL).
+//! One capture. Thread-safe (one mutex; a replay holds it while it enqueues); the capture itself
+//! belongs to the thread that began it.
 class CapturedGraph {
  public:
   CapturedGraph() = default;
@@ -59,21 +60,25 @@ class CapturedGraph {
   void replay();
 
   //! Ops recorded.
-  std::size_t size() const noexcept { return steps_ ? steps_->items.size() : 0; }
+  std::size_t size() const;
   //! True between begin() and end().
-  bool capturing() const noexcept { return capturing_; }
+  bool capturing() const;
 
   //! Records an op the fast path enqueues now: `item`, a copy of its work item made before the
   //! enqueue; its accesses (a tracker and whether the op writes it); its new outputs `outs` and
   //! the tensors it reaches (both marked again after each replay). Throws std::bad_alloc.
   void record(PreparedPtr item, const std::vector<std::pair<TrackerPtr, bool>>& accesses,
               const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& tensors);
-  //! The stream this graph captures on (host()->current_stream_id() at begin()).
+  //! The stream this graph captures on (host()->current_stream_id() at begin()); constant
+  //! during the capture.
   std::uint64_t stream_id() const noexcept { return stream_id_; }
 
  private:
   using WeakTensor = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
 
+  // Guards the members below (the capturing thread also reads stream_id_, which it wrote, without
+  // it).
+  mutable std::mutex mutex_;
   std::shared_ptr<CapturedSteps> steps_;
   // Each tracker once; a written one in writes_ only.
   std::vector<TrackerPtr> reads_;
@@ -94,6 +99,8 @@ class CapturedGraph {
   // output, as it does in the captured run. Memory made before the capture is never handed on (a
   // replay reads it again).
   void list_for_reuse(const Prepared& item);
+  // Ends a capture of this thread's and drops everything (abort(), reset()).
+  void clear_locked() noexcept;
   void unlist() noexcept;
   // Notes `t` for marking after replays (once per TensorImpl).
   void add_tensor(const at::Tensor& t);
