@@ -1,8 +1,9 @@
 // Capture and replay of torch ops on a stream (torch_graph.hpp). A capture records the fast path's
 // work items as they are enqueued, so the captured block runs once as usual; a replay runs copies
 // of them in order as one work item. Every storage the items touch stays held by the copies, so no
-// memory of the graph is handed to other work between replays (the output cache's blocks and the
-// reuse of queued ops' memory both see the extra holder).
+// memory of the graph is handed to work outside it (the output cache's blocks and the reuse of
+// queued ops' memory both see the extra holder); within the capture, a temporary's memory may go
+// to a later output of the capture (list_for_reuse).
 #include "torch_graph.hpp"
 
 #include <c10/util/Exception.h>
