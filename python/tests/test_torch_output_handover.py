@@ -162,3 +162,14 @@ def test_a_result_of_other_sizes_fails_naming_them(fast):
     out = cached_output((64, 64))
     with pytest.raises(RuntimeError, match="returned a result of sizes"):
         native._handover_run(out, lambda: torch.zeros(8))
+
+
+def test_results_of_an_op_with_several_outputs_of_other_sizes_fail_naming_them(fast):
+    outs = [cached_output((3,)), cached_output((2,))]
+    # The second result would broadcast into its output: a silent wrong value without the check.
+    with pytest.raises(RuntimeError, match=r"returned a result of sizes \[1\]"):
+        native._copy_results(outs, lambda: (torch.ones(3), torch.ones(1)))
+    with pytest.raises(RuntimeError, match="dtype"):
+        native._copy_results(outs, lambda: (torch.ones(3), torch.ones(2, dtype=torch.float64)))
+    native._copy_results(outs, lambda: (torch.full((3,), 2.0), torch.full((2,), 5.0)))
+    assert outs[0].tolist() == [2.0] * 3 and outs[1].tolist() == [5.0] * 2

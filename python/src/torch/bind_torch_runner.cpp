@@ -226,9 +226,7 @@ bool run_prepared(Prepared& prepared, std::string* type, std::string* message) {
     }
     p->op.callBoxed(&p->stack);
     // A functional op run for outputs handed out at the call: its results go into them.
-    for (std::size_t i = 0; i < p->copy_into.size(); ++i) {
-      p->copy_into[i].copy_(p->stack.at(i).toTensor());
-    }
+    copy_results(p->copy_into, p->stack, p->op.schema().name());
     return true;
   } catch (const std::bad_alloc&) {
     *type = "MemoryError";
@@ -553,6 +551,18 @@ void bind_handover(py::module_& m) {
       "out"_a, "fn"_a,
       "Tests: runs fn() as a work item runs a functional op for the output `out` (its first "
       "allocation may take out's memory), then puts fn's result tensor into `out`.");
+  m.def(
+      "_copy_results",
+      [](const std::vector<at::Tensor>& outs, py::function fn) {
+        py::tuple got = fn();
+        std::vector<c10::IValue> results;
+        for (py::handle r : got) results.emplace_back(THPVariable_Unpack(r.ptr()));
+        got = py::tuple();
+        copy_results(outs, results, "fn");
+      },
+      "outs"_a, "fn"_a,
+      "Tests: puts the tensors of the tuple fn() returns into `outs` as a work item puts the "
+      "results of a functional op with several outputs into the outputs handed out at its call.");
   m.def(
       "_raw_roundtrip",
       [](std::size_t nbytes) {

@@ -194,14 +194,31 @@ void HandOver::disarm() noexcept {
   if (tls_slot == &slot_) tls_slot = nullptr;
 }
 
-void HandOver::finish(at::Tensor result, const at::Tensor& out, const std::string& op_name) {
-  disarm();
+namespace {
+
+void check_result(const at::Tensor& result, const at::Tensor& out, const std::string& op_name) {
   TORCH_CHECK(result.sizes() == out.sizes() && result.dtype() == out.dtype(),
               "streamrt.torch: ", op_name, " returned a result of sizes ", result.sizes(),
               " and dtype ", result.dtype(), " where its output known at the call has ",
               out.sizes(), " and ", out.dtype(),
               " (its meta kernel and its CPU kernel disagree in this torch): run it "
               "outside stream contexts");
+}
+
+}  // namespace
+
+void copy_results(const std::vector<at::Tensor>& into, const std::vector<c10::IValue>& results,
+                  const std::string& op_name) {
+  for (std::size_t i = 0; i < into.size(); ++i) {
+    const at::Tensor& result = results.at(i).toTensor();
+    check_result(result, into[i], op_name);
+    into[i].copy_(result);
+  }
+}
+
+void HandOver::finish(at::Tensor result, const at::Tensor& out, const std::string& op_name) {
+  disarm();
+  check_result(result, out, op_name);
   if (slot_.taken) {
     if (lies_in_place(result, out, slot_.data)) {
       g_in_place.fetch_add(1, std::memory_order_relaxed);

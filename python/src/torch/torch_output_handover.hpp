@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace streamrt::python::torch_runner {
 
@@ -59,6 +60,12 @@ class HandOver {
  private:
   HandOverSlot slot_;
 };
+
+//! Copies each of a functional op's `results` into the output handed out for it at the call (the
+//! op had several, so none was handed over). Throws c10::Error, as HandOver::finish, where a
+//! result's sizes or dtype are not its output's: the copy would broadcast or convert silently.
+void copy_results(const std::vector<at::Tensor>& into, const std::vector<c10::IValue>& results,
+                  const std::string& op_name);
 
 //! What the hand-over did so far.
 struct HandOverStats {
