@@ -2,6 +2,7 @@
 them as one work item (docs/torch.md, "Graphs: capture and replay")."""
 
 from . import _torch_submit as _submit
+from .graphs import _enter_capture
 
 
 def _native_graph():
@@ -22,8 +23,8 @@ class CPUGraph:
     after the block, as without the capture. A replay runs the same ops on the same tensors
     (arguments, outputs and the block's temporaries, which the graph keeps): change an input's
     values in place (``static_in.copy_(new)``) and read the outputs the block returned. A replay
-    is tracked as one op that reads and writes every tensor of the graph, so it runs after the
-    queued work it depends on, and host reads of its outputs wait for it."""
+    is tracked as one op that reads what the block read and writes what it wrote, so it runs
+    after the queued work it depends on, and host reads of its outputs wait for it."""
 
     def __init__(self):
         self._graph = _native_graph()._CapturedGraph()
@@ -101,13 +102,7 @@ class graph:
             raise RuntimeError("streamrt.torch.graph: call streamrt.torch.install() first")
         if self.stream is None:
             self.stream = _srt.Stream()
-        self._context = _srt.StreamContext(self.stream)
-        self._context.__enter__()
-        try:
-            self.cpu_graph.capture_begin()
-        except BaseException:
-            self._context.__exit__(None, None, None)
-            raise
+        self._context = _enter_capture(self.stream, self.cpu_graph.capture_begin)
         return self
 
     def __exit__(self, exc_type, exc, tb):

@@ -22,6 +22,19 @@ def _default_capture_stream():
     return _capture_stream
 
 
+def _enter_capture(stream, begin):
+    """Makes `stream` current on this thread and calls begin() (a capture's start); leaves the
+    stream's context again when begin() raises. The context entered, for the capture's end."""
+    context = _streamrt.StreamContext(stream)
+    context.__enter__()
+    try:
+        begin()
+    except BaseException:
+        context.__exit__(None, None, None)
+        raise
+    return context
+
+
 class graph:
     """Context manager that captures the work issued in its body into ``cuda_graph``.
 
@@ -50,13 +63,11 @@ class graph:
 
     def __enter__(self):
         _streamrt.synchronize()
-        self._context = _streamrt.StreamContext(self.stream)
-        self._context.__enter__()
-        try:
-            self.cuda_graph.capture_begin(self.stream, capture_error_mode=self.capture_error_mode)
-        except BaseException:
-            self._context.__exit__(None, None, None)
-            raise
+        self._context = _enter_capture(
+            self.stream,
+            lambda: self.cuda_graph.capture_begin(
+                self.stream, capture_error_mode=self.capture_error_mode),
+        )
         return self
 
     def __exit__(self, exc_type, exc, tb):
