@@ -175,7 +175,7 @@ void CapturedGraph::add_tensor(const at::Tensor& t) {
   if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
 }
 
-void CapturedGraph::replay() {
+CapturedGraph::Replay CapturedGraph::take_replay() const {
   const std::lock_guard lock(mutex_);
   TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: replay() during its capture");
   TORCH_CHECK(tls_capture == nullptr,
@@ -184,14 +184,21 @@ void CapturedGraph::replay() {
   TORCH_CHECK(steps_ != nullptr,
               "streamrt.torch.CPUGraph: nothing captured; capture with streamrt.torch.graph(g) "
               "first");
+  return Replay{steps_, reads_, writes_, tensors_};
+}
+
+void CapturedGraph::replay() {
+  // What to enqueue, taken under the lock and enqueued without it: the enqueue may wait for the
+  // stream's queue limit, and no other thread must wait on this graph meanwhile.
+  const Replay r = take_replay();
   TORCH_CHECK(inside_stream_context() && host()->current_stream_id() != 0,
               "streamrt.torch.CPUGraph: replay() needs this thread inside a stream context");
   std::vector<const void*> reads, writes;
-  for (const TrackerPtr& t : reads_) reads.push_back(t->get());
-  for (const TrackerPtr& t : writes_) writes.push_back(t->get());
-  const Prepared& first = *steps_->items.front();
+  for (const TrackerPtr& t : r.reads) reads.push_back(t->get());
+  for (const TrackerPtr& t : r.writes) writes.push_back(t->get());
+  const Prepared& first = *r.steps->items.front();
   PreparedPtr item(new_prepared(first.op, first.excluded));
-  item->steps = steps_;
+  item->steps = r.steps;
   std::string error;
   const TorchEnqueued done = host()->enqueue(kReplayLabel, reads.data(), reads.size(),
                                              writes.data(), writes.size(), item.release(), &error);
@@ -202,7 +209,7 @@ void CapturedGraph::replay() {
   TORCH_CHECK(
       done == TorchEnqueued::kYes,
       "streamrt.torch.CPUGraph: the replay was queued, but recording its accesses failed: ", error);
-  for (const WeakTensor& w : tensors_) {
+  for (const WeakTensor& w : r.tensors) {
     if (auto impl = w.lock()) mark(at::Tensor(std::move(impl)));
   }
 }

@@ -32,8 +32,8 @@ struct CapturedSteps {
 //! failure, whose message then names the op and its place. Needs no GIL.
 bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message);
 
-//! One capture. Thread-safe (one mutex; a replay holds it while it enqueues); the capture itself
-//! belongs to the thread that began it.
+//! One capture. Thread-safe (one mutex, never held while waiting); the capture itself belongs to
+//! the thread that began it.
 class CapturedGraph {
  public:
   CapturedGraph() = default;
@@ -104,6 +104,16 @@ class CapturedGraph {
   void unlist() noexcept;
   // Notes `t` for marking after replays (once per TensorImpl).
   void add_tensor(const at::Tensor& t);
+
+  // What a replay enqueues and marks, copied under the lock.
+  struct Replay {
+    std::shared_ptr<CapturedSteps> steps;
+    std::vector<TrackerPtr> reads;
+    std::vector<TrackerPtr> writes;
+    std::vector<WeakTensor> tensors;
+  };
+  // Checks that a replay may be enqueued now; what it needs. Throws c10::Error.
+  Replay take_replay() const;
 };
 
 //! The graph this thread captures into, or null. Never blocks.
