@@ -24,14 +24,16 @@ thread_local CapturedGraph* tls_capture = nullptr;
 // The profiler label and failure label of a replay's work item (it must outlive the work).
 constexpr const char* kReplayLabel = "streamrt.torch.CPUGraph.replay";
 
-void add_tracker(std::vector<TrackerPtr>& list, const TrackerPtr& t) {
-  for (const TrackerPtr& have : list) {
-    if (have.get() == t.get()) return;
-  }
-  list.push_back(t);
+bool has_tracker(const std::vector<TrackerPtr>& list, const Tracker* t) {
+  return std::any_of(list.begin(), list.end(),
+                     [t](const TrackerPtr& have) { return have.get() == t; });
 }
 
-void remove_tracker(std::vector<TrackerPtr>& list, const void* t) {
+void add_tracker(std::vector<TrackerPtr>& list, const TrackerPtr& t) {
+  if (!has_tracker(list, t.get())) list.push_back(t);
+}
+
+void remove_tracker(std::vector<TrackerPtr>& list, const Tracker* t) {
   list.erase(std::remove_if(list.begin(), list.end(),
                             [t](const TrackerPtr& have) { return have.get() == t; }),
              list.end());
@@ -93,6 +95,21 @@ void CapturedGraph::end() {
                 "streamrt.torch.CPUGraph: the capture recorded no op (only ops that are stream "
                 "work on the capture's stream are captured)");
   }
+  freeze_locked();
+}
+
+void CapturedGraph::freeze_locked() {
+  auto r = std::make_shared<Replay>();
+  r->steps = steps_;
+  for (const TrackerPtr& t : reads_) r->reads.push_back(t->get());
+  for (const TrackerPtr& t : writes_) r->writes.push_back(t->get());
+  r->trackers = std::move(reads_);
+  r->trackers.insert(r->trackers.end(), writes_.begin(), writes_.end());
+  r->tensors = std::move(tensors_);
+  reads_.clear();
+  writes_.clear();
+  tensors_.clear();
+  replay_ = std::move(r);
 }
 
 void CapturedGraph::abort() noexcept {
@@ -105,6 +122,7 @@ void CapturedGraph::clear_locked() noexcept {
   capturing_ = false;
   unlist();
   steps_.reset();
+  replay_.reset();
   reads_.clear();
   writes_.clear();
   tensors_.clear();
@@ -157,8 +175,7 @@ void CapturedGraph::record(PreparedPtr item,
     if (write) {
       remove_tracker(reads_, tracker.get());
       add_tracker(writes_, tracker);
-    } else if (std::none_of(writes_.begin(), writes_.end(),
-                            [&](const TrackerPtr& w) { return w.get() == tracker.get(); })) {
+    } else if (!has_tracker(writes_, tracker.get())) {
       add_tracker(reads_, tracker);
     }
   }
@@ -175,33 +192,31 @@ void CapturedGraph::add_tensor(const at::Tensor& t) {
   if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
 }
 
-CapturedGraph::Replay CapturedGraph::take_replay() const {
+std::shared_ptr<const CapturedGraph::Replay> CapturedGraph::take_replay() const {
   const std::lock_guard lock(mutex_);
   TORCH_CHECK(!capturing_, "streamrt.torch.CPUGraph: replay() during its capture");
   TORCH_CHECK(tls_capture == nullptr,
               "streamrt.torch.CPUGraph: replay() during a capture on this thread would not be "
               "captured; replay after the capture ends");
-  TORCH_CHECK(steps_ != nullptr,
+  TORCH_CHECK(replay_ != nullptr,
               "streamrt.torch.CPUGraph: nothing captured; capture with streamrt.torch.graph(g) "
               "first");
-  return Replay{steps_, reads_, writes_, tensors_};
+  return replay_;
 }
 
 void CapturedGraph::replay() {
   // What to enqueue, taken under the lock and enqueued without it: the enqueue may wait for the
   // stream's queue limit, and no other thread must wait on this graph meanwhile.
-  const Replay r = take_replay();
+  const std::shared_ptr<const Replay> r = take_replay();
   TORCH_CHECK(inside_stream_context() && host()->current_stream_id() != 0,
               "streamrt.torch.CPUGraph: replay() needs this thread inside a stream context");
-  std::vector<const void*> reads, writes;
-  for (const TrackerPtr& t : r.reads) reads.push_back(t->get());
-  for (const TrackerPtr& t : r.writes) writes.push_back(t->get());
-  const Prepared& first = *r.steps->items.front();
+  const Prepared& first = *r->steps->items.front();
   PreparedPtr item(new_prepared(first.op, first.excluded));
-  item->steps = r.steps;
+  item->steps = r->steps;
   std::string error;
-  const TorchEnqueued done = host()->enqueue(kReplayLabel, reads.data(), reads.size(),
-                                             writes.data(), writes.size(), item.release(), &error);
+  const TorchEnqueued done =
+      host()->enqueue(kReplayLabel, r->reads.data(), r->reads.size(), r->writes.data(),
+                      r->writes.size(), item.release(), &error);
   TORCH_CHECK(
       done != TorchEnqueued::kNo,
       "streamrt.torch.CPUGraph: the current stream takes no torch work now (launch-blocking "
@@ -209,7 +224,7 @@ void CapturedGraph::replay() {
   TORCH_CHECK(
       done == TorchEnqueued::kYes,
       "streamrt.torch.CPUGraph: the replay was queued, but recording its accesses failed: ", error);
-  for (const WeakTensor& w : r.tensors) {
+  for (const WeakTensor& w : r->tensors) {
     if (auto impl = w.lock()) mark(at::Tensor(std::move(impl)));
   }
 }

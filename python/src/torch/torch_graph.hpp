@@ -80,11 +80,11 @@ class CapturedGraph {
   // it).
   mutable std::mutex mutex_;
   std::shared_ptr<CapturedSteps> steps_;
-  // Each tracker once; a written one in writes_ only.
+  // While capturing (then moved into replay_): each tracker once, a written one in writes_ only;
+  // the tensors to mark after a replay, weak, so the graph never keeps a Python tensor alive (the
+  // work items keep the memory).
   std::vector<TrackerPtr> reads_;
   std::vector<TrackerPtr> writes_;
-  // The tensors to mark after a replay; weak, so the graph never keeps a Python tensor alive
-  // (the work items keep the memory).
   std::vector<WeakTensor> tensors_;
   // The storages of the outputs the captured ops made, and the listings of the recorded items'
   // holds on them (below), given up when the capture ends.
@@ -105,15 +105,21 @@ class CapturedGraph {
   // Notes `t` for marking after replays (once per TensorImpl).
   void add_tensor(const at::Tensor& t);
 
-  // What a replay enqueues and marks, copied under the lock.
+  // What every replay enqueues and marks, made once when the capture ends and shared by the
+  // replays under way (the trackers alive through their enqueues).
   struct Replay {
     std::shared_ptr<CapturedSteps> steps;
-    std::vector<TrackerPtr> reads;
-    std::vector<TrackerPtr> writes;
+    std::vector<TrackerPtr> trackers;
+    std::vector<const void*> reads;  // (their handles, as the enqueue takes them)
+    std::vector<const void*> writes;
     std::vector<WeakTensor> tensors;
   };
-  // Checks that a replay may be enqueued now; what it needs. Throws c10::Error.
-  Replay take_replay() const;
+  std::shared_ptr<const Replay> replay_;  // set by end(), until reset()
+
+  // Checks that a replay may be enqueued now; what it enqueues. Throws c10::Error.
+  std::shared_ptr<const Replay> take_replay() const;
+  // Under mutex_: replay_ from what the capture recorded.
+  void freeze_locked();
 };
 
 //! The graph this thread captures into, or null. Never blocks.

@@ -355,7 +355,8 @@ void record(CapturedGraph& graph, PreparedPtr item, const c10::SmallVector<Acces
 // Enqueues the op of `plan` as `entry` says; false when it must take the Python path instead
 // (nothing was queued then, and the stack is as it was).
 bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit::Stack& stack) {
-  if (CapturedGraph* g = capturing(); g != nullptr) check_capture_stream(*g, plan);
+  CapturedGraph* const graph = capturing();
+  if (graph != nullptr) check_capture_stream(*graph, plan);
   const Recipe& recipe = *entry.recipe;
   const std::size_t n = plan.op.schema().arguments().size();
   const std::size_t first = stack.size() - n;
@@ -387,7 +388,6 @@ bool run_fast(const Plan& plan, const Entry& entry, const Scan& scan, torch::jit
   auto prepared = work_item(recipe, stack, first, outs);
   prepared->output_bytes = output_bytes;
   std::string error;
-  CapturedGraph* const graph = capturing();
   if (const Probe probe = g_probe.load(std::memory_order_relaxed); probe != Probe::kOff) {
     std::string type;
     if (probe == Probe::kWork) run_prepared(*prepared, &type, &error);
