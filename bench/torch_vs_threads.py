@@ -360,9 +360,6 @@ def pipeline(args):
     ratio("captured stages vs eager", m, "eager (sequential)", "streams, stages captured")
     ratio("captured stages vs producer + consumer threads", m, "producer + consumer threads",
           "streams, stages captured")
-    bound = max(m["preprocessing alone, 1 thread"], m["model alone, 1 thread"])
-    print(f"  of the pipeline's bound the captured stages reach "
-          f"{bound / m['streams, stages captured'] * 100:5.1f}%")
     check_outputs(outs, "eager (sequential)")
 
 
@@ -375,7 +372,8 @@ def print_pipeline_ceiling(m):
     print(f"  the cores' ceiling: the slower stage alone {eager / bound:4.2f}x eager (a pipeline's "
           f"bound), half the stages' sum {eager / ((prep + model) / 2):4.2f}x eager (any split); "
           f"of the pipeline's bound the streams reach {bound / m['streams (prep | model)'] * 100:5.1f}%, "
-          f"the threads {bound / m['producer + consumer threads'] * 100:5.1f}%")
+          f"the threads {bound / m['producer + consumer threads'] * 100:5.1f}%, the captured "
+          f"stages {bound / m['streams, stages captured'] * 100:5.1f}%")
 
 
 def pipelined(raws, model, prep_s, model_s, depth=4):

@@ -1,6 +1,7 @@
 """streamrt.torch.CPUGraph and graph(): capture the torch ops a block enqueues on a stream, replay
 them as one work item (docs/torch.md, "Graphs: capture and replay")."""
 
+from . import _streamrt as _C
 from . import _torch_submit as _submit
 from .graphs import _enter_capture
 
@@ -34,7 +35,7 @@ class CPUGraph:
         """Starts recording this thread's ops on its current stream (inside a stream context; use
         ``streamrt.torch.graph``, which enters one)."""
         self._graph.begin()
-        self._stream = _current_stream()
+        self._stream = _C.current_stream()
 
     def capture_end(self):
         """Ends the capture. RuntimeError when it recorded no op."""
@@ -70,12 +71,6 @@ class CPUGraph:
     def _abort(self):
         self._graph.abort()
         self._stream = None
-
-
-def _current_stream():
-    from . import _streamrt
-
-    return _streamrt.current_stream()
 
 
 class graph:
