@@ -22,9 +22,12 @@ namespace streamrt::cpu {
 
 // How long a stream keeps its worker while streams of the same priority wait (more urgent ones
 // take over after the current item). Yielding after every item made each item pay a pool lock, a
-// push and a pop with several streams ready (figures: docs/performance.md, "Figures behind
-// constants"); 100 us keeps equal streams taking turns far finer than anyone waits.
-inline constexpr auto kTimeSlice = std::chrono::microseconds(100);
+// push and a pop with several streams ready; turns as short as a few large items made each turn
+// start on caches holding another stream's data (a worker alternating between networks' layers).
+// Turns of about an OS scheduler's slice let a stream's consecutive items share its worker's
+// caches, as a thread's do; work that must not wait behind them takes a higher priority or a
+// partition (figures: docs/performance.md, "Figures behind constants").
+inline constexpr auto kTimeSlice = std::chrono::microseconds(4000);
 
 // Number of priority levels; level 0 is the most urgent. Stream priorities (0 = least urgent,
 // lower = more urgent) map to levels in CpuStream::level().
