@@ -349,6 +349,42 @@ TEST(Priorities, UrgentStreamKeepsTheWorkerWhileItHasReadyWork) {
   EXPECT_EQ(std::string(order.begin(), order.end()), "HHHLLL");
 }
 
+// Equal streams share the worker by time slices: a stream with one item gets its turn while an
+// equal stream still has a long queue, not after it.
+TEST(Priorities, AnEqualStreamGetsItsTurnBeforeALongQueueEnds) {
+  OneHeldWorker held;
+  streamrt::Stream busy;
+  streamrt::Stream other;
+  busy.set_host_run(false);  // only the one worker runs them (no host-run items)
+  other.set_host_run(false);
+  // Each busy item takes a while until the other stream has run, then nothing: served in turn
+  // the other item runs after a few busy items; served after the queue, after all of them.
+  constexpr int kBusyItems = 20000;
+  std::atomic<bool> other_ran{false};
+  int busy_run = 0;  // the one worker's
+  int busy_run_before_other = -1;
+  for (int i = 0; i < kBusyItems; ++i) {
+    busy.launch([&] {
+      ++busy_run;
+      if (!other_ran.load()) spin_for(500us);
+    });
+  }
+  Gate other_done;
+  other.launch([&] {
+    busy_run_before_other = busy_run;
+    other_ran = true;
+    other_done.open();
+  });
+  held.hold.open();
+  if (!other_done.wait()) fail_hard("the stream with one item never ran");
+  busy.synchronize();
+  other.synchronize();
+  held.holder.synchronize();
+  EXPECT_EQ(busy_run, kBusyItems);
+  EXPECT_LT(busy_run_before_other, kBusyItems / 2)
+      << "an equal stream waited for another's whole queue instead of taking turns";
+}
+
 TEST(Priorities, OutOfRangePriorityIsAnErrorNamingTheRange) {
   const auto [least, greatest] = streamrt::Stream::priority_range();
   EXPECT_NO_THROW(streamrt::Stream(streamrt::Device{}, least));
