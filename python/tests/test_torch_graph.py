@@ -110,6 +110,25 @@ def test_a_write_after_a_replay_waits_for_the_replay_to_read(fast):
     assert x.tolist() == [7.0] * 1000
 
 
+def test_a_tensor_the_block_reads_then_writes_is_written_by_the_replay(fast):
+    s, reader = torch.cpu.Stream(), torch.cpu.Stream()
+    x = torch.full((1000,), 2.0)
+
+    def block():
+        y = x * 3  # reads x first
+        x.add_(1)  # then writes it
+        return y
+
+    g, out = captured(block, s)  # three runs: x is 5 once they are done
+    gate = Gate().hold(s)
+    g.replay()  # x becomes 6: held
+    with torch.cpu.StreamContext(reader):
+        seen = x * 1  # must wait for the replay's write, not only for its read
+    gate.open_later()
+    assert seen.tolist() == [6.0] * 1000
+    assert out.tolist() == [15.0] * 1000
+
+
 def test_reads_of_a_replayed_output_wait_for_the_replay(fast):
     s = torch.cpu.Stream()
     x = torch.full((1000,), 2.0)
