@@ -24,21 +24,6 @@ thread_local CapturedGraph* tls_capture = nullptr;
 // The profiler label and failure label of a replay's work item (it must outlive the work).
 constexpr const char* kReplayLabel = "streamrt.torch.CPUGraph.replay";
 
-bool has_tracker(const std::vector<TrackerPtr>& list, const Tracker* t) {
-  return std::any_of(list.begin(), list.end(),
-                     [t](const TrackerPtr& have) { return have.get() == t; });
-}
-
-void add_tracker(std::vector<TrackerPtr>& list, const TrackerPtr& t) {
-  if (!has_tracker(list, t.get())) list.push_back(t);
-}
-
-void remove_tracker(std::vector<TrackerPtr>& list, const Tracker* t) {
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [t](const TrackerPtr& have) { return have.get() == t; }),
-             list.end());
-}
-
 }  // namespace
 
 bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message) {
@@ -101,14 +86,16 @@ void CapturedGraph::end() {
 void CapturedGraph::freeze_locked() {
   auto r = std::make_shared<Replay>();
   r->steps = steps_;
-  for (const TrackerPtr& t : reads_) r->reads.push_back(t->get());
-  for (const TrackerPtr& t : writes_) r->writes.push_back(t->get());
-  r->trackers = std::move(reads_);
-  r->trackers.insert(r->trackers.end(), writes_.begin(), writes_.end());
+  // (reserved first: the loop moves the trackers out and must not fail halfway)
+  r->reads.reserve(accesses_.size());
+  r->writes.reserve(accesses_.size());
+  r->trackers.reserve(accesses_.size());
+  for (auto& [tracker, write] : accesses_) {
+    (write ? r->writes : r->reads).push_back(tracker->get());
+    r->trackers.push_back(std::move(tracker));
+  }
   r->tensors = std::move(tensors_);
-  reads_.clear();
-  writes_.clear();
-  tensors_.clear();
+  clear_recorded();
   replay_ = std::move(r);
 }
 
@@ -123,9 +110,14 @@ void CapturedGraph::clear_locked() noexcept {
   unlist();
   steps_.reset();
   replay_.reset();
-  reads_.clear();
-  writes_.clear();
+  clear_recorded();
+}
+
+void CapturedGraph::clear_recorded() noexcept {
+  accesses_.clear();
+  access_at_.clear();
   tensors_.clear();
+  tensor_seen_.clear();
 }
 
 void CapturedGraph::reset() {
@@ -154,7 +146,7 @@ void CapturedGraph::list_for_reuse(const Prepared& item) {
   c10::SmallVector<const c10::Storage*, 8> made;
   for (const LaterAlias& a : item.later) {
     const c10::StorageImpl* impl = a.storage.unsafeGetStorageImpl();
-    if (std::find(created_.begin(), created_.end(), impl) != created_.end()) {
+    if (created_.count(impl) != 0) {
       made.push_back(&a.storage);
     }
   }
@@ -168,15 +160,15 @@ void CapturedGraph::record(PreparedPtr item,
                            const std::vector<at::Tensor>& outs,
                            const std::vector<at::Tensor>& tensors) {
   const std::lock_guard lock(mutex_);
-  for (const at::Tensor& o : outs) created_.push_back(o.storage().unsafeGetStorageImpl());
+  for (const at::Tensor& o : outs) created_.insert(o.storage().unsafeGetStorageImpl());
   list_for_reuse(*item);
   steps_->items.push_back(std::move(item));
   for (const auto& [tracker, write] : accesses) {
-    if (write) {
-      remove_tracker(reads_, tracker.get());
-      add_tracker(writes_, tracker);
-    } else if (!has_tracker(writes_, tracker.get())) {
-      add_tracker(reads_, tracker);
+    const auto [at, added] = access_at_.try_emplace(tracker.get(), accesses_.size());
+    if (added) {
+      accesses_.emplace_back(tracker, write);
+    } else if (write) {
+      accesses_[at->second].second = true;  // (a write supersedes the block's earlier reads)
     }
   }
   for (const auto* list : {&outs, &tensors}) {
@@ -185,11 +177,9 @@ void CapturedGraph::record(PreparedPtr item,
 }
 
 void CapturedGraph::add_tensor(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  const bool seen = std::any_of(tensors_.begin(), tensors_.end(), [&](const WeakTensor& w) {
-    return w._unsafe_get_target() == impl;
-  });
-  if (!seen) tensors_.emplace_back(t.getIntrusivePtr());
+  if (tensor_seen_.insert(t.unsafeGetTensorImpl()).second) {
+    tensors_.emplace_back(t.getIntrusivePtr());
+  }
 }
 
 std::shared_ptr<const CapturedGraph::Replay> CapturedGraph::take_replay() const {

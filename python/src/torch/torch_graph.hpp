@@ -13,6 +13,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -80,15 +82,18 @@ class CapturedGraph {
   // it).
   mutable std::mutex mutex_;
   std::shared_ptr<CapturedSteps> steps_;
-  // While capturing (then moved into replay_): each tracker once, a written one in writes_ only;
-  // the tensors to mark after a replay, weak, so the graph never keeps a Python tensor alive (the
-  // work items keep the memory).
-  std::vector<TrackerPtr> reads_;
-  std::vector<TrackerPtr> writes_;
+  // While capturing (then frozen into replay_): each tracker the block reached, once, in the order
+  // first reached, and whether the block wrote it; the tensors to mark after a replay, weak, so
+  // the graph never keeps a Python tensor alive (the work items keep the memory). Each with an
+  // index, so that recording an op costs the same however long the capture already is (the weak
+  // references keep the TensorImpls' addresses from being reused meanwhile).
+  std::vector<std::pair<TrackerPtr, bool>> accesses_;
+  std::unordered_map<const Tracker*, std::size_t> access_at_;
   std::vector<WeakTensor> tensors_;
-  // The storages of the outputs the captured ops made, and the listings of the recorded items'
-  // holds on them (below), given up when the capture ends.
-  std::vector<const c10::StorageImpl*> created_;
+  std::unordered_set<const c10::TensorImpl*> tensor_seen_;
+  // The storages of the outputs the captured ops made (held by the recorded items), and the
+  // listings of the recorded items' holds on them (below), given up when the capture ends.
+  std::unordered_set<const c10::StorageImpl*> created_;
   std::vector<ReuseTicket*> tickets_;
   std::uint64_t stream_id_ = 0;
   bool capturing_ = false;
@@ -101,6 +106,8 @@ class CapturedGraph {
   void list_for_reuse(const Prepared& item);
   // Ends a capture of this thread's and drops everything (abort(), reset()).
   void clear_locked() noexcept;
+  // Drops the accesses and tensors recorded (frozen into replay_ or given up).
+  void clear_recorded() noexcept;
   void unlist() noexcept;
   // Notes `t` for marking after replays (once per TensorImpl).
   void add_tensor(const at::Tensor& t);
