@@ -24,6 +24,13 @@ thread_local CapturedGraph* tls_capture = nullptr;
 // The profiler label and failure label of a replay's work item (it must outlive the work).
 constexpr const char* kReplayLabel = "streamrt.torch.CPUGraph.replay";
 
+// Room for `more` elements in `v`, growing it geometrically: the appends after it cannot fail, so
+// an index entry made before them never names an element that is missing.
+template <typename Vector>
+void make_room(Vector& v, std::size_t more) {
+  if (v.capacity() - v.size() < more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+}
+
 }  // namespace
 
 bool run_steps(const CapturedSteps& steps, std::string* type, std::string* message) {
@@ -163,6 +170,8 @@ void CapturedGraph::record(PreparedPtr item,
   for (const at::Tensor& o : outs) created_.insert(o.storage().unsafeGetStorageImpl());
   list_for_reuse(*item);
   steps_->items.push_back(std::move(item));
+  make_room(accesses_, accesses.size());
+  make_room(tensors_, outs.size() + tensors.size());
   for (const auto& [tracker, write] : accesses) {
     const auto [at, added] = access_at_.try_emplace(tracker.get(), accesses_.size());
     if (added) {
