@@ -311,3 +311,24 @@ def captured_once(fn, stream):
     with srt.graph(g, stream=stream):
         out = fn()
     return g, out
+
+
+def test_a_capture_with_an_op_it_could_not_record_ends_with_an_error(fast):
+    s = torch.cpu.Stream()
+    x = torch.ones(100)
+    warmed_up(lambda: x + 1, s)
+    g = srt.CPUGraph()
+    with pytest.raises(RuntimeError, match="could not be recorded"):
+        with srt.graph(g, stream=s):
+            _torch_submit.native()._fail_next_capture_record()
+            try:
+                x + 1
+            except (MemoryError, RuntimeError):
+                pass  # a block that goes on after the failure
+            x + 1
+    assert g.num_ops == 0
+    with pytest.raises(RuntimeError, match="nothing captured"):
+        with torch.cpu.StreamContext(s):
+            g.replay()
+    g2, out = captured(lambda: x + 1, s)  # a later capture is not affected
+    assert g2.num_ops == 1

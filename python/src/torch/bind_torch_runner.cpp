@@ -602,6 +602,8 @@ void bind_graph(py::module_& m) {
           "Enqueues the captured ops as one item on this thread's current stream.")
       .def_property_readonly("num_ops", &CapturedGraph::size, "Ops captured.")
       .def_property_readonly("capturing", &CapturedGraph::capturing, "Whether it captures now.");
+  m.def("_fail_next_capture_record", &CapturedGraph::fail_next_record_for_testing,
+        "Tests: the next op a capture records fails to be recorded, as when out of memory.");
   m.def("_inside_stream_context", &inside_stream_context,
         "Whether this thread's torch ops are stream work now (inside a stream context).");
 }

@@ -9,7 +9,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -24,12 +26,8 @@ thread_local CapturedGraph* tls_capture = nullptr;
 // The profiler label and failure label of a replay's work item (it must outlive the work).
 constexpr const char* kReplayLabel = "streamrt.torch.CPUGraph.replay";
 
-// Room for `more` elements in `v`, growing it geometrically: the appends after it cannot fail, so
-// an index entry made before them never names an element that is missing.
-template <typename Vector>
-void make_room(Vector& v, std::size_t more) {
-  if (v.capacity() - v.size() < more) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
-}
+// Tests: the next record() fails as if out of memory (fail_next_record_for_testing).
+std::atomic<bool> g_fail_next_record{false};
 
 }  // namespace
 
@@ -70,6 +68,7 @@ void CapturedGraph::begin() {
               "stream work");
   steps_ = std::make_shared<CapturedSteps>();
   stream_id_ = stream;
+  failed_ = false;
   capturing_ = true;
   tls_capture = this;
 }
@@ -81,8 +80,12 @@ void CapturedGraph::end() {
   capturing_ = false;
   tls_capture = nullptr;
   unlist();
-  if (steps_->items.empty()) {
+  if (failed_ || steps_->items.empty()) {
+    const bool failed = failed_;
     clear_locked();
+    TORCH_CHECK(!failed,
+                "streamrt.torch.CPUGraph: an op of the capture could not be recorded (out of "
+                "memory), so a replay would miss it; nothing was captured: capture again");
     TORCH_CHECK(false,
                 "streamrt.torch.CPUGraph: the capture recorded no op (only ops that are stream "
                 "work on the capture's stream are captured)");
@@ -114,6 +117,7 @@ void CapturedGraph::abort() noexcept {
 void CapturedGraph::clear_locked() noexcept {
   if (capturing_ && tls_capture == this) tls_capture = nullptr;
   capturing_ = false;
+  failed_ = false;
   unlist();
   steps_.reset();
   replay_.reset();
@@ -167,11 +171,27 @@ void CapturedGraph::record(PreparedPtr item,
                            const std::vector<at::Tensor>& outs,
                            const std::vector<at::Tensor>& tensors) {
   const std::lock_guard lock(mutex_);
+  if (failed_) return;  // (the capture ends with an error; what it holds is never replayed)
+  try {
+    if (g_fail_next_record.exchange(false, std::memory_order_relaxed)) throw std::bad_alloc();
+    record_locked(std::move(item), accesses, outs, tensors);
+  } catch (...) {
+    failed_ = true;  // a graph missing part of an op would replay without waiting for it
+    throw;
+  }
+}
+
+void CapturedGraph::fail_next_record_for_testing() noexcept {
+  g_fail_next_record.store(true, std::memory_order_relaxed);  // (a switch: no order needed)
+}
+
+void CapturedGraph::record_locked(PreparedPtr item,
+                                  const std::vector<std::pair<TrackerPtr, bool>>& accesses,
+                                  const std::vector<at::Tensor>& outs,
+                                  const std::vector<at::Tensor>& tensors) {
   for (const at::Tensor& o : outs) created_.insert(o.storage().unsafeGetStorageImpl());
   list_for_reuse(*item);
   steps_->items.push_back(std::move(item));
-  make_room(accesses_, accesses.size());
-  make_room(tensors_, outs.size() + tensors.size());
   for (const auto& [tracker, write] : accesses) {
     const auto [at, added] = access_at_.try_emplace(tracker.get(), accesses_.size());
     if (added) {

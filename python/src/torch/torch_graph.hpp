@@ -68,9 +68,13 @@ class CapturedGraph {
 
   //! Records an op the fast path enqueues now: `item`, a copy of its work item made before the
   //! enqueue; its accesses (a tracker and whether the op writes it); its new outputs `outs` and
-  //! the tensors it reaches (both marked again after each replay). Throws std::bad_alloc.
+  //! the tensors it reaches (both marked again after each replay). Throws std::bad_alloc; then,
+  //! and for the rest of the capture, records nothing more, and end() throws.
   void record(PreparedPtr item, const std::vector<std::pair<TrackerPtr, bool>>& accesses,
               const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& tensors);
+  //! Tests: the next record() (any graph's) throws std::bad_alloc, as when out of memory. Never
+  //! blocks; thread-safe.
+  static void fail_next_record_for_testing() noexcept;
   //! The stream this graph captures on (host()->current_stream_id() at begin()); constant
   //! during the capture.
   std::uint64_t stream_id() const noexcept { return stream_id_; }
@@ -97,6 +101,8 @@ class CapturedGraph {
   std::vector<ReuseTicket*> tickets_;
   std::uint64_t stream_id_ = 0;
   bool capturing_ = false;
+  // An op of the capture could not be recorded: end() refuses the capture.
+  bool failed_ = false;
 
   // Lists the recorded item's holds on storages made in the capture for reuse by later outputs of
   // the capture (as the queued op's own are): a replay runs the items in the capture's order, so
@@ -108,6 +114,9 @@ class CapturedGraph {
   void clear_locked() noexcept;
   // Drops the accesses and tensors recorded (frozen into replay_ or given up).
   void clear_recorded() noexcept;
+  // record() under mutex_.
+  void record_locked(PreparedPtr item, const std::vector<std::pair<TrackerPtr, bool>>& accesses,
+                     const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& tensors);
   void unlist() noexcept;
   // Notes `t` for marking after replays (once per TensorImpl).
   void add_tensor(const at::Tensor& t);
