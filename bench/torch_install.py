@@ -71,21 +71,21 @@ def timed(fn, reps):
 SETTLE_S = 0.3
 
 
-def interleave(cases, reps):
+def interleave(cases, reps, settle=SETTLE_S):
     """Median seconds of each case, the cases run in turn `reps` times (drifting load hits all),
-    each timed run after a pause and an untimed run (above). A case is a function, or (settings,
-    function): the settings (a context manager class) are applied around both runs, outside the
-    timing."""
+    each timed run after a pause of `settle` seconds and an untimed run (above). A case is a
+    function, or (settings, function): the settings (a context manager class) are applied around
+    both runs, outside the timing."""
     times = {name: [] for name in cases}
     for _ in range(reps):
         for name, case in cases.items():
             if isinstance(case, tuple):
                 with case[0]():
-                    time.sleep(SETTLE_S)
+                    time.sleep(settle)
                     case[1]()
                     times[name] += timed(case[1], 1)
             else:
-                time.sleep(SETTLE_S)
+                time.sleep(settle)
                 case()
                 times[name] += timed(case, 1)
     return {name: statistics.median(v) for name, v in times.items()}
@@ -648,7 +648,10 @@ def functional(args):
     """Ops with no out= kernel of their own (torch generates their out= overloads as the op and a
     copy), each in a loop on a stream (one synchronize) against the same loop eager at the
     stream's threads; and how many of the stream's results were computed in their outputs (the
-    rest were copied into them)."""
+    rest were copied into them). Timed after a pause, as every case here, and back to back: a
+    loop of a few ms that starts after the cores idled pays the hand-over from the host thread to
+    a worker, which on some virtual machines costs far more than on an awake machine
+    (docs/torch.md, "When streams pay off")."""
     g = torch.Generator().manual_seed(2)
     x = torch.randn(8, 16, 64, 64, generator=g)  # 2 MB
     raw = torch.randint(0, 256, (32, 3, 64, 64), dtype=torch.uint8, generator=g)
@@ -683,6 +686,9 @@ def functional(args):
                       f"copied {after['copied'] - before['copied']}")
         print(f"  {name:30s} stream {m['stream'] / n * 1e6:8.1f} us, eager same threads "
               f"{m['eager'] / n * 1e6:8.1f} us ({m['stream'] / m['eager']:4.2f}x){placed}")
+        b = interleave(cases, 3 * args.reps, settle=0)
+        print(f"  {'':30s} back to back: stream {b['stream'] / n * 1e6:8.1f} us, eager "
+              f"{b['eager'] / n * 1e6:8.1f} us ({b['stream'] / b['eager']:4.2f}x)")
 
 
 def guard_toll(args):
