@@ -68,7 +68,6 @@ void CapturedGraph::begin() {
               "stream work");
   steps_ = std::make_shared<CapturedSteps>();
   stream_id_ = stream;
-  failed_ = false;
   capturing_ = true;
   tls_capture = this;
 }
